@@ -1,0 +1,40 @@
+# envad: two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install test test-slow demo protos bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[train,dev,ray]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## run the default test suite (CPU-only, offline; slow and GPU checks are skipped)
+test: $(STAMP)
+	$(PY) -m pytest
+
+## run the slow checks too
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow
+
+## the main job: PhotoDigits -> train -> export -> serve -> backfill -> fit -> score -> report
+demo: $(STAMP)
+	$(PY) -m envad.client.demo --workdir var/demo
+
+## regenerate the gRPC stubs from proto/envad/v1/envad.proto
+protos: $(STAMP)
+	$(PY) scripts/gen_protos.py
+
+## speed benchmarks (one JSON line each)
+bench: $(STAMP)
+	$(PY) -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) var build *.egg-info

@@ -1,0 +1,1 @@
+"""envad client: library and `envad` CLI for scoring, backfill and retraining jobs."""
