@@ -1,0 +1,218 @@
+"""Durable embedding store: one LanceDB table per encoder, behind a handful of methods.
+
+Embeddings of different encoders are not comparable, so each model id has its own table
+`emb_<model id>`. The id column is the table's (unenforced) primary key; the server keeps
+a single writer (see `writer.py`) because concurrent merge-inserts of the same new keys
+can insert duplicates. Filters are structured (`RowFilter`); the SQL is built here with
+quoting, never taken from a caller.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from envad.errors import InvalidInput
+
+PRIMARY_KEY_METADATA = {"lance-schema:unenforced-primary-key": "true"}
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+METADATA_COLUMNS = ("id", "env", "label", "split", "timestamp", "uri", "sha256", "model_id",
+                    "ingested_at")
+_SAFE_VALUE = re.compile(r"^[^\x00-\x1f]*$")
+
+
+def table_name(model_id: str) -> str:
+    """The LanceDB table holding `model_id`'s embeddings."""
+    if not model_id:
+        raise InvalidInput("model id must not be empty")
+    return "emb_" + re.sub(r"[^A-Za-z0-9]", "_", model_id)
+
+
+def make_schema(dim: int) -> pa.Schema:
+    """Arrow schema of a store table for embeddings of dimension `dim`."""
+    return pa.schema([
+        pa.field("id", pa.string(), nullable=False, metadata=PRIMARY_KEY_METADATA),
+        pa.field("env", pa.string()),
+        pa.field("label", pa.string()),
+        pa.field("split", pa.string()),
+        pa.field("timestamp", TIMESTAMP),
+        pa.field("uri", pa.string()),
+        pa.field("sha256", pa.string()),
+        pa.field("model_id", pa.string()),
+        pa.field("ingested_at", TIMESTAMP),
+        pa.field("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Structured filter: OR within a field, AND across fields; empty matches all."""
+
+    envs: tuple[str, ...] = ()
+    splits: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (self.envs or self.splits or self.labels)
+
+    def to_sql(self) -> str | None:
+        """A LanceDB `where` clause with every value quoted, or None when empty."""
+        clauses = []
+        for column, values in (("env", self.envs), ("split", self.splits),
+                               ("label", self.labels)):
+            if values:
+                clauses.append(f"{column} IN ({', '.join(_quote(v) for v in values)})")
+        return " AND ".join(clauses) or None
+
+    def mask(self, env: np.ndarray, split: np.ndarray, label: np.ndarray) -> np.ndarray:
+        """Boolean mask of the rows (given as metadata arrays) that match."""
+        keep = np.ones(len(env), dtype=bool)
+        for values, column in ((self.envs, env), (self.splits, split), (self.labels, label)):
+            if values:
+                keep &= np.isin(column, np.asarray(values, dtype=object))
+        return keep
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"envs": list(self.envs), "splits": list(self.splits), "labels": list(self.labels)}
+
+
+def _quote(value: str) -> str:
+    if not isinstance(value, str) or not _SAFE_VALUE.match(value):
+        raise InvalidInput(f"filter value {value!r} must be a string without control characters")
+    return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass
+class Row:
+    """One image's stored record (vector excluded from repr)."""
+
+    id: str
+    vector: np.ndarray = field(repr=False)
+    env: str = ""
+    label: str = ""
+    split: str = ""
+    timestamp: dt.datetime | None = None
+    uri: str = ""
+    sha256: str = ""
+
+
+@dataclass(frozen=True)
+class InsertResult:
+    inserted: int
+    version: int
+
+
+class EmbeddingStore:
+    """The store table of one encoder: insert (idempotent by id), read, count, optimize."""
+
+    def __init__(self, db_dir: Path, model_id: str, dim: int):
+        self.model_id = model_id
+        self.dim = dim
+        self._db = lancedb.connect(str(db_dir), read_consistency_interval=dt.timedelta(0))
+        self._table = self._db.create_table(table_name(model_id), schema=make_schema(dim),
+                                            exist_ok=True)
+        stored = self._table.schema.field("vector").type.list_size
+        if stored != dim:
+            raise InvalidInput(
+                f"store table {table_name(model_id)} holds {stored}-d vectors, model has {dim}"
+            )
+
+    @property
+    def version(self) -> int:
+        return int(self._table.version)
+
+    def count(self, row_filter: RowFilter = RowFilter()) -> int:
+        return int(self._table.count_rows(row_filter.to_sql()))
+
+    def insert(self, rows: Sequence[Row]) -> InsertResult:
+        """Insert rows whose id is not stored yet; one table version per call."""
+        if not rows:
+            return InsertResult(0, self.version)
+        result = (self._table.merge_insert("id").when_not_matched_insert_all()
+                  .execute(self.to_arrow(rows)))
+        return InsertResult(int(result.num_inserted_rows), int(result.version))
+
+    def to_arrow(self, rows: Sequence[Row]) -> pa.Table:
+        """Rows as an Arrow table of this store's schema."""
+        now = dt.datetime.now(dt.timezone.utc)
+        vectors = np.stack([np.asarray(r.vector, dtype=np.float32) for r in rows])
+        if vectors.shape[1] != self.dim:
+            raise InvalidInput(f"vectors have {vectors.shape[1]} dims, store expects {self.dim}")
+        columns = {
+            "id": [r.id for r in rows],
+            "env": [r.env for r in rows],
+            "label": [r.label for r in rows],
+            "split": [r.split for r in rows],
+            "timestamp": [r.timestamp for r in rows],
+            "uri": [r.uri for r in rows],
+            "sha256": [r.sha256 for r in rows],
+            "model_id": [self.model_id] * len(rows),
+            "ingested_at": [now] * len(rows),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim),
+        }
+        return pa.table(columns, schema=make_schema(self.dim))
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """The subset of `ids` already stored."""
+        return set(self.read_ids(ids, with_vectors=False, columns=("id",)).column("id")
+                   .to_pylist())
+
+    def read(self, row_filter: RowFilter = RowFilter(), *, with_vectors: bool = True,
+             columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows matching the filter as one Arrow table."""
+        wanted = list(columns or METADATA_COLUMNS) + (["vector"] if with_vectors else [])
+        query = self._table.search().select(wanted).limit(None)
+        where = row_filter.to_sql()
+        if where:
+            query = query.where(where)
+        return query.to_arrow()
+
+    def iter_batches(self, row_filter: RowFilter = RowFilter(), batch_size: int = 4096, *,
+                     with_vectors: bool = True) -> Iterator[pa.RecordBatch]:
+        """Stream matching rows in record batches of at most `batch_size` rows."""
+        table = self.read(row_filter, with_vectors=with_vectors)
+        yield from table.to_batches(max_chunksize=batch_size)
+
+    def read_ids(self, ids: Sequence[str], *, with_vectors: bool = True,
+                 columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows with the given ids (any order)."""
+        wanted = list(columns or METADATA_COLUMNS) + (["vector"] if with_vectors else [])
+        tables = [make_schema(self.dim).empty_table().select(wanted)]
+        for start in range(0, len(ids), 1000):
+            where = "id IN (" + ", ".join(_quote(i) for i in ids[start:start + 1000]) + ")"
+            tables.append(self._table.search().where(where).select(wanted).limit(None)
+                          .to_arrow())
+        return pa.concat_tables(tables)
+
+    def env_counts(self) -> dict[str, int]:
+        envs = self._table.search().select(["env"]).limit(None).to_arrow().column("env")
+        values, counts = np.unique(np.asarray(envs.to_pylist(), dtype=object).astype(str),
+                                   return_counts=True)
+        return {str(v): int(c) for v, c in zip(values, counts)}
+
+    def refresh(self) -> bool:
+        """Pick up versions committed by other writers; True when the version changed."""
+        before = self.version
+        self._table.checkout_latest()
+        return self.version != before
+
+    def optimize(self, keep_versions_for: dt.timedelta = dt.timedelta(hours=1)) -> None:
+        """Compact small fragments and drop versions older than `keep_versions_for`."""
+        self._table.optimize(cleanup_older_than=keep_versions_for)
+
+
+def vectors_of(table: pa.Table) -> np.ndarray:
+    """The vector column of an Arrow table as a float32 [n, d] array."""
+    column = table.column("vector").combine_chunks()
+    if len(column) == 0:
+        return np.zeros((0, column.type.list_size), dtype=np.float32)
+    flat = column.flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat.reshape(len(column), column.type.list_size),
+                                dtype=np.float32)
