@@ -1,0 +1,128 @@
+"""`serve()`: wire config, engine, gRPC server, health, reflection, metrics, shutdown.
+
+Health: the overall service ("") is SERVING as soon as the process answers;
+`envad.v1.AnomalyService` is NOT_SERVING until an encoder, its store and its index are
+loaded, and NOT_SERVING again during shutdown. On SIGTERM/SIGINT the server stops taking
+new RPCs and drains in-flight ones for up to `grace_seconds`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from envad import __version__
+from envad.server.config import ServerConfig
+from envad.server.engine import Engine
+from envad.server.interceptors import (
+    BearerTokenInterceptor, ObserveInterceptor, log_observer, metrics_observer,
+)
+from envad.server.logs import configure_logging
+from envad.server.metrics import ServerMetrics
+from envad.server.service import AnomalyServicer
+from envad.v1 import envad_pb2, envad_pb2_grpc
+
+log = logging.getLogger("envad.server")
+SERVICE_NAME = envad_pb2.DESCRIPTOR.services_by_name["AnomalyService"].full_name
+
+
+@dataclass
+class RunningServer:
+    """Handle of a started server (used by `serve` and by in-process tests)."""
+
+    server: grpc.Server
+    engine: Engine
+    health: health.HealthServicer
+    port: int
+    stop_event: threading.Event
+
+    def stop(self, grace: float | None = None) -> None:
+        self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.stop_event.set()
+        self.server.stop(grace).wait()
+        self.engine.close()
+
+
+def grpc_options(config: ServerConfig) -> list[tuple[str, int]]:
+    limit = config.max_message_mb * 1024 * 1024
+    return [("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit)]
+
+
+def start(config: ServerConfig) -> RunningServer:
+    """Build and start the server; returns once it listens."""
+    metrics = ServerMetrics()
+    engine = Engine(config, metrics)
+    interceptors = [ObserveInterceptor(metrics_observer(metrics)),
+                    ObserveInterceptor(log_observer(logging.getLogger("envad.access")))]
+    if config.auth_token:
+        interceptors.insert(0, BearerTokenInterceptor(config.auth_token))
+    server = grpc.server(futures.ThreadPoolExecutor(config.workers, thread_name_prefix="rpc"),
+                         interceptors=interceptors, options=grpc_options(config))
+    envad_pb2_grpc.add_AnomalyServiceServicer_to_server(AnomalyServicer(engine), server)
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(f"{config.host}:{config.port}")
+    if port == 0:
+        raise OSError(f"cannot bind {config.host}:{config.port}")
+    server.start()
+    if config.metrics_port:
+        metrics.serve(config.metrics_port, config.host)
+    running = RunningServer(server, engine, health_servicer, port, threading.Event())
+    log.info("listening", extra={"address": f"{config.host}:{port}", "version": __version__,
+                                 "data_dir": str(config.data_dir),
+                                 "models_dir": str(config.resolved_models_dir)})
+    engine.start()
+    _set_health(running)
+    threading.Thread(target=_refresh_loop, args=(running, metrics), name="refresh",
+                     daemon=True).start()
+    return running
+
+
+def _set_health(running: RunningServer) -> None:
+    status = (health_pb2.HealthCheckResponse.SERVING if running.engine.ready
+              else health_pb2.HealthCheckResponse.NOT_SERVING)
+    running.health.set(SERVICE_NAME, status)
+
+
+def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:
+    interval = running.engine.config.refresh_seconds
+    while not running.stop_event.wait(interval):
+        try:
+            running.engine.refresh()
+            _set_health(running)
+            info = running.engine.info()
+            if info.active_model is not None:
+                metrics.observe_envs(info.active_model.model_id, info.env_counts)
+        except Exception:  # keep refreshing; a bad model file must not stop the server
+            log.exception("refresh failed")
+
+
+def serve(config: ServerConfig) -> int:
+    """Run the server until SIGTERM/SIGINT, then drain and exit (exit code 0)."""
+    configure_logging(config.log_format, config.log_level)
+    running = start(config)
+    print(f"envad serving on {config.host}:{running.port}", flush=True)
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        log.info("shutting down", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+    running.stop(config.grace_seconds)
+    log.info("stopped")
+    return 0

@@ -1,0 +1,123 @@
+"""Coalesce concurrent embedding requests into one ONNX Runtime call.
+
+Callers submit uint8 batches; a worker thread gathers what is queued (up to `max_batch`
+images, waiting at most `max_wait_s` after the first arrives), runs the encoder once,
+and hands each caller its slice. One batcher per encoder; a model switch creates a new
+batcher and closes the old one after its queue drains.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+import numpy as np
+
+from envad.errors import Unavailable
+
+EmbedFn = Callable[[np.ndarray], np.ndarray]
+BatchObserver = Callable[[int], None]
+
+
+class MicroBatcher:
+    """Thread-safe request coalescer in front of an embedding function."""
+
+    def __init__(self, embed: EmbedFn, *, max_batch: int = 64, max_wait_s: float = 0.002,
+                 on_batch: BatchObserver | None = None, name: str = "batcher"):
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self._embed = embed
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_s
+        self._on_batch = on_batch
+        self._queue: queue.Queue[tuple[np.ndarray, Future] | None] = queue.Queue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, images: np.ndarray) -> Future:
+        """Queue a batch; the future resolves to its embeddings (float32 [N, D])."""
+        if self._closed:
+            raise Unavailable("encoder is being replaced; retry")
+        future: Future = Future()
+        if len(images) == 0:
+            future.set_result(self._embed(images))
+            return future
+        self._queue.put((images, future))
+        return future
+
+    def embed(self, images: np.ndarray) -> np.ndarray:
+        """Blocking convenience wrapper around `submit`; large inputs are split."""
+        parts = [self.submit(images[i:i + self.max_batch])
+                 for i in range(0, max(len(images), 1), self.max_batch)]
+        return np.concatenate([p.result() for p in parts]) if len(parts) > 1 else parts[0].result()
+
+    def close(self) -> None:
+        """Stop taking work; queued requests are still served."""
+        self._closed = True
+        self._queue.put(None)
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _take_batch(self, first: tuple[np.ndarray, Future]) -> tuple[list, bool]:
+        pending = [first]
+        count = len(first[0])
+        deadline = time.monotonic() + self.max_wait_s
+        stop = False
+        while count < self.max_batch:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 \
+                    else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stop = True
+                break
+            pending.append(item)
+            count += len(item[0])
+        return pending, stop
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                if self._queue.empty():
+                    return
+                continue
+            pending, stop = self._take_batch(first)
+            self._dispatch(pending)
+            if stop:
+                self._drain()
+                return
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                self._dispatch([item])
+
+    def _dispatch(self, pending: list[tuple[np.ndarray, Future]]) -> None:
+        live = [(x, f) for x, f in pending if f.set_running_or_notify_cancel()]
+        if not live:
+            return
+        try:
+            batch = np.concatenate([x for x, _ in live]) if len(live) > 1 else live[0][0]
+            out = self._embed(batch)
+            if self._on_batch:
+                self._on_batch(len(batch))
+        except BaseException as exc:  # hand the failure to every waiting caller
+            for _, future in live:
+                future.set_exception(exc)
+            return
+        start = 0
+        for x, future in live:
+            future.set_result(out[start:start + len(x)])
+            start += len(x)

@@ -1,0 +1,38 @@
+"""`envad serve`: run the scoring service."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    from envad.server.config import describe
+
+    settings = "\n".join(f"  {name:<22} {env:<30} default {default}"
+                         for name, env, default in describe())
+    parser = subparsers.add_parser(
+        "serve", help="run the gRPC scoring service",
+        description="Run the envad gRPC service (embedded LanceDB store + FAISS index). "
+                    "Settings: flags > ENVAD_* environment variables > TOML file (--config "
+                    "or ENVAD_CONFIG, keys at top level or under [server]) > defaults.",
+        epilog="all settings (TOML key, environment variable, default):\n" + settings,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, help="TOML settings file")
+    parser.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="gRPC port (default 50051; 0 = any free)")
+    parser.add_argument("--data-dir", type=Path, help="store, bundles, state (default var/envad)")
+    parser.add_argument("--models-dir", type=Path, help="ONNX encoders (default DATA_DIR/models)")
+    parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (0 = off)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from envad.server.app import serve
+    from envad.server.config import load_config
+
+    config = load_config(config_file=args.config, overrides={
+        "host": args.host, "port": args.port, "data_dir": args.data_dir,
+        "models_dir": args.models_dir, "metrics_port": args.metrics_port,
+    })
+    return serve(config)

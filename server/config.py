@@ -1,0 +1,113 @@
+"""Server settings: flags > ENVAD_* environment variables > TOML file > defaults.
+
+Defaults run embedded with everything under ./var/envad: the LanceDB store in
+`<data_dir>/lancedb`, detector bundles in `<data_dir>/bundles`, models in
+`<data_dir>/models` unless `models_dir` is set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from envad.errors import InvalidInput
+
+ENV_PREFIX = "ENVAD_"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Every server setting, with its default. The docs table is generated from this."""
+
+    host: str = "127.0.0.1"                 # address to bind ("0.0.0.0" for all)
+    port: int = 50051                       # gRPC port (0 = pick a free port)
+    data_dir: Path = Path("var/envad")      # store, bundles, state
+    models_dir: Path | None = None          # *.onnx encoders; default <data_dir>/models
+    metrics_port: int = 0                   # Prometheus /metrics HTTP port; 0 = off
+    max_message_mb: int = 256               # gRPC send/receive limit per message
+    max_image_mb: int = 64                  # largest accepted encoded image
+    max_image_megapixels: int = 120         # decompression-bomb guard
+    max_batch: int = 64                     # images per ONNX Runtime call
+    max_wait_ms: float = 2.0                # batching window after the first request
+    decode_threads: int = 2                 # threads decoding images
+    workers: int = 16                       # gRPC worker threads
+    intra_op_threads: int = 0               # ONNX Runtime threads (0 = all cores)
+    default_top_k: int = 5                  # neighbours returned as evidence
+    refresh_seconds: float = 2.0            # how often external writes/models are picked up
+    optimize_every: int = 100               # compact the store every N commits
+    ivf_threshold: int = 200_000            # rows above which the index switches to IVF
+    fit_max_samples: int = 20_000           # default sample cap for Fit
+    grace_seconds: float = 10.0             # drain time on SIGTERM
+    auth_token: str = ""                    # require "authorization: Bearer <token>"
+    log_format: str = "json"                # "json" or "text"
+    log_level: str = "INFO"
+
+    @property
+    def resolved_models_dir(self) -> Path:
+        return Path(self.models_dir) if self.models_dir else Path(self.data_dir) / "models"
+
+    @property
+    def lancedb_dir(self) -> Path:
+        return Path(self.data_dir) / "lancedb"
+
+    @property
+    def bundles_dir(self) -> Path:
+        return Path(self.data_dir) / "bundles"
+
+
+def _coerce(name: str, value: Any) -> Any:
+    field = {f.name: f for f in fields(ServerConfig)}[name]
+    kind = field.type
+    try:
+        if value is None:
+            return None
+        if "Path" in str(kind):
+            return Path(value)
+        if kind in ("int", int):
+            return int(value)
+        if kind in ("float", float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"setting {name}: cannot use {value!r}: {exc}") from exc
+
+
+def load_config(*, config_file: Path | None = None, env: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Any] | None = None) -> ServerConfig:
+    """Merge the TOML file, ENVAD_* variables and explicit overrides (highest first wins)."""
+    env = os.environ if env is None else env
+    known = {f.name for f in fields(ServerConfig)}
+    values: dict[str, Any] = {}
+    config_file = config_file or (Path(env["ENVAD_CONFIG"]) if env.get("ENVAD_CONFIG") else None)
+    if config_file:
+        try:
+            data = tomllib.loads(Path(config_file).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidInput(f"cannot read config file {config_file}: {exc}") from exc
+        data = data.get("server", data)
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidInput(f"unknown setting(s) in {config_file}: {sorted(unknown)}; "
+                               f"known: {sorted(known)}")
+        values.update(data)
+    for name in known:
+        key = ENV_PREFIX + name.upper()
+        if key in env:
+            values[name] = env[key]
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    config = ServerConfig(**{k: _coerce(k, v) for k, v in values.items()})
+    if config.log_format not in ("json", "text"):
+        raise InvalidInput("log_format must be 'json' or 'text'")
+    return config
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(name, environment variable, default) for every setting, for docs and --help."""
+    return [(f.name, ENV_PREFIX + f.name.upper(), repr(f.default)) for f in fields(ServerConfig)]
+
+
+replace = dataclasses.replace

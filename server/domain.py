@@ -1,0 +1,133 @@
+"""Plain domain types exchanged between the servicer's conversions and the engine.
+
+No protobuf here: `convert.py` maps these to and from envad.v1 messages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, field
+
+from envad.server.index import Hit
+from envad.server.store import RowFilter
+
+DEFAULT_SPLIT = "archive"
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """One image of a request; `id` defaults to the sha256 of the bytes."""
+
+    data: bytes
+    id: str = ""
+    env: str = ""
+    timestamp: dt.datetime | None = None
+    uri: str = ""
+    label: str = ""
+    split: str = ""
+
+    def resolved_id(self) -> str:
+        return self.id or sha256_hex(self.data)
+
+
+@dataclass(frozen=True)
+class ItemFailure:
+    index: int
+    id: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    model_id: str = ""
+    model_sha256: str = ""
+    bundle_id: str = ""
+    table_version: int = 0
+    server_version: str = ""
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    threshold: float | None = None
+    top_k: int = 0
+    neighbor_filter: RowFilter | None = None
+    store: bool = False
+    split: str = ""
+    label: str = ""
+
+
+@dataclass
+class ImageResult:
+    index: int
+    id: str
+    env: str
+    error: ItemFailure | None = None
+    raw: dict[str, float] = field(default_factory=dict)
+    calibrated: dict[str, float] = field(default_factory=dict)
+    ensemble: float = 0.0
+    is_anomaly: bool = False
+    threshold: float = 0.0
+    neighbors: list[Hit] = field(default_factory=list)
+    stored: bool = False
+
+
+@dataclass(frozen=True)
+class ScoreOutcome:
+    results: list[ImageResult]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class EmbedOutcome:
+    vectors: list  # per item: np.ndarray or None
+    failures: list[ItemFailure]
+    ids: list[str]
+    dim: int
+    provenance: Provenance
+
+
+@dataclass
+class IngestTotals:
+    received: int = 0
+    inserted: int = 0
+    duplicates: int = 0
+    failures: list[ItemFailure] = field(default_factory=list)
+    provenance: Provenance = field(default_factory=Provenance)
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    row_filter: RowFilter = RowFilter(splits=("train",))
+    detectors: tuple[str, ...] = ()
+    max_samples: int = 0
+    contamination: float = 0.0
+    stylist: bool = False
+    stylist_drop_fraction: float = 0.0
+    seed: int = 0
+    activate: bool = True
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    bundle: object          # envad.server.detectors.bundle.DetectorBundle
+    activated: bool
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    server_version: str
+    active_model: object | None   # ModelMeta
+    bundle: object | None         # DetectorBundle
+    env_counts: dict[str, int]
+    total_rows: int
+    table_version: int
+    data_dir: str
+    hint: str
+    index_rows: int

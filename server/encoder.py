@@ -1,0 +1,200 @@
+"""ONNX Runtime encoders and the registry of model files in the models directory.
+
+An encoder file follows docs/model-format.md: input `images` uint8 [N,H,W,3], output
+`embedding` float32 [N,D], metadata in metadata_props. The CUDA provider is used when
+onnxruntime-gpu provides it, the CPU provider otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from envad.errors import FailedPrecondition, InvalidInput, NotFound
+
+log = logging.getLogger(__name__)
+
+INPUT_NAME = "images"
+OUTPUT_NAME = "embedding"
+REQUIRED_KEYS = ("envad.format_version", "envad.model_id", "envad.input_size",
+                 "envad.embedding_dim", "envad.algorithm", "envad.training_envs",
+                 "envad.dataset", "envad.created")
+
+
+@dataclass(frozen=True)
+class ModelMeta:
+    """What an encoder file says about itself (docs/model-format.md)."""
+
+    model_id: str
+    file: str
+    sha256: str
+    input_size: int
+    embedding_dim: int
+    algorithm: str
+    training_envs: tuple[str, ...]
+    dataset: str
+    created: str
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _providers() -> list[str]:
+    available = ort.get_available_providers()
+    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+
+
+def parse_metadata(props: dict[str, str], path: Path, sha256: str) -> ModelMeta:
+    """Validate metadata_props against the model format; InvalidInput names what is wrong."""
+    missing = [k for k in REQUIRED_KEYS if k not in props]
+    if missing:
+        raise InvalidInput(f"{path.name}: missing metadata_props {missing} "
+                           "(see docs/model-format.md)")
+    try:
+        envs = json.loads(props["envad.training_envs"])
+        return ModelMeta(
+            model_id=props["envad.model_id"], file=path.name, sha256=sha256,
+            input_size=int(props["envad.input_size"]),
+            embedding_dim=int(props["envad.embedding_dim"]),
+            algorithm=props["envad.algorithm"], training_envs=tuple(str(e) for e in envs),
+            dataset=props["envad.dataset"], created=props["envad.created"],
+            metadata=dict(props),
+        )
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput(f"{path.name}: malformed metadata_props: {exc}") from exc
+
+
+class OnnxEncoder:
+    """One loaded encoder: `embed(uint8 NHWC) -> float32 [N, D]`."""
+
+    def __init__(self, path: Path, *, intra_op_threads: int = 0):
+        self.path = Path(path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = intra_op_threads
+        options.log_severity_level = 3
+        try:
+            self._session = ort.InferenceSession(str(self.path), options,
+                                                 providers=_providers())
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise InvalidInput(f"{self.path.name}: not a loadable ONNX model: {exc}") from exc
+        props = self._session.get_modelmeta().custom_metadata_map
+        self.meta = parse_metadata(props, self.path, file_sha256(self.path))
+        inputs = {i.name: i for i in self._session.get_inputs()}
+        outputs = {o.name for o in self._session.get_outputs()}
+        if INPUT_NAME not in inputs or OUTPUT_NAME not in outputs:
+            raise InvalidInput(f"{self.path.name}: graph must have input '{INPUT_NAME}' and "
+                               f"output '{OUTPUT_NAME}'")
+        if inputs[INPUT_NAME].type != "tensor(uint8)":
+            raise InvalidInput(f"{self.path.name}: input must be uint8, "
+                               f"is {inputs[INPUT_NAME].type}")
+        self.providers = self._session.get_providers()
+
+    @property
+    def input_size(self) -> int:
+        return self.meta.input_size
+
+    @property
+    def dim(self) -> int:
+        return self.meta.embedding_dim
+
+    def embed(self, images: np.ndarray) -> np.ndarray:
+        """Embed a uint8 batch [N, S, S, 3] (S = input size)."""
+        size = self.input_size
+        if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (size, size, 3):
+            raise InvalidInput(f"encoder {self.meta.model_id} takes uint8 [N,{size},{size},3], "
+                               f"got {images.dtype} {list(images.shape)}")
+        if len(images) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        (out,) = self._session.run([OUTPUT_NAME], {INPUT_NAME: images})
+        return np.asarray(out, dtype=np.float32)
+
+
+class ModelRegistry:
+    """The encoders found in a models directory, and which one is active.
+
+    `activate` swaps the active encoder atomically: requests that already hold an encoder
+    finish on it; new requests get the new one.
+    """
+
+    def __init__(self, models_dir: Path, *, intra_op_threads: int = 0):
+        self.models_dir = Path(models_dir)
+        self._threads = intra_op_threads
+        self._lock = threading.RLock()
+        self._loaded: dict[str, OnnxEncoder] = {}   # by sha256
+        self._by_id: dict[str, OnnxEncoder] = {}
+        self._active: OnnxEncoder | None = None
+        self.problems: dict[str, str] = {}          # file name -> why it was skipped
+
+    def scan(self) -> list[ModelMeta]:
+        """Load metadata of every *.onnx file (cached by content hash)."""
+        with self._lock:
+            by_id: dict[str, OnnxEncoder] = {}
+            problems: dict[str, str] = {}
+            paths = sorted(self.models_dir.glob("*.onnx")) if self.models_dir.is_dir() else []
+            for path in paths:
+                try:
+                    sha = file_sha256(path)
+                    encoder = self._loaded.get(sha)
+                    if encoder is None:
+                        encoder = OnnxEncoder(path, intra_op_threads=self._threads)
+                        self._loaded[sha] = encoder
+                except InvalidInput as exc:
+                    problems[path.name] = str(exc)
+                    continue
+                model_id = encoder.meta.model_id
+                if model_id in by_id:
+                    problems[path.name] = (f"duplicate model id {model_id!r} (also in "
+                                           f"{by_id[model_id].path.name}); ignored")
+                    continue
+                by_id[model_id] = encoder
+            for name, why in problems.items():
+                if self.problems.get(name) != why:
+                    log.warning("model file %s skipped: %s", name, why)
+            self._by_id, self.problems = by_id, problems
+            return [e.meta for e in by_id.values()]
+
+    def models(self) -> list[ModelMeta]:
+        with self._lock:
+            return [e.meta for e in self._by_id.values()]
+
+    def get(self, model_id: str) -> OnnxEncoder:
+        with self._lock:
+            if model_id not in self._by_id:
+                self.scan()
+            if model_id not in self._by_id:
+                known = ", ".join(sorted(self._by_id)) or "none"
+                raise NotFound(f"unknown model {model_id!r}; models in {self.models_dir}: "
+                               f"{known}")
+            return self._by_id[model_id]
+
+    def activate(self, model_id: str) -> OnnxEncoder:
+        encoder = self.get(model_id)
+        with self._lock:
+            self._active = encoder
+        return encoder
+
+    @property
+    def active(self) -> OnnxEncoder | None:
+        return self._active
+
+    def require_active(self) -> OnnxEncoder:
+        encoder = self._active
+        if encoder is None:
+            raise FailedPrecondition(
+                f"no encoder is active: copy an envad .onnx file into {self.models_dir} "
+                "(see docs/model-format.md), then call ListModels / ActivateModel "
+                "(`envad models list`, `envad models activate ID`)")
+        return encoder

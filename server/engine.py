@@ -1,0 +1,359 @@
+"""The server's domain logic: score, embed, ingest, search, fit, export, models, info.
+
+The gRPC servicer only translates messages and calls these methods. Per-item problems
+(an undecodable image) become ItemFailure entries; request-level problems raise envad
+errors, mapped to status codes in one table (errors.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from envad import __version__
+from envad.errors import EnvadError, FailedPrecondition, InvalidInput, NotFound
+from envad.server.config import ServerConfig
+from envad.server.detectors.bundle import BundleStore, fit_bundle
+from envad.server.domain import (
+    DEFAULT_SPLIT, EmbedOutcome, FitOptions, FitOutcome, ImageInput, ImageResult,
+    IngestTotals, ItemFailure, Provenance, ScoreOptions, ScoreOutcome, ServerInfo, sha256_hex,
+)
+from envad.server.encoder import ModelMeta, ModelRegistry
+from envad.server.images import DecodeLimits, decode_image
+from envad.server.index import Hit
+from envad.server.space import ModelSpace
+from envad.server.store import Row, RowFilter, vectors_of
+
+log = logging.getLogger(__name__)
+MAX_TOP_K = 100
+MAX_SEARCH_K = 1000
+
+
+class Engine:
+    """Holds the model registry and one ModelSpace per encoder used so far."""
+
+    def __init__(self, config: ServerConfig, metrics=None):
+        self.config = config
+        self.metrics = metrics
+        self.registry = ModelRegistry(config.resolved_models_dir,
+                                      intra_op_threads=config.intra_op_threads)
+        self.bundles = BundleStore(config.bundles_dir)
+        self.limits = DecodeLimits(max_bytes=config.max_image_mb * 1024 * 1024,
+                                   max_pixels=config.max_image_megapixels * 1_000_000)
+        self._decoder = ThreadPoolExecutor(max(config.decode_threads, 1),
+                                           thread_name_prefix="decode")
+        self._spaces: dict[str, ModelSpace] = {}
+        self._active: ModelSpace | None = None
+        self._lock = threading.RLock()
+        self._state_file = Path(config.data_dir) / "active_model"
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Scan models, open the store and index of the active (or first) model."""
+        Path(self.config.data_dir).mkdir(parents=True, exist_ok=True)
+        self.config.resolved_models_dir.mkdir(parents=True, exist_ok=True)
+        models = self.registry.scan()
+        wanted = self._state_file.read_text().strip() if self._state_file.exists() else ""
+        ids = [m.model_id for m in models]
+        if wanted in ids:
+            self.activate(wanted)
+        elif ids:
+            self.activate(ids[0])
+        else:
+            log.warning("no model yet: %s", self.hint())
+
+    @property
+    def ready(self) -> bool:
+        return self._active is not None
+
+    def close(self) -> None:
+        with self._lock:
+            for space in self._spaces.values():
+                space.close()
+        self._decoder.shutdown(wait=True)
+
+    def refresh(self) -> None:
+        """Periodic: pick up new model files and rows written by other processes."""
+        models = self.registry.scan()
+        if self._active is None and models:
+            self.activate(models[0].model_id)
+        space = self._active
+        if space is not None:
+            space.refresh()
+
+    def hint(self) -> str:
+        if self._active is None:
+            return (f"no encoder yet: copy an envad .onnx file into "
+                    f"{self.config.resolved_models_dir} (see docs/model-format.md); the "
+                    "server picks it up within seconds")
+        if self._active.bundle is None:
+            return ("no detectors fitted for the active encoder: ingest normal images "
+                    "(`envad backfill`), then call Fit (`envad fit`)")
+        return "ready"
+
+    # ------------------------------------------------------------ models
+
+    def list_models(self) -> tuple[list[ModelMeta], str | None]:
+        models = self.registry.scan()
+        active = self._active.model_id if self._active else None
+        return models, active
+
+    def activate(self, model_id: str) -> ModelMeta:
+        encoder = self.registry.activate(model_id)
+        with self._lock:
+            space = self._spaces.get(model_id)
+            if space is None or space.encoder is not encoder:
+                space = ModelSpace(encoder, self.config, self.bundles, self.metrics)
+                self._spaces[model_id] = space
+            self._active = space
+            self._state_file.write_text(model_id)
+        log.info("active model: %s (%s)", model_id, encoder.meta.file)
+        return encoder.meta
+
+    def require_space(self, model_id: str = "") -> ModelSpace:
+        if model_id:
+            if self._active is not None and self._active.model_id == model_id:
+                return self._active
+            with self._lock:
+                if model_id in self._spaces:
+                    return self._spaces[model_id]
+            encoder = self.registry.get(model_id)
+            with self._lock:
+                space = self._spaces.get(model_id)
+                if space is None:
+                    space = ModelSpace(encoder, self.config, self.bundles, self.metrics)
+                    self._spaces[model_id] = space
+                return space
+        space = self._active
+        if space is None:
+            self.registry.require_active()  # raises FailedPrecondition with the hint
+        return space
+
+    def provenance(self, space: ModelSpace | None) -> Provenance:
+        if space is None:
+            return Provenance(server_version=__version__)
+        bundle = space.bundle
+        return Provenance(model_id=space.model_id, model_sha256=space.encoder.meta.sha256,
+                          bundle_id=bundle.bundle_id if bundle else "",
+                          table_version=space.store.version, server_version=__version__)
+
+    # ------------------------------------------------------------ embedding
+
+    def _decode_all(self, images: Sequence[ImageInput], size: int
+                    ) -> tuple[list[int], np.ndarray, list[ItemFailure]]:
+        futures = [self._decoder.submit(decode_image, img.data, size, self.limits)
+                   for img in images]
+        good, arrays, failures = [], [], []
+        for index, (img, future) in enumerate(zip(images, futures)):
+            try:
+                arrays.append(future.result())
+                good.append(index)
+            except EnvadError as exc:
+                label = img.id or img.uri or f"#{index}"
+                failures.append(ItemFailure(index, img.resolved_id(), exc.code,
+                                            f"image {label}: {exc}"))
+        batch = (np.stack(arrays) if arrays
+                 else np.zeros((0, size, size, 3), dtype=np.uint8))
+        return good, batch, failures
+
+    def _embed_images(self, space: ModelSpace, images: Sequence[ImageInput]
+                      ) -> tuple[list[int], np.ndarray, list[ItemFailure]]:
+        good, batch, failures = self._decode_all(images, space.encoder.input_size)
+        vectors = space.batcher.embed(batch) if len(good) else np.zeros((0, space.encoder.dim),
+                                                                         np.float32)
+        return good, vectors, failures
+
+    def embed(self, images: Sequence[ImageInput], model_id: str = "") -> EmbedOutcome:
+        space = self.require_space(model_id)
+        good, vectors, failures = self._embed_images(space, images)
+        per_item: list = [None] * len(images)
+        for row, index in enumerate(good):
+            per_item[index] = vectors[row]
+        return EmbedOutcome(per_item, failures, [i.resolved_id() for i in images],
+                            space.encoder.dim, self.provenance(space))
+
+    # ------------------------------------------------------------ scoring
+
+    def score(self, images: Sequence[ImageInput], options: ScoreOptions,
+              *, all_bad_is_error: bool = True) -> ScoreOutcome:
+        if not images:
+            raise InvalidInput("no images in the request")
+        space = self.require_space()
+        bundle = space.bundle
+        if bundle is None:
+            raise FailedPrecondition(self.hint())
+        threshold = bundle.threshold if options.threshold is None else options.threshold
+        if not 0.0 < threshold <= 1.0:
+            raise InvalidInput(f"threshold must be in (0, 1], got {threshold}")
+        top_k = options.top_k or self.config.default_top_k
+        if top_k > MAX_TOP_K:
+            raise InvalidInput(f"top_k must be at most {MAX_TOP_K}, got {top_k}")
+        good, vectors, failures = self._embed_images(space, images)
+        if all_bad_is_error and not good:
+            raise InvalidInput("; ".join(f.message for f in failures))
+        results = [ImageResult(i, img.resolved_id(), img.env) for i, img in enumerate(images)]
+        for failure in failures:
+            results[failure.index].error = failure
+        if good:
+            scores = bundle.score(vectors)
+            neighbor_filter = options.neighbor_filter or _bundle_filter(bundle)
+            hits = space.index.search(vectors, top_k, neighbor_filter)
+            for row, index in enumerate(good):
+                result = results[index]
+                result.raw = {name: float(v[row]) for name, v in scores.raw.items()}
+                result.calibrated = {name: float(v[row]) for name, v in scores.calibrated.items()}
+                result.ensemble = float(scores.ensemble[row])
+                result.threshold = threshold
+                result.is_anomaly = result.ensemble >= threshold
+                result.neighbors = hits[row]
+            if options.store:
+                rows = [self._row(images[i], vectors[r], options.split, options.label)
+                        for r, i in enumerate(good)]
+                space.writer.write(rows)
+                for index in good:
+                    results[index].stored = True
+        return ScoreOutcome(results, self.provenance(space))
+
+    @staticmethod
+    def _row(image: ImageInput, vector: np.ndarray, split: str = "", label: str = "") -> Row:
+        return Row(id=image.resolved_id(), vector=vector, env=image.env,
+                   label=image.label or label, split=image.split or split or DEFAULT_SPLIT,
+                   timestamp=image.timestamp, uri=image.uri, sha256=sha256_hex(image.data))
+
+    # ------------------------------------------------------------ ingest
+
+    def ingest(self, chunks: Iterable[Sequence[ImageInput]]) -> IngestTotals:
+        """Embed and store every chunk; returns once every written row is durable."""
+        space = self.require_space()
+        totals = IngestTotals()
+        pending: list[tuple[Future, list[tuple[int, str]]]] = []
+        offset = 0
+        for chunk in chunks:
+            totals.received += len(chunk)
+            good, vectors, failures = self._embed_images(space, chunk)
+            totals.failures.extend(
+                ItemFailure(f.index + offset, f.id, f.code, f.message) for f in failures)
+            rows = [self._row(chunk[i], vectors[r]) for r, i in enumerate(good)]
+            if rows:
+                pending.append((space.writer.submit(rows),
+                                [(offset + i, rows[r].id) for r, i in enumerate(good)]))
+            offset += len(chunk)
+            pending = self._collect_done(pending, totals)
+        for future, items in pending:
+            self._collect(future, items, totals)
+        totals.provenance = self.provenance(space)
+        return totals
+
+    def _collect_done(self, pending, totals):
+        still = []
+        for future, items in pending:
+            if future.done():
+                self._collect(future, items, totals)
+            else:
+                still.append((future, items))
+        return still
+
+    @staticmethod
+    def _collect(future: Future, items: list[tuple[int, str]], totals: IngestTotals) -> None:
+        try:
+            result = future.result()
+        except EnvadError as exc:
+            totals.failures.extend(ItemFailure(i, row_id, exc.code, str(exc))
+                                   for i, row_id in items)
+            return
+        except Exception as exc:  # a store failure: report, never acknowledge
+            totals.failures.extend(ItemFailure(i, row_id, "INTERNAL", f"store write failed: {exc}")
+                                   for i, row_id in items)
+            return
+        totals.inserted += len(result.inserted)
+        totals.duplicates += len(result.duplicates)
+
+    # ------------------------------------------------------------ search
+
+    def search(self, *, image: bytes | None = None, vector: Sequence[float] | None = None,
+               row_id: str | None = None, k: int = 10,
+               row_filter: RowFilter = RowFilter()) -> tuple[list[Hit], Provenance]:
+        space = self.require_space()
+        k = k or 10
+        if not 1 <= k <= MAX_SEARCH_K:
+            raise InvalidInput(f"k must be in 1..{MAX_SEARCH_K}, got {k}")
+        if image is not None:
+            good, vectors, failures = self._embed_images(space, [ImageInput(image)])
+            if failures:
+                raise InvalidInput(failures[0].message)
+            query = vectors
+        elif vector is not None:
+            query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        elif row_id:
+            table = space.store.read_ids([row_id])
+            if table.num_rows == 0:
+                raise NotFound(f"no stored row with id {row_id!r}")
+            query = vectors_of(table)[:1]
+        else:
+            raise InvalidInput("search needs an image, a vector or an id")
+        return space.index.search(query, k, row_filter)[0], self.provenance(space)
+
+    # ------------------------------------------------------------ fit
+
+    def fit(self, options: FitOptions) -> FitOutcome:
+        space = self.require_space()
+        table = space.store.read(options.row_filter, columns=("id", "env"))
+        if table.num_rows == 0:
+            raise FailedPrecondition(
+                f"no stored rows match {options.row_filter.as_dict()} for model "
+                f"{space.model_id}: ingest normal images first (`envad backfill`)")
+        vectors = vectors_of(table)
+        envs = np.asarray(table.column("env").to_pylist(), dtype=object)
+        bundle = fit_bundle(
+            vectors, detectors=list(options.detectors) or None, seed=options.seed,
+            contamination=options.contamination or 0.05,
+            max_samples=options.max_samples or self.config.fit_max_samples,
+            stylist_drop_fraction=((options.stylist_drop_fraction or 0.25)
+                                   if options.stylist else None),
+            envs=envs, model_id=space.model_id, fit_filter=options.row_filter.as_dict(),
+        )
+        self.bundles.save(bundle)
+        if options.activate:
+            self.bundles.activate(bundle.bundle_id)
+            space.bundle = bundle
+        if self.metrics:
+            self.metrics.observe_fit(bundle)
+        return FitOutcome(bundle, options.activate, self.provenance(space))
+
+    # ------------------------------------------------------------ export
+
+    def export(self, row_filter: RowFilter, batch_size: int, with_vectors: bool
+               ) -> tuple[Iterator[pa.RecordBatch], Provenance]:
+        space = self.require_space()
+        if not 0 < batch_size <= 65536:
+            raise InvalidInput(f"batch_size must be in 1..65536, got {batch_size}")
+        return (space.store.iter_batches(row_filter, batch_size, with_vectors=with_vectors),
+                self.provenance(space))
+
+    # ------------------------------------------------------------ info
+
+    def info(self) -> ServerInfo:
+        space = self._active
+        counts = space.store.env_counts() if space else {}
+        return ServerInfo(
+            server_version=__version__,
+            active_model=space.encoder.meta if space else None,
+            bundle=space.bundle if space else None,
+            env_counts=counts, total_rows=sum(counts.values()),
+            table_version=space.store.version if space else 0,
+            data_dir=str(Path(self.config.data_dir).resolve()), hint=self.hint(),
+            index_rows=len(space.index) if space else 0,
+        )
+
+
+def _bundle_filter(bundle) -> RowFilter:
+    spec = getattr(bundle, "fit_filter", None) or {}
+    return RowFilter(envs=tuple(spec.get("envs", ())), splits=tuple(spec.get("splits", ())),
+                     labels=tuple(spec.get("labels", ())))

@@ -1,0 +1,85 @@
+"""The gRPC servicer: each method translates protobuf -> engine call -> protobuf."""
+
+from __future__ import annotations
+
+from envad.server import convert
+from envad.server.engine import Engine
+from envad.server.errors import abort_on_error
+from envad.v1 import envad_pb2 as pb
+from envad.v1 import envad_pb2_grpc as pb_grpc
+
+
+class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
+    """envad.v1.AnomalyService on top of an Engine."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    @abort_on_error
+    def Score(self, request, context):
+        outcome = self.engine.score([convert.image_in(i) for i in request.images],
+                                    convert.score_options_in(request))
+        return convert.score_out(outcome)
+
+    @abort_on_error
+    def ScoreStream(self, request_iterator, context):
+        for request in request_iterator:
+            outcome = self.engine.score([convert.image_in(i) for i in request.images],
+                                        convert.score_options_in(request),
+                                        all_bad_is_error=False)
+            yield convert.score_out(outcome)
+
+    @abort_on_error
+    def Embed(self, request, context):
+        outcome = self.engine.embed([convert.image_in(i) for i in request.images],
+                                    request.model_id)
+        return convert.embed_out(outcome)
+
+    @abort_on_error
+    def Ingest(self, request_iterator, context):
+        chunks = (convert.ingest_chunk_in(r) for r in request_iterator)
+        return convert.ingest_out(self.engine.ingest(chunks))
+
+    @abort_on_error
+    def Search(self, request, context):
+        which = request.WhichOneof("query")
+        hits, provenance = self.engine.search(
+            image=request.image if which == "image" else None,
+            vector=list(request.vector.values) if which == "vector" else None,
+            row_id=request.id if which == "id" else None,
+            k=request.k, row_filter=convert.filter_in(request.filter))
+        return convert.search_out(hits, provenance)
+
+    @abort_on_error
+    def Fit(self, request, context):
+        return convert.fit_out(self.engine.fit(convert.fit_options_in(request)))
+
+    @abort_on_error
+    def Export(self, request, context):
+        batches, provenance = self.engine.export(convert.filter_in(request.filter),
+                                                 request.batch_size or 4096,
+                                                 not request.without_vectors)
+        as_rows = request.format == pb.EXPORT_FORMAT_ROWS
+        for batch in batches:
+            chunk = (pb.ExportChunk(rows=convert.rows_out(batch)) if as_rows
+                     else pb.ExportChunk(arrow_ipc=convert.arrow_ipc_out(batch)))
+            chunk.provenance.CopyFrom(convert.provenance_out(provenance))
+            yield chunk
+
+    @abort_on_error
+    def ListModels(self, request, context):
+        models, active = self.engine.list_models()
+        return pb.ListModelsResponse(
+            models=[convert.model_out(m, m.model_id == active) for m in models],
+            models_dir=str(self.engine.registry.models_dir))
+
+    @abort_on_error
+    def ActivateModel(self, request, context):
+        meta = self.engine.activate(request.model_id)
+        return pb.ActivateModelResponse(
+            model=convert.model_out(meta, True),
+            provenance=convert.provenance_out(self.engine.provenance(self.engine.require_space())))
+
+    @abort_on_error
+    def GetInfo(self, request, context):
+        return convert.info_out(self.engine.info())

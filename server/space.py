@@ -1,0 +1,69 @@
+"""Everything the server holds for one encoder: store table, index, writer, batcher, bundle.
+
+A request takes the active space once and uses it to the end, so activating another
+encoder never disturbs requests in flight. Spaces stay open until the server stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from envad.server.batching import MicroBatcher
+from envad.server.config import ServerConfig
+from envad.server.detectors.bundle import BundleStore
+from envad.server.encoder import OnnxEncoder
+from envad.server.index import VectorIndex
+from envad.server.store import EmbeddingStore
+from envad.server.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+
+class ModelSpace:
+    """Store, FAISS mirror, single writer, micro-batcher and detector bundle of an encoder."""
+
+    def __init__(self, encoder: OnnxEncoder, config: ServerConfig, bundles: BundleStore,
+                 metrics=None):
+        self.encoder = encoder
+        self.model_id = encoder.meta.model_id
+        self.store = EmbeddingStore(config.lancedb_dir, self.model_id, encoder.dim)
+        self.index = VectorIndex(encoder.dim, ivf_threshold=config.ivf_threshold)
+        self.index.add_table(self.store.read())
+        self._metrics = metrics
+        self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
+                                  on_commit=self._committed)
+        self.batcher = MicroBatcher(encoder.embed, max_batch=config.max_batch,
+                                    max_wait_s=config.max_wait_ms / 1000.0,
+                                    on_batch=self._batched, name=f"batcher-{self.model_id}")
+        self.bundle = bundles.active(self.model_id)
+        self._refresh_lock = threading.Lock()
+        log.info("model space %s ready: %d rows indexed, bundle %s", self.model_id,
+                 len(self.index), getattr(self.bundle, "bundle_id", None))
+
+    def _batched(self, size: int) -> None:
+        if self._metrics:
+            self._metrics.batch_size.observe(size)
+
+    def _committed(self, inserted: int, version: int) -> None:
+        if self._metrics:
+            self._metrics.rows_written.labels(self.model_id).inc(inserted)
+
+    def refresh(self) -> int:
+        """Index rows other processes wrote to the table; returns how many were added."""
+        with self._refresh_lock:
+            self.store.refresh()
+            if self.store.count() == len(self.index):
+                return 0
+            stored = self.store.read(with_vectors=False, columns=("id",)).column("id")
+            missing = [i for i in stored.to_pylist() if i not in self.index]
+            if not missing:
+                return 0
+            added = self.index.add_table(self.store.read_ids(missing))
+            log.info("picked up %d rows written by another process to %s", added,
+                     self.model_id)
+            return added
+
+    def close(self) -> None:
+        self.batcher.close()
+        self.writer.close()
