@@ -116,8 +116,11 @@ class EmbeddingStore:
         self.model_id = model_id
         self.dim = dim
         self._db = lancedb.connect(str(db_dir), read_consistency_interval=dt.timedelta(0))
-        self._table = self._db.create_table(table_name(model_id), schema=make_schema(dim),
-                                            exist_ok=True)
+        name = table_name(model_id)
+        try:
+            self._table = self._db.open_table(name)
+        except ValueError:  # not created yet
+            self._table = self._db.create_table(name, schema=make_schema(dim), exist_ok=True)
         stored = self._table.schema.field("vector").type.list_size
         if stored != dim:
             raise InvalidInput(

@@ -1,0 +1,74 @@
+"""EmbeddingStore on a real LanceDB directory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envad.errors import InvalidInput
+from envad.server.store import (
+    EmbeddingStore, Row, RowFilter, make_schema, table_name, vectors_of,
+)
+
+
+def rows(n, start=0, dim=4):
+    return [Row(id=f"r{i}", vector=np.full(dim, i, np.float32), env=f"e{i % 2}",
+                split="train" if i % 3 else "val", label="a") for i in range(start, start + n)]
+
+
+def test_insert_is_idempotent_by_id(tmp_path):
+    store = EmbeddingStore(tmp_path, "m", 4)
+    assert store.insert(rows(5)).inserted == 5
+    assert store.insert(rows(5, start=3)).inserted == 3
+    assert store.count() == 8
+
+
+def test_id_is_primary_key_in_schema():
+    field = make_schema(8).field("id")
+    assert field.metadata[b"lance-schema:unenforced-primary-key"] == b"true"
+    assert not field.nullable
+
+
+def test_filters_and_reads(tmp_path):
+    store = EmbeddingStore(tmp_path, "m", 4)
+    store.insert(rows(9))
+    table = store.read(RowFilter(envs=("e1",), splits=("train",)))
+    assert sorted(table.column("id").to_pylist()) == ["r1", "r5", "r7"]
+    assert vectors_of(table).shape == (3, 4)
+    assert store.count(RowFilter(splits=("val",))) == 3
+    assert store.existing_ids(["r1", "nope"]) == {"r1"}
+    assert store.env_counts() == {"e0": 5, "e1": 4}
+    batches = list(store.iter_batches(batch_size=4))
+    assert [b.num_rows for b in batches] == [4, 4, 1]
+
+
+def test_filter_values_are_quoted_not_executed(tmp_path):
+    store = EmbeddingStore(tmp_path, "m", 4)
+    store.insert(rows(4))
+    assert store.count(RowFilter(envs=("e0' OR '1'='1",))) == 0
+    with pytest.raises(InvalidInput):
+        RowFilter(envs=("bad\x00",)).to_sql()
+
+
+def test_one_table_per_model_and_dimension_checked(tmp_path):
+    EmbeddingStore(tmp_path, "model/a", 4).insert(rows(2))
+    other = EmbeddingStore(tmp_path, "model-b", 4)
+    assert other.count() == 0 and table_name("model/a") == "emb_model_a"
+    with pytest.raises(InvalidInput, match="4-d"):
+        EmbeddingStore(tmp_path, "model/a", 8)
+
+
+def test_refresh_sees_rows_from_another_connection(tmp_path):
+    reader = EmbeddingStore(tmp_path, "m", 4)
+    writer = EmbeddingStore(tmp_path, "m", 4)
+    writer.insert(rows(3))
+    reader.refresh()
+    assert reader.count() == 3
+
+
+def test_optimize_keeps_rows(tmp_path):
+    store = EmbeddingStore(tmp_path, "m", 4)
+    for i in range(5):
+        store.insert(rows(2, start=2 * i))
+    store.optimize()
+    assert store.count() == 10
