@@ -1,0 +1,396 @@
+"""`EnvadClient`: the Python client of the envad.v1 AnomalyService.
+
+One channel per client (thread-safe: share it between threads). Every call has a
+deadline, transient failures (UNAVAILABLE, RESOURCE_EXHAUSTED) are retried with
+exponential backoff within that deadline, results are typed dataclasses
+(envad.client.results), and a failed call raises an envad exception
+(envad.client.errors.from_rpc_error), never a raw grpc.RpcError.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from envad.client import convert
+from envad.client import results as r
+from envad.client.errors import from_rpc_error
+from envad.client.retry import RetryPolicy, call_with_retry
+from envad.errors import InvalidInput, Unavailable
+from envad.v1 import envad_pb2 as pb
+from envad.v1 import envad_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+#: Image bytes packed into one Ingest message (gRPC's default receive limit is 4 MiB).
+DEFAULT_MAX_MESSAGE_BYTES = 3 * 1024 * 1024
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 60_000),
+]
+
+
+def default_address() -> str:
+    """`$ENVAD_SERVER`, else 127.0.0.1:50051."""
+    return os.environ.get("ENVAD_SERVER") or DEFAULT_ADDRESS
+
+
+def _read_pem(value: str | bytes | Path | None) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    return Path(value).read_bytes()
+
+
+def make_channel(
+    address: str,
+    tls: bool = False,
+    root_certificates: str | bytes | Path | None = None,
+    client_certificate: str | bytes | Path | None = None,
+    client_key: str | bytes | Path | None = None,
+    server_name: str | None = None,
+) -> grpc.Channel:
+    """An insecure or TLS (optionally mutual-TLS) channel to `address` (HOST:PORT)."""
+    options = list(_CHANNEL_OPTIONS)
+    if not tls:
+        return grpc.insecure_channel(address, options=options)
+    if (client_certificate is None) != (client_key is None):
+        raise InvalidInput("mutual TLS needs both a client certificate and a client key")
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_read_pem(root_certificates),
+        private_key=_read_pem(client_key),
+        certificate_chain=_read_pem(client_certificate),
+    )
+    if server_name:
+        options.append(("grpc.ssl_target_name_override", server_name))
+    return grpc.secure_channel(address, credentials, options=options)
+
+
+class EnvadClient:
+    """Client of one envad server; use as a context manager to close the channel.
+
+    Parameters
+    ----------
+    address : "HOST:PORT" of the server (default `$ENVAD_SERVER` or 127.0.0.1:50051).
+    timeout : default deadline of a call in seconds, retries included (None: no limit).
+    retry : backoff policy for UNAVAILABLE / RESOURCE_EXHAUSTED.
+    token : bearer token sent as `authorization: Bearer <token>` (default `$ENVAD_TOKEN`).
+    tls, root_certificates, client_certificate, client_key, server_name : TLS settings;
+        PEM bytes or file paths. Without root certificates the system roots are used.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout: float | None = 60.0,
+        retry: RetryPolicy = RetryPolicy(),
+        token: str | None = None,
+        tls: bool = False,
+        root_certificates: str | bytes | Path | None = None,
+        client_certificate: str | bytes | Path | None = None,
+        client_key: str | bytes | Path | None = None,
+        server_name: str | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.address = address or default_address()
+        self.timeout = timeout
+        self.retry = retry
+        self.max_message_bytes = max_message_bytes
+        token = token if token is not None else os.environ.get("ENVAD_TOKEN") or None
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._channel = make_channel(
+            self.address, tls, root_certificates, client_certificate, client_key, server_name
+        )
+        self._stub = pb_grpc.AnomalyServiceStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    # ------------------------------------------------------------ plumbing
+
+    def __enter__(self) -> EnvadClient:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method: str, invoke: Callable[[float | None], T], timeout: float | None) -> T:
+        """Run `invoke(remaining)` with the deadline and retry policy, translating errors."""
+        timeout = self.timeout if timeout is None else timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def attempt(remaining: float | None) -> T:
+            if remaining is not None and remaining <= 0:
+                raise from_rpc_error(_DeadlineError(), method)
+            try:
+                return invoke(remaining)
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc, method) from None
+
+        return call_with_retry(attempt, self.retry, deadline)
+
+    def _unary(self, method: str, request, timeout: float | None):
+        rpc = getattr(self._stub, method)
+        return self._call(
+            method, lambda t: rpc(request, timeout=t, metadata=self._metadata), timeout
+        )
+
+    # ------------------------------------------------------------ health
+
+    def health(self, service: str = "", timeout: float | None = 5.0) -> str:
+        """The server's health status name for `service` ("" = the whole server)."""
+        request = health_pb2.HealthCheckRequest(service=service)
+        response = self._call(
+            "Health.Check",
+            lambda t: self._health.Check(request, timeout=t, metadata=self._metadata),
+            timeout,
+        )
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+
+    def wait_until_serving(self, timeout: float = 60.0, service: str = "") -> None:
+        """Block until health reports SERVING; Unavailable after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                last = self.health(service, timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+                if last == "SERVING":
+                    return
+            except Unavailable as exc:
+                last = str(exc)
+            time.sleep(0.2)
+        raise Unavailable(f"server {self.address} not SERVING after {timeout:.0f}s ({last})")
+
+    # ------------------------------------------------------------ scoring
+
+    def score(
+        self,
+        images: Sequence[r.ImageInput | bytes | str | Path],
+        *,
+        store: bool = False,
+        split: str = "",
+        label: str = "",
+        threshold: float | None = None,
+        top_k: int = 0,
+        neighbor_filter: r.RowFilter | None = None,
+        timeout: float | None = None,
+    ) -> r.ScoreResult:
+        """Score a batch of images (ImageInput, raw bytes or file paths)."""
+        request = pb.ScoreRequest(
+            images=[convert.image_to_pb(as_image(i)) for i in images],
+            store=store,
+            split=split,
+            label=label,
+            top_k=top_k,
+            neighbor_filter=convert.filter_to_pb(neighbor_filter),
+        )
+        if threshold is not None:
+            request.threshold = threshold
+        return convert.score_result_from_pb(self._unary("Score", request, timeout))
+
+    def score_stream(
+        self, batches: Iterable[Sequence[r.ImageInput]], timeout: float | None = None
+    ) -> Iterator[r.ScoreResult]:
+        """Score a stream of batches over one ScoreStream call (one result per batch, in
+        order). Not retried: a broken stream raises and the caller resumes."""
+        requests = (
+            pb.ScoreRequest(images=[convert.image_to_pb(as_image(i)) for i in batch])
+            for batch in batches
+        )
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            for response in self._stub.ScoreStream(
+                requests, timeout=timeout, metadata=self._metadata
+            ):
+                yield convert.score_result_from_pb(response)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, "ScoreStream") from None
+
+    def embed(
+        self,
+        images: Sequence[r.ImageInput | bytes | str | Path],
+        model_id: str = "",
+        timeout: float | None = None,
+    ) -> r.EmbedResult:
+        request = pb.EmbedRequest(
+            images=[convert.image_to_pb(as_image(i)) for i in images], model_id=model_id
+        )
+        return convert.embed_result_from_pb(self._unary("Embed", request, timeout))
+
+    # ------------------------------------------------------------ store
+
+    def ingest(self, items: Sequence[r.IngestInput], timeout: float | None = None) -> r.IngestSummary:
+        """Store items (idempotent by id) in one Ingest stream; the summary counts what
+        became durable. Retried as a whole on transient failures (safe: idempotent)."""
+        items = list(items)
+
+        def invoke(remaining: float | None) -> pb.IngestSummary:
+            requests = convert.ingest_requests(items, self.max_message_bytes)
+            return self._stub.Ingest(requests, timeout=remaining, metadata=self._metadata)
+
+        return convert.ingest_summary_from_pb(self._call("Ingest", invoke, timeout))
+
+    def search(
+        self,
+        *,
+        image: bytes | None = None,
+        vector: Sequence[float] | None = None,
+        id: str | None = None,
+        k: int = 10,
+        row_filter: r.RowFilter | None = None,
+        timeout: float | None = None,
+    ) -> r.SearchResult:
+        """k nearest stored rows to exactly one of: an image, a vector, a stored id."""
+        given = [x is not None for x in (image, vector, id)]
+        if sum(given) != 1:
+            raise InvalidInput("search needs exactly one of image=, vector=, id=")
+        request = pb.SearchRequest(k=k, filter=convert.filter_to_pb(row_filter))
+        if image is not None:
+            request.image = image
+        elif vector is not None:
+            request.vector.values.extend(float(v) for v in vector)
+        else:
+            request.id = id
+        response = self._unary("Search", request, timeout)
+        return r.SearchResult(
+            neighbors=tuple(convert.neighbor_from_pb(n) for n in response.neighbors),
+            provenance=convert.provenance_from_pb(response.provenance),
+        )
+
+    def export(
+        self,
+        row_filter: r.RowFilter | None = None,
+        *,
+        batch_size: int = 0,
+        with_vectors: bool = True,
+        timeout: float | None = None,
+    ):
+        """Stream stored rows as pyarrow RecordBatches (Arrow IPC on the wire).
+
+        `timeout` bounds the whole stream (default: none, exports can be long)."""
+        import pyarrow as pa
+
+        request = pb.ExportRequest(
+            filter=convert.filter_to_pb(row_filter),
+            format=pb.EXPORT_FORMAT_ARROW_IPC,
+            batch_size=batch_size,
+            without_vectors=not with_vectors,
+        )
+        try:
+            for chunk in self._stub.Export(request, timeout=timeout, metadata=self._metadata):
+                if chunk.WhichOneof("payload") == "arrow_ipc":
+                    yield from pa.ipc.open_stream(chunk.arrow_ipc).read_all().to_batches()
+                elif chunk.WhichOneof("payload") == "rows":
+                    rows = [convert.row_to_dict(row, with_vectors) for row in chunk.rows.rows]
+                    if rows:
+                        yield pa.RecordBatch.from_pylist(rows)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, "Export") from None
+
+    def export_parquet(
+        self,
+        path: str | Path,
+        row_filter: r.RowFilter | None = None,
+        *,
+        with_vectors: bool = True,
+        timeout: float | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Write the export to one Parquet file (atomically: temp file + rename); returns
+        the number of rows."""
+        import pyarrow.parquet as pq
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".partial")
+        writer = None
+        rows = 0
+        try:
+            for batch in self.export(row_filter, with_vectors=with_vectors, timeout=timeout):
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, batch.schema)
+                writer.write_batch(batch)
+                rows += batch.num_rows
+                if progress is not None:
+                    progress(batch.num_rows)
+            if writer is None:  # no rows: still write a valid (empty) file
+                import pyarrow as pa
+
+                pq.write_table(pa.table({"id": pa.array([], pa.string())}), tmp)
+        finally:
+            if writer is not None:
+                writer.close()
+        os.replace(tmp, path)
+        return rows
+
+    # ------------------------------------------------------------ detectors and models
+
+    def fit(
+        self,
+        row_filter: r.RowFilter | None = None,
+        *,
+        detectors: Sequence[str] = (),
+        max_samples: int = 0,
+        contamination: float = 0.0,
+        stylist: bool = False,
+        drop_fraction: float = 0.0,
+        seed: int = 0,
+        activate: bool = True,
+        timeout: float | None = 3600.0,
+    ) -> r.FitResult:
+        """Fit detectors on stored rows (empty filter: split "train") and, by default,
+        activate the new bundle. Default deadline one hour (O(n^2) detectors are slow)."""
+        request = pb.FitRequest(
+            filter=convert.filter_to_pb(row_filter),
+            detectors=list(detectors),
+            max_samples=max_samples,
+            contamination=contamination,
+            stylist=pb.StylistOptions(enabled=stylist, drop_fraction=drop_fraction),
+            seed=seed,
+            no_activate=not activate,
+        )
+        return convert.fit_result_from_pb(self._unary("Fit", request, timeout))
+
+    def list_models(self, timeout: float | None = None) -> r.ModelList:
+        response = self._unary("ListModels", pb.ListModelsRequest(), timeout)
+        return r.ModelList(
+            models=tuple(convert.model_info_from_pb(m) for m in response.models),
+            models_dir=response.models_dir,
+        )
+
+    def activate_model(self, model_id: str, timeout: float | None = None) -> r.ModelInfo:
+        request = pb.ActivateModelRequest(model_id=model_id)
+        return convert.model_info_from_pb(self._unary("ActivateModel", request, timeout).model)
+
+    def info(self, timeout: float | None = None) -> r.ServerInfo:
+        return convert.server_info_from_pb(self._unary("GetInfo", pb.GetInfoRequest(), timeout))
+
+
+def as_image(value: r.ImageInput | bytes | str | Path) -> r.ImageInput:
+    """Accept an ImageInput, encoded bytes, or a file path."""
+    if isinstance(value, r.ImageInput):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return r.ImageInput(data=bytes(value))
+    if isinstance(value, (str, Path)):
+        return r.ImageInput.from_path(value)
+    raise InvalidInput(f"cannot use {type(value).__name__} as an image")
+
+
+class _DeadlineError(grpc.RpcError):
+    """Stands for a call that was never started because its deadline had passed."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+
+    def details(self) -> str:
+        return "deadline passed before the call started"

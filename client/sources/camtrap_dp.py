@@ -1,0 +1,189 @@
+"""A Camera Trap Data Package (Camtrap DP 1.x): deployments.csv + media.csv, and
+observations.csv when present.
+
+- key and id: `deploymentID/mediaID` (stable across re-imports of the package);
+- environment: the deployment's `locationID` (falling back to `locationName`, then the
+  deploymentID) with `env_by="location"`, or the `deploymentID` with `env_by="deployment"`;
+- label: the scientific names observed on the image (media-level observations, or
+  event-level ones whose eventStart..eventEnd holds the image's timestamp), sorted and
+  joined with ";"; an observation without a name contributes its observationType
+  (e.g. "blank", "human"); "" when nothing was observed;
+- media that are not images (fileMediatype not image/*) are listed as skipped.
+Resource paths are read from datapackage.json when it names them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+from envad.client.sources.base import (
+    Source,
+    SourceItem,
+    parse_timestamp,
+    register_source,
+    resolve_uri,
+)
+from envad.errors import InvalidInput
+
+ENV_BY = ("location", "deployment")
+
+
+@register_source
+class CamtrapDPSource(Source):
+    """Images of a Camtrap DP package (see the module docstring for the mapping)."""
+
+    name = "camtrap-dp"
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        if path.is_file() and path.name == "datapackage.json":
+            path = path.parent
+        return path.is_dir() and (
+            (path / "media.csv").is_file() and (path / "deployments.csv").is_file()
+            or _names_camtrap_resources(path / "datapackage.json")
+        )
+
+    def __init__(
+        self, path: str | Path, *, split: str | None = None, env_by: str = "location"
+    ) -> None:
+        path = Path(path)
+        super().__init__(path.parent if path.name == "datapackage.json" else path, split=split)
+        if env_by not in ENV_BY:
+            raise InvalidInput(f"env_by must be one of {ENV_BY}, got {env_by!r}")
+        self.env_by = env_by
+        self.resources = _resource_paths(self.path)
+        for needed in ("deployments", "media"):
+            if not self.resources[needed].is_file():
+                raise InvalidInput(f"Camtrap DP package {self.path} has no {needed} resource")
+
+    def describe(self) -> dict[str, str]:
+        return {**super().describe(), "env_by": self.env_by}
+
+    def __iter__(self) -> Iterator[SourceItem]:
+        envs = self._deployment_envs()
+        labels = _ObservationLabels(self.resources.get("observations"))
+        for line, row in _read_csv(self.resources["media"], ("mediaID", "deploymentID", "filePath")):
+            where = f"{self.resources['media']}:{line}: "
+            deployment, media = row["deploymentID"], row["mediaID"]
+            if deployment not in envs:
+                raise InvalidInput(f"{where}unknown deploymentID {deployment!r}")
+            timestamp = parse_timestamp(row.get("timestamp"), where)
+            mediatype = (row.get("fileMediatype") or "").strip().lower()
+            key = f"{deployment}/{media}"
+            yield SourceItem(
+                key=key,
+                id=key,
+                uri=resolve_uri(self.path, row["filePath"]),
+                env=envs[deployment],
+                label=labels.label(deployment, media, timestamp),
+                split=self._split(None),
+                timestamp=timestamp,
+                skip_reason=(
+                    f"not an image ({mediatype})"
+                    if mediatype and not mediatype.startswith("image/")
+                    else ""
+                ),
+                extra={"deploymentID": deployment, "mediaID": media},
+            )
+
+    def _deployment_envs(self) -> dict[str, str]:
+        envs: dict[str, str] = {}
+        for _, row in _read_csv(self.resources["deployments"], ("deploymentID",)):
+            deployment = row["deploymentID"]
+            if self.env_by == "deployment":
+                envs[deployment] = deployment
+            else:
+                envs[deployment] = (
+                    (row.get("locationID") or "").strip()
+                    or (row.get("locationName") or "").strip()
+                    or deployment
+                )
+        return envs
+
+
+class _ObservationLabels:
+    """Label lookup from observations.csv: by mediaID, else by event time window."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.by_media: dict[str, set[str]] = defaultdict(set)
+        # deployment -> sorted event starts, and parallel (start, end, name) tuples
+        self.events: dict[str, list[tuple[datetime, datetime, str]]] = defaultdict(list)
+        if path is None or not path.is_file():
+            return
+        for line, row in _read_csv(path, ("deploymentID",)):
+            name = (row.get("scientificName") or "").strip() or (
+                row.get("observationType") or ""
+            ).strip()
+            if not name:
+                continue
+            media = (row.get("mediaID") or "").strip()
+            if media:
+                self.by_media[media].add(name)
+                continue
+            where = f"{path}:{line}: "
+            start = parse_timestamp(row.get("eventStart"), where)
+            end = parse_timestamp(row.get("eventEnd"), where) or start
+            if start is not None:
+                self.events[row["deploymentID"]].append((start, end, name))
+        for events in self.events.values():
+            events.sort(key=lambda e: e[0])
+        self.starts = {d: [e[0] for e in events] for d, events in self.events.items()}
+        self.longest = {d: max(e[1] - e[0] for e in events) for d, events in self.events.items()}
+
+    def label(self, deployment: str, media: str, timestamp: datetime | None) -> str:
+        names = set(self.by_media.get(media, ()))
+        if not names and timestamp is not None and deployment in self.events:
+            events = self.events[deployment]
+            # events starting after the image cannot hold it; walk back from there only as
+            # far as the deployment's longest event reaches
+            i = bisect.bisect_right(self.starts[deployment], timestamp) - 1
+            earliest = timestamp - self.longest[deployment]
+            while i >= 0 and events[i][0] >= earliest:
+                start, end, name = events[i]
+                if timestamp <= end:
+                    names.add(name)
+                i -= 1
+        return ";".join(sorted(names))
+
+
+def _read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InvalidInput(f"{path}: missing column(s) {missing}")
+        for line, row in enumerate(reader, start=2):
+            yield line, row
+
+
+def _names_camtrap_resources(descriptor: Path) -> bool:
+    if not descriptor.is_file():
+        return False
+    try:
+        resources = json.loads(descriptor.read_text()).get("resources", [])
+    except (ValueError, AttributeError):
+        return False
+    names = {r.get("name") for r in resources if isinstance(r, dict)}
+    return {"deployments", "media"} <= names
+
+
+def _resource_paths(root: Path) -> dict[str, Path]:
+    """deployments/media/observations file paths, from datapackage.json when it has them."""
+    paths = {name: root / f"{name}.csv" for name in ("deployments", "media", "observations")}
+    descriptor = root / "datapackage.json"
+    if descriptor.is_file():
+        try:
+            package = json.loads(descriptor.read_text())
+        except ValueError as exc:
+            raise InvalidInput(f"{descriptor} is not valid JSON: {exc}") from exc
+        for resource in package.get("resources", []):
+            name, path = resource.get("name"), resource.get("path")
+            if name in paths and isinstance(path, str):
+                paths[name] = root / path
+    return paths

@@ -1,0 +1,115 @@
+"""A MegaDetector batch-output JSON used as a file list.
+
+Each entry of `images` is one item; `file` is resolved against `image_root` (default:
+the JSON's folder) and is also the key. The environment is a folder level of `file`
+(`env_level`, default 0 = the first folder, as camera-trap archives are usually laid out
+one folder per camera). Entries with a `failure` are skipped; with `skip_empty`, so are
+images without a detection of at least `min_conf` (default: the file's
+typical_detection_threshold, else 0.2) in an "animal", "person" or "vehicle" category.
+The detections are kept in `extra` so a MegaDetector-format output can carry them on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+from envad.client.sources.base import Source, SourceItem, register_source, resolve_uri
+from envad.errors import InvalidInput
+
+DEFAULT_MIN_CONF = 0.2
+DETECTION_NAMES = frozenset({"animal", "person", "vehicle"})
+
+
+@register_source
+class MegaDetectorSource(Source):
+    """The images listed by a MegaDetector results file (see the module docstring)."""
+
+    name = "megadetector"
+
+    @classmethod
+    def detect(cls, path: Path) -> bool:
+        if not (path.is_file() and path.suffix.lower() == ".json"):
+            return False
+        try:
+            with path.open(encoding="utf-8") as f:
+                head = f.read(1 << 16)
+        except OSError:
+            return False
+        return '"images"' in head and ('"detection_categories"' in head or '"file"' in head)
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        split: str | None = None,
+        image_root: str | Path | None = None,
+        env_level: int = 0,
+        skip_empty: bool = False,
+        min_conf: float | None = None,
+    ) -> None:
+        super().__init__(path, split=split)
+        try:
+            self.results = json.loads(self.path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InvalidInput(f"{self.path} is not valid JSON: {exc}") from exc
+        if not isinstance(self.results, dict) or not isinstance(self.results.get("images"), list):
+            raise InvalidInput(f"{self.path}: not a MegaDetector results file (no images list)")
+        self.image_root = Path(image_root) if image_root else self.path.parent
+        if env_level < 0:
+            raise InvalidInput(f"env_level must be >= 0, got {env_level}")
+        self.env_level = env_level
+        self.skip_empty = skip_empty
+        metadata = (self.results.get("info") or {}).get("detector_metadata") or {}
+        self.min_conf = float(
+            min_conf if min_conf is not None
+            else metadata.get("typical_detection_threshold", DEFAULT_MIN_CONF)
+        )
+        categories = self.results.get("detection_categories") or {"1": "animal", "2": "person", "3": "vehicle"}
+        self.detection_categories = {str(k): str(v) for k, v in categories.items()}
+        self.counted = {k for k, v in self.detection_categories.items() if v in DETECTION_NAMES}
+
+    def describe(self) -> dict[str, str]:
+        return {
+            **super().describe(),
+            "image_root": str(self.image_root.resolve()),
+            "skip_empty": str(self.skip_empty),
+            "min_conf": str(self.min_conf),
+        }
+
+    def count(self) -> int:
+        return len(self.results["images"])
+
+    def __iter__(self) -> Iterator[SourceItem]:
+        for n, entry in enumerate(self.results["images"]):
+            if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+                raise InvalidInput(f"{self.path}: images[{n}] has no 'file' string")
+            file = entry["file"]
+            parts = PurePosixPath(file.replace("\\", "/")).parts
+            folders = [p for p in parts[:-1] if p not in ("/", "")]
+            detections = entry.get("detections")
+            yield SourceItem(
+                key=file,
+                uri=resolve_uri(self.image_root, file),
+                env=folders[self.env_level] if len(folders) > self.env_level else "",
+                split=self._split(None),
+                skip_reason=self._skip_reason(entry, detections),
+                extra={"detections": detections} if detections is not None else {},
+            )
+
+    def _skip_reason(self, entry: dict, detections: list | None) -> str:
+        if entry.get("failure"):
+            return f"megadetector failure: {entry['failure']}"
+        if self.skip_empty:
+            best = max(
+                (
+                    float(d.get("conf", 0.0))
+                    for d in detections or []
+                    if str(d.get("category")) in self.counted
+                ),
+                default=0.0,
+            )
+            if best < self.min_conf:
+                return f"no detection >= {self.min_conf:g}"
+        return ""

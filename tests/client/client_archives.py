@@ -1,0 +1,125 @@
+"""Tiny archives in every source format, written by tests (a few 8x8 PNGs each)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def png_bytes(seed: int, size: int = 8) -> bytes:
+    """A small distinct PNG: different seeds give different bytes (and sha256)."""
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, size=(size, size, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels, "RGB").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def make_folder_dataset(root: Path, envs=("cam0", "cam1"), per_env: int = 3) -> Path:
+    """Folder format with metadata.csv + ad_spec.json; label "6" is an anomaly."""
+    rows = []
+    seed = 0
+    for env in envs:
+        (root / env).mkdir(parents=True, exist_ok=True)
+        for i in range(per_env):
+            rel = f"{env}/img{i}.png"
+            (root / rel).write_bytes(png_bytes(seed))
+            label = "6" if i == per_env - 1 else str(i % 3)
+            rows.append({"path": rel, "env": env, "label": label, "split": "train",
+                         "timestamp": f"2024-05-0{1 + i}T10:00:00Z"})
+            seed += 1
+    write_csv(root / "metadata.csv", rows)
+    (root / "ad_spec.json").write_text(json.dumps({"normal_a": [0, 1], "normal_b": [2]}))
+    return root
+
+
+def make_image_tree(root: Path, envs=("siteA", "siteB"), per_env: int = 2, seed0: int = 100) -> Path:
+    seed = seed0
+    for env in envs:
+        (root / env / "sub").mkdir(parents=True, exist_ok=True)
+        for i in range(per_env):
+            folder = root / env / ("sub" if i % 2 else "")
+            (folder / f"IMG_{i:04d}.JPG".replace("JPG", "png")).write_bytes(png_bytes(seed))
+            seed += 1
+    (root / "notes.txt").write_text("not an image")
+    (root / ".hidden.png").write_bytes(png_bytes(999))
+    return root
+
+
+def make_camtrap_dp(root: Path) -> Path:
+    """Two deployments at two locations; media with media- and event-level observations."""
+    (root / "media").mkdir(parents=True, exist_ok=True)
+    write_csv(root / "deployments.csv", [
+        {"deploymentID": "dep1", "locationID": "locA", "locationName": "Creek",
+         "deploymentStart": "2024-01-01T00:00:00Z", "deploymentEnd": "2024-02-01T00:00:00Z"},
+        {"deploymentID": "dep2", "locationID": "", "locationName": "Ridge",
+         "deploymentStart": "2024-01-01T00:00:00Z", "deploymentEnd": "2024-02-01T00:00:00Z"},
+    ])
+    media = []
+    for n, (dep, ts) in enumerate([("dep1", "2024-01-02T10:00:00Z"), ("dep1", "2024-01-02T10:00:05Z"),
+                                   ("dep2", "2024-01-03T08:00:00+01:00"), ("dep2", "2024-01-04T09:00:00Z")]):
+        name = f"m{n}.png"
+        (root / "media" / name).write_bytes(png_bytes(200 + n))
+        media.append({"mediaID": f"m{n}", "deploymentID": dep, "captureMethod": "activityDetection",
+                      "timestamp": ts, "filePath": f"media/{name}", "filePublic": "true",
+                      "fileName": name, "fileMediatype": "image/png"})
+    media.append({"mediaID": "v1", "deploymentID": "dep2", "captureMethod": "activityDetection",
+                  "timestamp": "2024-01-05T09:00:00Z", "filePath": "media/v1.mp4",
+                  "filePublic": "true", "fileName": "v1.mp4", "fileMediatype": "video/mp4"})
+    write_csv(root / "media.csv", media)
+    write_csv(root / "observations.csv", [
+        {"observationID": "o1", "deploymentID": "dep1", "mediaID": "", "eventID": "e1",
+         "eventStart": "2024-01-02T09:59:59Z", "eventEnd": "2024-01-02T10:00:06Z",
+         "observationLevel": "event", "observationType": "animal", "scientificName": "Vulpes vulpes"},
+        {"observationID": "o2", "deploymentID": "dep2", "mediaID": "m2", "eventID": "",
+         "eventStart": "", "eventEnd": "", "observationLevel": "media",
+         "observationType": "animal", "scientificName": "Capreolus capreolus"},
+        {"observationID": "o3", "deploymentID": "dep2", "mediaID": "m2", "eventID": "",
+         "eventStart": "", "eventEnd": "", "observationLevel": "media",
+         "observationType": "animal", "scientificName": "Sus scrofa"},
+        {"observationID": "o4", "deploymentID": "dep2", "mediaID": "m3", "eventID": "",
+         "eventStart": "", "eventEnd": "", "observationLevel": "media",
+         "observationType": "blank", "scientificName": ""},
+    ])
+    (root / "datapackage.json").write_text(json.dumps({
+        "profile": "https://raw.githubusercontent.com/tdwg/camtrap-dp/1.0/camtrap-dp-profile.json",
+        "resources": [
+            {"name": "deployments", "path": "deployments.csv"},
+            {"name": "media", "path": "media.csv"},
+            {"name": "observations", "path": "observations.csv"},
+        ],
+    }))
+    return root
+
+
+def make_megadetector_json(root: Path) -> Path:
+    """Four files in two camera folders: one animal, one empty, one weak, one failure."""
+    for n, rel in enumerate(["camA/a1.png", "camA/a2.png", "camB/b1.png"]):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(png_bytes(300 + n))
+    results = {
+        "info": {"format_version": "1.4", "detector": "md_v5a.0.0.pt",
+                 "detector_metadata": {"typical_detection_threshold": 0.2}},
+        "detection_categories": {"1": "animal", "2": "person", "3": "vehicle"},
+        "images": [
+            {"file": "camA/a1.png", "detections": [{"category": "1", "conf": 0.93, "bbox": [0.1, 0.1, 0.3, 0.3]}]},
+            {"file": "camA/a2.png", "detections": []},
+            {"file": "camB/b1.png", "detections": [{"category": "1", "conf": 0.05, "bbox": [0, 0, 1, 1]}]},
+            {"file": "camB/missing.png", "failure": "Failure image access", "detections": None},
+        ],
+    }
+    path = root / "md_results.json"
+    path.write_text(json.dumps(results))
+    return path

@@ -1,0 +1,142 @@
+"""Archive sources: every registered kind lists its items with the documented mapping."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+import pytest
+
+from client_archives import (
+    make_camtrap_dp, make_folder_dataset, make_image_tree, make_megadetector_json,
+)
+from envad.client.sources import SOURCES, detect_kind, open_source
+from envad.errors import InvalidInput
+
+MAKERS = {
+    "folder": lambda root: make_folder_dataset(root),
+    "image-tree": lambda root: make_image_tree(root),
+    "camtrap-dp": lambda root: make_camtrap_dp(root),
+    "megadetector": lambda root: make_megadetector_json(root),
+    "manifest": None,  # built from another source in its own test
+}
+
+
+def test_every_source_kind_has_a_maker() -> None:
+    assert set(MAKERS) == set(SOURCES)
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, v in MAKERS.items() if v))
+def test_detection_and_common_contract(tmp_path, kind) -> None:
+    path = MAKERS[kind](tmp_path / "archive")
+    assert detect_kind(path) == kind
+    source = open_source(path)
+    items = list(source)
+    assert items, "a source must list its images"
+    assert len({i.key for i in items}) == len(items), "keys must be unique"
+    assert source.count() == len(items)
+    assert list(source) == items, "listing must be stable"
+    assert source.describe()["format"] == kind
+    for item in items:
+        if not item.skip_reason:
+            assert item.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_folder_format_fields(tmp_path) -> None:
+    root = make_folder_dataset(tmp_path / "ds")
+    items = list(open_source(root))
+    first = items[0]
+    assert (first.key, first.env, first.label, first.split) == ("cam0/img0.png", "cam0", "0", "train")
+    assert first.timestamp == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    assert first.id == ""
+    assert [i.extra["is_anomaly"] for i in items[:3]] == [False, False, True]
+    assert first.uri == str((root / "cam0/img0.png").resolve())
+
+
+def test_folder_split_override_and_missing_columns(tmp_path) -> None:
+    root = make_folder_dataset(tmp_path / "ds")
+    assert {i.split for i in open_source(root, split="archive")} == {"archive"}
+    (root / "metadata.csv").write_text("path,env\na.png,cam0\n")
+    with pytest.raises(InvalidInput, match="missing column"):
+        list(open_source(root))
+
+
+def test_image_tree_env_is_first_folder(tmp_path) -> None:
+    root = make_image_tree(tmp_path / "tree")
+    items = list(open_source(root))
+    assert [i.key for i in items] == [
+        "siteA/IMG_0000.png", "siteA/sub/IMG_0001.png", "siteB/IMG_0000.png",
+        "siteB/sub/IMG_0001.png"]
+    assert [i.env for i in items] == ["siteA", "siteA", "siteB", "siteB"]
+    assert all(i.id == "" and i.split == "archive" for i in items)
+
+
+def test_camtrap_dp_mapping(tmp_path) -> None:
+    root = make_camtrap_dp(tmp_path / "pkg")
+    items = {i.key: i for i in open_source(root)}
+    assert set(items) == {"dep1/m0", "dep1/m1", "dep2/m2", "dep2/m3", "dep2/v1"}
+    assert all(i.id == i.key for i in items.values())
+    assert items["dep1/m0"].env == "locA"
+    assert items["dep2/m2"].env == "Ridge"  # empty locationID falls back to the name
+    assert items["dep1/m0"].label == "Vulpes vulpes"  # event-level observation window
+    assert items["dep1/m1"].label == "Vulpes vulpes"
+    assert items["dep2/m2"].label == "Capreolus capreolus;Sus scrofa"
+    assert items["dep2/m3"].label == "blank"
+    assert items["dep2/m2"].timestamp == datetime(2024, 1, 3, 7, tzinfo=timezone.utc)
+    assert items["dep2/v1"].skip_reason.startswith("not an image")
+    by_deployment = {i.key: i.env for i in open_source(root, env_by="deployment")}
+    assert by_deployment["dep1/m0"] == "dep1"
+
+
+def test_camtrap_dp_rejects_unknown_deployment(tmp_path) -> None:
+    root = make_camtrap_dp(tmp_path / "pkg")
+    text = (root / "media.csv").read_text().replace("dep2", "dep9", 1)
+    (root / "media.csv").write_text(text)
+    with pytest.raises(InvalidInput, match="unknown deploymentID"):
+        list(open_source(root))
+
+
+def test_megadetector_skips_failures_and_optionally_empty(tmp_path) -> None:
+    path = make_megadetector_json(tmp_path / "md")
+    items = {i.key: i for i in open_source(path)}
+    assert items["camA/a1.png"].env == "camA"
+    assert items["camB/missing.png"].skip_reason == "megadetector failure: Failure image access"
+    assert [k for k, i in items.items() if not i.skip_reason] == [
+        "camA/a1.png", "camA/a2.png", "camB/b1.png"]
+    assert items["camA/a1.png"].extra["detections"][0]["conf"] == 0.93
+    strict = {i.key: i.skip_reason for i in open_source(path, skip_empty=True)}
+    assert strict["camA/a1.png"] == ""
+    assert strict["camA/a2.png"] == strict["camB/b1.png"] == "no detection >= 0.2"
+    loose = {i.key: i.skip_reason for i in open_source(path, skip_empty=True, min_conf=0.01)}
+    assert loose["camB/b1.png"] == ""
+
+
+def test_manifest_round_trip(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = make_folder_dataset(tmp_path / "ds")
+    items = list(open_source(root))
+    table = pa.table({
+        "id": [hashlib.sha256(i.read_bytes()).hexdigest() for i in items],
+        "uri": [i.uri for i in items],
+        "env": [i.env for i in items],
+        "label": [i.label for i in items],
+        "split": [i.split for i in items],
+        "timestamp": pa.array([i.timestamp for i in items], pa.timestamp("us", tz="UTC")),
+    })
+    pq.write_table(table, tmp_path / "rows.parquet")
+    manifest = list(open_source(tmp_path / "rows.parquet"))
+    assert [m.id for m in manifest] == table.column("id").to_pylist()
+    assert [m.key for m in manifest] == [m.id for m in manifest]
+    assert [(m.env, m.label, m.split, m.timestamp) for m in manifest] == [
+        (i.env, i.label, i.split, i.timestamp) for i in items]
+
+
+def test_unknown_kind_and_missing_path(tmp_path) -> None:
+    with pytest.raises(InvalidInput, match="does not exist"):
+        open_source(tmp_path / "nope")
+    with pytest.raises(InvalidInput, match="unknown source kind"):
+        open_source(tmp_path, kind="zip")
+    with pytest.raises(InvalidInput, match="does not take"):
+        open_source(make_image_tree(tmp_path / "t"), kind="image-tree", env_by="location")
