@@ -1,0 +1,50 @@
+"""ONNX model files: metadata parsing, registry scan, activation."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from envad.errors import FailedPrecondition, InvalidInput, NotFound
+from envad.server.encoder import ModelRegistry, OnnxEncoder
+from tiny_encoder import build_tiny_encoder
+
+
+def test_metadata_is_read_from_the_file(tmp_path):
+    encoder = OnnxEncoder(build_tiny_encoder(tmp_path / "a.onnx", model_id="cam-enc",
+                                             dim=12, envs=("x", "y", "z")))
+    meta = encoder.meta
+    assert (meta.model_id, meta.input_size, meta.embedding_dim) == ("cam-enc", 32, 12)
+    assert meta.training_envs == ("x", "y", "z") and meta.algorithm == "random"
+    assert encoder.embed(np.zeros((3, 32, 32, 3), np.uint8)).shape == (3, 12)
+    with pytest.raises(InvalidInput, match="uint8"):
+        encoder.embed(np.zeros((1, 16, 16, 3), np.uint8))
+
+
+def test_missing_metadata_and_garbage_files_are_rejected(tmp_path):
+    path = build_tiny_encoder(tmp_path / "m.onnx")
+    model = onnx.load(str(path))
+    del model.metadata_props[:]
+    onnx.save(model, str(path))
+    with pytest.raises(InvalidInput, match="envad.model_id"):
+        OnnxEncoder(path)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not onnx")
+    with pytest.raises(InvalidInput, match="not a loadable"):
+        OnnxEncoder(junk)
+
+
+def test_registry_scans_skips_bad_and_duplicate_files(tmp_path):
+    build_tiny_encoder(tmp_path / "a.onnx", model_id="one")
+    build_tiny_encoder(tmp_path / "b.onnx", model_id="two", seed=1)
+    build_tiny_encoder(tmp_path / "c.onnx", model_id="one", seed=2)
+    (tmp_path / "d.onnx").write_bytes(b"junk")
+    registry = ModelRegistry(tmp_path)
+    assert [m.model_id for m in registry.scan()] == ["one", "two"]
+    assert "duplicate" in registry.problems["c.onnx"] and "d.onnx" in registry.problems
+    with pytest.raises(FailedPrecondition, match="copy an envad .onnx"):
+        registry.require_active()
+    assert registry.activate("two").meta.file == "b.onnx"
+    with pytest.raises(NotFound, match="one, two"):
+        registry.activate("three")
