@@ -13,6 +13,7 @@ import signal
 import threading
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -73,7 +74,7 @@ def start(config: ServerConfig) -> RunningServer:
     health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(f"{config.host}:{config.port}")
+    port = _bind(server, config)
     if port == 0:
         raise OSError(f"cannot bind {config.host}:{config.port}")
     server.start()
@@ -88,6 +89,15 @@ def start(config: ServerConfig) -> RunningServer:
     threading.Thread(target=_refresh_loop, args=(running, metrics), name="refresh",
                      daemon=True).start()
     return running
+
+
+def _bind(server: grpc.Server, config: ServerConfig) -> int:
+    address = f"{config.host}:{config.port}"
+    if config.tls_cert_file:
+        credentials = grpc.ssl_server_credentials(
+            [(Path(config.tls_key_file).read_bytes(), Path(config.tls_cert_file).read_bytes())])
+        return server.add_secure_port(address, credentials)
+    return server.add_insecure_port(address)
 
 
 def _set_health(running: RunningServer) -> None:

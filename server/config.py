@@ -43,6 +43,8 @@ class ServerConfig:
     fit_max_samples: int = 20_000           # default sample cap for Fit
     grace_seconds: float = 10.0             # drain time on SIGTERM
     auth_token: str = ""                    # require "authorization: Bearer <token>"
+    tls_cert_file: Path | None = None       # PEM certificate chain: serve TLS when set
+    tls_key_file: Path | None = None        # PEM private key of tls_cert_file
     log_format: str = "json"                # "json" or "text"
     log_level: str = "INFO"
 
@@ -100,6 +102,8 @@ def load_config(*, config_file: Path | None = None, env: Mapping[str, str] | Non
             values[name] = env[key]
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     config = ServerConfig(**{k: _coerce(k, v) for k, v in values.items()})
+    if bool(config.tls_cert_file) != bool(config.tls_key_file):
+        raise InvalidInput("TLS needs both tls_cert_file and tls_key_file")
     if config.log_format not in ("json", "text"):
         raise InvalidInput("log_format must be 'json' or 'text'")
     return config

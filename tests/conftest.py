@@ -119,3 +119,13 @@ def envad_server(tmp_path, tiny_model_path) -> ServerHandle:
     handle.start()
     yield handle
     handle.stop()
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,56 @@
+"""Helpers shared by the benchmarks: timing, JSON lines, the machine's GEMM rate."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+
+def machine() -> dict:
+    """A short description of where the numbers came from."""
+    return {"cpu_count": os.cpu_count(), "machine": platform.machine(),
+            "python": platform.python_version()}
+
+
+def emit(record: dict) -> None:
+    """Print one benchmark result as a JSON line on stdout."""
+    print(json.dumps({**record, "machine": machine()}, default=float), flush=True)
+
+
+def best_time(fn: Callable[[], object], *, repeats: int = 5, min_seconds: float = 0.2) -> float:
+    """Best-of-`repeats` seconds per call, each repeat running for at least `min_seconds`."""
+    fn()  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        calls, start = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                break
+        best = min(best, elapsed / calls)
+    return best
+
+
+def gemm_gflops(n: int = 1024, repeats: int = 5) -> float:
+    """Sustained float32 GEMM rate of this machine (NumPy's BLAS), in GFLOP/s."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    seconds = best_time(lambda: a @ b, repeats=repeats)
+    return 2.0 * n ** 3 / seconds / 1e9
+
+
+def percentile_ms(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples) * 1000.0, q))
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,131 @@
+"""Server process behaviour: no-model start, auth, metrics, TLS, graceful shutdown."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from conftest import ServerHandle, wait_for_health
+from envad.v1 import envad_pb2 as pb
+from envad.v1 import envad_pb2_grpc as pb_grpc
+from tiny_encoder import synthetic_images
+
+
+def health_status(channel, service="envad.v1.AnomalyService"):
+    return health_pb2_grpc.HealthStub(channel).Check(
+        health_pb2.HealthCheckRequest(service=service), timeout=5).status
+
+
+def test_fresh_server_without_model_starts_and_picks_up_a_model(tmp_path, tiny_model_path):
+    handle = ServerHandle(tmp_path / "data", tmp_path / "models").start(wait_service=False)
+    try:
+        channel = handle.channel()
+        assert health_status(channel, "") == health_pb2.HealthCheckResponse.SERVING
+        assert health_status(channel) == health_pb2.HealthCheckResponse.NOT_SERVING
+        stub = pb_grpc.AnomalyServiceStub(channel)
+        info = stub.GetInfo(pb.GetInfoRequest(), timeout=5)
+        assert not info.HasField("active_model") and str(tmp_path / "models") in info.hint
+        assert list(stub.ListModels(pb.ListModelsRequest(), timeout=5).models) == []
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Embed(pb.EmbedRequest(images=[pb.Image(data=b"x")]), timeout=5)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        shutil.copy(tiny_model_path, tmp_path / "models" / "tiny.onnx")
+        assert wait_for_health(handle.address, timeout=20) == \
+            health_pb2.HealthCheckResponse.SERVING
+        assert stub.GetInfo(pb.GetInfoRequest(), timeout=5).active_model.model_id == "tiny-test"
+    finally:
+        handle.stop()
+
+
+def _server_with(tmp_path, tiny_model_path, **env) -> ServerHandle:
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(tiny_model_path, models / "tiny.onnx")
+    return ServerHandle(tmp_path / "data", models, extra_env=env)
+
+
+def test_bearer_token_is_required_except_for_health(tmp_path, tiny_model_path):
+    handle = _server_with(tmp_path, tiny_model_path, ENVAD_AUTH_TOKEN="s3cret").start()
+    try:
+        stub = pb_grpc.AnomalyServiceStub(handle.channel())
+        with pytest.raises(grpc.RpcError) as err:
+            stub.GetInfo(pb.GetInfoRequest(), timeout=5)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.RpcError):
+            stub.GetInfo(pb.GetInfoRequest(), timeout=5,
+                         metadata=[("authorization", "Bearer wrong")])
+        info = stub.GetInfo(pb.GetInfoRequest(), timeout=5,
+                            metadata=[("authorization", "Bearer s3cret")])
+        assert info.active_model.model_id == "tiny-test"
+    finally:
+        handle.stop()
+
+
+def test_metrics_endpoint_counts_requests(tmp_path, tiny_model_path, unused_port):
+    handle = _server_with(tmp_path, tiny_model_path,
+                          ENVAD_METRICS_PORT=str(unused_port)).start()
+    try:
+        stub = pb_grpc.AnomalyServiceStub(handle.channel())
+        images = synthetic_images("normal", 3)
+        stub.Embed(pb.EmbedRequest(images=[pb.Image(data=d) for d in images]), timeout=10)
+        with pytest.raises(grpc.RpcError):
+            stub.ActivateModel(pb.ActivateModelRequest(model_id="missing"), timeout=5)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{unused_port}/metrics",
+                                      timeout=5).read().decode()
+        assert 'envad_requests_total{code="OK",method="Embed"} 1.0' in text
+        assert 'envad_requests_total{code="NOT_FOUND",method="ActivateModel"} 1.0' in text
+        assert "envad_request_seconds_bucket" in text and "envad_batch_images_count" in text
+    finally:
+        handle.stop()
+
+
+def test_tls(tmp_path, tiny_model_path):
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    handle = _server_with(tmp_path, tiny_model_path, ENVAD_TLS_CERT_FILE=str(cert),
+                          ENVAD_TLS_KEY_FILE=str(key)).start(wait_service=False)
+    try:
+        credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        with grpc.secure_channel(handle.address, credentials) as channel:
+            stub = pb_grpc.AnomalyServiceStub(channel)
+            assert stub.GetInfo(pb.GetInfoRequest(), timeout=10).server_version
+        with grpc.insecure_channel(handle.address) as plain:
+            with pytest.raises(grpc.RpcError):
+                pb_grpc.AnomalyServiceStub(plain).GetInfo(pb.GetInfoRequest(), timeout=3)
+    finally:
+        handle.stop()
+
+
+def test_sigterm_drains_in_flight_requests(envad_server):
+    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+    images = synthetic_images("normal", 400, seed=9)
+    outcome = {}
+
+    def slow_ingest():
+        def requests():
+            for i in range(0, len(images), 20):
+                time.sleep(0.05)
+                yield pb.IngestRequest(items=[pb.IngestItem(image=pb.Image(data=d), split="train")
+                                              for d in images[i:i + 20]])
+        outcome["summary"] = stub.Ingest(requests(), timeout=60)
+
+    thread = threading.Thread(target=slow_ingest)
+    thread.start()
+    time.sleep(0.3)
+    assert envad_server.stop() == 0
+    thread.join(60)
+    assert outcome["summary"].inserted == 400
+    envad_server.start()
+    info = pb_grpc.AnomalyServiceStub(envad_server.channel()).GetInfo(pb.GetInfoRequest(),
+                                                                       timeout=5)
+    assert info.total_rows == 400
