@@ -129,3 +129,22 @@ def unused_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture
+def fitted_server(envad_server) -> ServerHandle:
+    """`envad_server` holding 120 normal training rows and a fitted bundle."""
+    from envad.v1 import envad_pb2 as pb
+    from envad.v1 import envad_pb2_grpc as pb_grpc
+    from tiny_encoder import synthetic_images
+
+    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+    images = synthetic_images("normal", 120, seed=1)
+    envs = ("cam-a", "cam-b")
+    batches = [pb.IngestRequest(items=[
+        pb.IngestItem(image=pb.Image(data=d, env=envs[(i + j) % 2]), split="train")
+        for j, d in enumerate(images[i:i + 20])]) for i in range(0, len(images), 20)]
+    summary = stub.Ingest(iter(batches), timeout=60)
+    assert summary.inserted == len(images), summary
+    stub.Fit(pb.FitRequest(seed=0), timeout=120)
+    return envad_server
