@@ -1,0 +1,341 @@
+"""Archive backfill through the service: stream every image of a source into the store.
+
+Items are read and sent in batches by a small thread pool (one Ingest stream per batch,
+or one Score(store=true) call when per-image scores are wanted). A batch that fails with
+a transient error is retried with backoff; items the server rejects are recorded as
+failed with the server's reason and never abort the run. Every finished batch is
+recorded in the checkpoint journal before it counts, so `resume=True` after a crash or
+Ctrl-C sends only what is not acknowledged yet; the server's idempotency by id makes a
+batch that was in flight at the crash harmless to send again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envad.client.backfill_report import BackfillSummary, score_records
+from envad.client.checkpoint import Checkpoint, Outcome
+from envad.client.library import EnvadClient
+from envad.client.results import ImageInput, IngestInput, sha256_hex
+from envad.client.retry import RETRYABLE_CODES, RetryPolicy, backoff_delays
+from envad.client.sources import Source, SourceItem
+from envad.client.writers import write_scores
+from envad.errors import EnvadError, FailedPrecondition, InvalidInput
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BackfillOptions:
+    """How a backfill runs.
+
+    batch_size : images per Ingest stream / Score call.
+    concurrency : batches in flight at once.
+    batch_retry : backoff for a batch (or its items) failing transiently, on top of the
+        client's own per-call retries; covers a server restart during the run.
+    envs, splits : only items of these environments / splits (empty: all).
+    scores : send through Score(store=...) and keep per-image scores for `scores_out`.
+    store : store the images (False with scores: score only, nothing is written).
+    rate_limit : at most this many images per second (0: no limit), to spare a server
+        that also serves live traffic.
+    limit : stop after this many new items (0: all).
+    """
+
+    batch_size: int = 64
+    concurrency: int = 4
+    batch_retry: RetryPolicy = RetryPolicy(max_attempts=6, initial_backoff=1.0, max_backoff=30.0)
+    envs: tuple[str, ...] = ()
+    splits: tuple[str, ...] = ()
+    scores: bool = False
+    store: bool = True
+    rate_limit: float = 0.0
+    limit: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.concurrency < 1:
+            raise InvalidInput("batch size and concurrency must be >= 1")
+        if not self.store and not self.scores:
+            raise InvalidInput("a backfill that neither stores nor scores does nothing")
+
+    def wants(self, item: SourceItem) -> bool:
+        return (not self.envs or item.env in self.envs) and (
+            not self.splits or item.split in self.splits
+        )
+
+
+@dataclass
+class _Batch:
+    items: list[SourceItem]
+    outcomes: list[Outcome] = field(default_factory=list)
+    inserted: int = 0
+    duplicates: int = 0
+
+
+def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir: str) -> dict:
+    """What must match for a checkpoint to be resumed (same archive, same table, same mode)."""
+    return {
+        "source": source.describe(),
+        "model_id": model_id,
+        "data_dir": data_dir,
+        "mode": ("score+store" if options.store else "score") if options.scores else "ingest",
+        "envs": sorted(options.envs),
+        "splits": sorted(options.splits),
+    }
+
+
+def run_backfill(
+    client: EnvadClient,
+    source: Source,
+    checkpoint_path: str | Path,
+    options: BackfillOptions = BackfillOptions(),
+    *,
+    resume: bool = False,
+    scores_out: str | Path | None = None,
+    scores_format: str = "auto",
+    progress: bool = True,
+) -> BackfillSummary:
+    """Backfill `source` into the server behind `client`; returns the run's summary.
+
+    Raises FailedPrecondition when the server has no active encoder (or, for scores, no
+    fitted detectors). On KeyboardInterrupt the finished batches stay recorded, the
+    score output is written for them, and the interrupt propagates.
+    """
+    if scores_out is not None and not options.scores:
+        raise InvalidInput("scores_out needs options.scores=True")
+    info = client.info()
+    if info.active_model is None:
+        raise FailedPrecondition(f"the server has no active encoder: {info.hint}")
+    if options.scores and info.bundle is None:
+        raise FailedPrecondition(f"scores need fitted detectors: {info.hint}")
+    header = job_header(source, options, info.active_model.model_id, info.data_dir)
+    summary = BackfillSummary(model_id=info.active_model.model_id)
+    with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
+        try:
+            _run(client, source, checkpoint, options, summary, progress)
+        finally:
+            summary.elapsed_s = time.monotonic() - summary.started
+            if scores_out is not None:
+                summary.scores_written = write_scores(
+                    scores_out, lambda: score_records(checkpoint.outcomes()), scores_format,
+                    info=_megadetector_info(source),
+                )
+                summary.scores_out = str(scores_out)
+    return summary
+
+
+def _run(client, source, checkpoint, options, summary, progress) -> None:
+    from tqdm import tqdm
+
+    total = sum(1 for item in source if options.wants(item))
+    bar = tqdm(total=total, unit="img", desc="backfill", disable=not progress, smoothing=0.1)
+    throttle = _Throttle(options.rate_limit)
+    in_flight: set[Future] = set()
+    with ThreadPoolExecutor(options.concurrency, thread_name_prefix="backfill") as pool:
+        try:
+            for batch in _batches(source, checkpoint, options, summary, bar):
+                if batch.outcomes and not batch.items:  # skipped items only
+                    _finish(checkpoint, batch, summary, bar)
+                    continue
+                throttle.wait(len(batch.items))
+                in_flight.add(pool.submit(_send, client, batch, options))
+                while len(in_flight) >= 2 * options.concurrency:
+                    _collect(in_flight, checkpoint, summary, bar, block=True)
+            while in_flight:
+                _collect(in_flight, checkpoint, summary, bar, block=True)
+        except BaseException:
+            # Ctrl-C or a fatal error: send nothing new, let running batches finish and
+            # record them; anything not recorded is simply re-sent on resume.
+            for future in in_flight:
+                future.cancel()
+            pool.shutdown(wait=True)
+            _collect(in_flight, checkpoint, summary, bar, block=False)
+            raise
+        finally:
+            bar.close()
+
+
+def _batches(source, checkpoint, options, summary, bar) -> Iterator[_Batch]:
+    """Batches of items still to send; skipped items ride along as ready outcomes."""
+    batch = _Batch([])
+    new = 0
+    for item in source:
+        if not options.wants(item):
+            continue
+        if checkpoint.is_done(item.key):
+            summary.already_done += 1
+            bar.update(1)
+            continue
+        if options.limit and new >= options.limit:
+            break
+        new += 1
+        if item.skip_reason:
+            batch.outcomes.append(_outcome(item, "skipped", reason=item.skip_reason,
+                                           keep_item=options.scores))
+        else:
+            batch.items.append(item)
+        if len(batch.items) >= options.batch_size or len(batch.outcomes) >= options.batch_size:
+            yield batch
+            batch = _Batch([])
+    if batch.items or batch.outcomes:
+        yield batch
+
+
+def _collect(in_flight: set[Future], checkpoint, summary, bar, *, block: bool) -> None:
+    """Record finished batches and drop them from `in_flight`; with block, wait for at
+    least one and re-raise the first batch that failed fatally (after recording the rest)."""
+    if block:
+        done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+    else:
+        done = {f for f in in_flight if f.done()}
+    in_flight.difference_update(done)
+    errors = []
+    for future in done:
+        if future.cancelled():
+            continue
+        if future.exception() is not None:
+            errors.append(future.exception())
+        else:
+            _finish(checkpoint, future.result(), summary, bar)
+    if errors and block:
+        raise errors[0]
+
+
+def _finish(checkpoint: Checkpoint, batch: _Batch, summary: BackfillSummary, bar) -> None:
+    checkpoint.record(batch.outcomes)
+    summary.add(batch.outcomes, batch.inserted, batch.duplicates)
+    bar.update(len(batch.outcomes))
+    bar.set_postfix(ok=summary.ok, failed=summary.failed, refresh=False)
+
+
+# ------------------------------------------------------------------ one batch (worker)
+
+
+def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batch:
+    """Read, send and retry one batch; every item ends with exactly one outcome."""
+    pending: list[tuple[SourceItem, ImageInput]] = []
+    for item in batch.items:
+        try:
+            data = item.read_bytes()
+        except OSError as exc:
+            batch.outcomes.append(_outcome(item, "failed", code="READ_ERROR",
+                                           reason=f"cannot read {item.uri}: {exc}",
+                                           keep_item=options.scores))
+            continue
+        pending.append((item, ImageInput(data=data, id=item.id or sha256_hex(data),
+                                         env=item.env, timestamp=item.timestamp, uri=item.uri)))
+    delays = backoff_delays(options.batch_retry)
+    while pending:
+        try:
+            outcomes = _score(client, pending, options) if options.scores else _ingest(
+                client, pending, batch, options)
+        except EnvadError as exc:
+            if exc.code not in RETRYABLE_CODES and exc.code != "INVALID_ARGUMENT":
+                raise  # request-level problem (no model, bad token): stop the run
+            outcomes = [(item, image, exc.code, str(exc), None) for item, image in pending]
+        retry = []
+        for item, image, code, reason, score in outcomes:
+            if code in RETRYABLE_CODES:
+                retry.append((item, image, code, reason))
+            elif code:
+                batch.outcomes.append(_outcome(item, "failed", image.id, code, reason,
+                                               keep_item=options.scores))
+            else:
+                batch.outcomes.append(_outcome(item, "ok", image.id, score=score,
+                                               keep_item=options.scores))
+        delay = next(delays, None) if retry else None
+        if retry and delay is None:
+            for item, image, code, reason in retry:
+                batch.outcomes.append(_outcome(item, "failed", image.id, code,
+                                               f"gave up after retries: {reason}",
+                                               keep_item=options.scores))
+            retry = []
+        pending = [(item, image) for item, image, _, _ in retry]
+        if pending:
+            log.info("retrying %d items in %.1fs (%s)", len(pending), delay, retry[0][3])
+            time.sleep(delay)
+    return batch
+
+
+def _ingest(client, pending, batch: _Batch, options) -> list[tuple]:
+    summary = client.ingest([
+        IngestInput(image=image, label=item.label, split=item.split) for item, image in pending
+    ])
+    batch.inserted += summary.inserted
+    batch.duplicates += summary.duplicates
+    failures = {f.index: f for f in summary.failures}
+    return [
+        (item, image, failures[i].code, failures[i].message, None) if i in failures
+        else (item, image, "", "", None)
+        for i, (item, image) in enumerate(pending)
+    ]
+
+
+def _score(client, pending, options) -> list[tuple]:
+    """Score (and store) the batch, one call per (split, label) group."""
+    groups: dict[tuple[str, str], list[tuple[SourceItem, ImageInput]]] = {}
+    for item, image in pending:
+        groups.setdefault((item.split, item.label), []).append((item, image))
+    out = []
+    for (split, label), members in groups.items():
+        result = client.score([image for _, image in members], store=options.store,
+                              split=split, label=label)
+        prov = result.provenance
+        for (item, image), res in zip(members, result.results):
+            if res.error is not None:
+                out.append((item, image, res.error.code, res.error.message, None))
+            elif options.store and not res.stored:
+                out.append((item, image, "UNAVAILABLE", "scored but not stored", None))
+            else:
+                out.append((item, image, "", "", {
+                    "ensemble": res.ensemble, "is_anomaly": res.is_anomaly,
+                    "threshold": res.threshold,
+                    "detectors": {d.detector: {"raw": d.raw, "calibrated": d.calibrated}
+                                  for d in res.detectors},
+                    "model_id": prov.model_id, "bundle_id": prov.bundle_id,
+                }))
+    return out
+
+
+def _outcome(item: SourceItem, status: str, id: str = "", code: str = "", reason: str = "",
+             score: dict | None = None, keep_item: bool = False) -> Outcome:
+    """One checkpoint line; with scores it also keeps what the score outputs need."""
+    kept = {}
+    if keep_item:
+        kept = {"env": item.env, "label": item.label, "split": item.split, "uri": item.uri,
+                "timestamp": item.timestamp.isoformat() if item.timestamp else None,
+                "source": dict(item.extra)}
+    return Outcome(key=item.key, status=status, id=id or item.id, code=code, reason=reason,
+                   score=score, item=kept)
+
+
+def _megadetector_info(source: Source) -> dict:
+    results = getattr(source, "results", None)
+    if not isinstance(results, dict):
+        return {}
+    return {"megadetector_info": results.get("info") or {},
+            "detection_categories": results.get("detection_categories")}
+
+
+class _Throttle:
+    """Keeps the send rate at or below `rate` images per second (0: unlimited)."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.next_time = time.monotonic()
+        self.lock = threading.Lock()
+
+    def wait(self, n: int) -> None:
+        if self.rate <= 0:
+            return
+        with self.lock:
+            now = time.monotonic()
+            start = max(now, self.next_time)
+            self.next_time = start + n / self.rate
+        if start > now:
+            time.sleep(start - now)

@@ -1,0 +1,160 @@
+"""`envad backfill SOURCE`: ingest an archive through the service or, with --engine ray,
+embed it on a Ray cluster and write the store's Lance table directly."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+DEFAULT_CHECKPOINT_DIR = Path(".envad-checkpoints")
+
+
+def register(subparsers, connection_parser) -> None:
+    p = subparsers.add_parser(
+        "backfill", parents=[connection_parser()],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="ingest (and optionally score) a whole archive, resumably",
+        description="Stream an archive into the store: a folder-format dataset, a plain "
+                    "image tree (environment = first folder), a Camtrap DP package "
+                    "(environment = location or deployment, id = deploymentID/mediaID), a "
+                    "MegaDetector results JSON, or a Parquet manifest (id, uri, ...). "
+                    "Progress is journaled in a checkpoint; after a crash or Ctrl-C, run the "
+                    "same command with --resume. Exit code 1 when some items failed.")
+    p.add_argument("source", type=Path, metavar="SOURCE", help="archive folder or file")
+    g = p.add_argument_group("source")
+    g.add_argument("--source-format", default="auto",
+                   choices=["auto", "folder", "image-tree", "camtrap-dp", "megadetector",
+                            "manifest"], help="kind of archive")
+    g.add_argument("--set-split", default=None, metavar="SPLIT",
+                   help="store every item under this split (default: the source's, else archive)")
+    g.add_argument("--env-by", choices=["location", "deployment"],
+                   help="Camtrap DP: environment from the location (default) or deployment")
+    g.add_argument("--image-root", type=Path,
+                   help="MegaDetector: folder the 'file' paths are relative to (default: "
+                        "the JSON's folder)")
+    g.add_argument("--env-level", type=int,
+                   help="MegaDetector: folder level of 'file' that is the environment (0)")
+    g.add_argument("--skip-empty", action="store_true",
+                   help="MegaDetector: skip images without a detection >= --min-conf")
+    g.add_argument("--min-conf", type=float,
+                   help="MegaDetector: detection confidence for --skip-empty (default: the "
+                        "file's typical_detection_threshold, else 0.2)")
+    g.add_argument("--only-env", action="append", default=[], metavar="ENV",
+                   help="only items of this environment (repeatable)")
+    g.add_argument("--only-split", action="append", default=[], metavar="SPLIT",
+                   help="only items of this split (repeatable)")
+    g = p.add_argument_group("run")
+    g.add_argument("--engine", choices=["service", "ray"], default="service",
+                   help="send through the server's Ingest, or embed on Ray and write Lance")
+    g.add_argument("--batch-size", type=int, default=64, help="images per request")
+    g.add_argument("--concurrency", type=int, default=4, help="requests in flight")
+    g.add_argument("--rate-limit", type=float, default=0.0,
+                   help="at most this many images per second (0: unlimited)")
+    g.add_argument("--limit", type=int, default=0, help="stop after N new items (0: all)")
+    g.add_argument("--checkpoint", type=Path,
+                   help=f"checkpoint journal (default: {DEFAULT_CHECKPOINT_DIR}/backfill-"
+                        "<source>-<hash of the job>.jsonl)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the job recorded in the checkpoint, skipping finished items")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--json", action="store_true", help="print the summary as JSON")
+    g = p.add_argument_group("scores")
+    g.add_argument("--scores-out", type=Path, metavar="FILE",
+                   help="also score every image and write the scores: .jsonl, .csv, or "
+                        ".json (MegaDetector format 1.4 with envad extension fields)")
+    g.add_argument("--scores-format", default="auto",
+                   choices=["auto", "jsonl", "csv", "megadetector"],
+                   help="format of --scores-out (auto: from the file name)")
+    g.add_argument("--no-store", action="store_true",
+                   help="with --scores-out: score only, store nothing")
+    g = p.add_argument_group("ray engine")
+    g.add_argument("--ray-address", default=None,
+                   help="Ray cluster address (default: start a local Ray)")
+    g.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
+    g.add_argument("--workers", type=int, default=2, help="embedding actors")
+    g.add_argument("--data-dir", type=Path,
+                   help="the server's data dir (default: from the server's GetInfo)")
+    g.add_argument("--model-file", type=Path,
+                   help="ONNX encoder to embed with (default: the server's active model)")
+    g.add_argument("--chunk-size", type=int, default=4096,
+                   help="images per Lance commit (one commit per chunk of fragments)")
+    p.set_defaults(func=cmd_backfill)
+
+
+def source_options(args) -> dict:
+    """The source options the user gave (only those, so each source gets its own)."""
+    given = {
+        "split": args.set_split, "env_by": args.env_by, "image_root": args.image_root,
+        "env_level": args.env_level, "min_conf": args.min_conf,
+        "skip_empty": True if args.skip_empty else None,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def default_checkpoint(source, job: dict) -> Path:
+    digest = hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()
+    name = Path(source.describe()["path"]).name or "source"
+    return DEFAULT_CHECKPOINT_DIR / f"backfill-{name}-{digest[:12]}.jsonl"
+
+
+def cmd_backfill(args) -> int:
+    from envad.client.backfill import BackfillOptions, job_header
+    from envad.client.commands import open_client
+    from envad.client.sources import open_source
+
+    source = open_source(args.source, args.source_format, **source_options(args))
+    if args.no_store and not args.scores_out:
+        raise SystemExit("envad backfill: --no-store needs --scores-out")
+    options = BackfillOptions(
+        batch_size=args.batch_size, concurrency=args.concurrency,
+        envs=tuple(args.only_env), splits=tuple(args.only_split),
+        scores=args.scores_out is not None, store=not args.no_store,
+        rate_limit=args.rate_limit, limit=args.limit,
+    )
+    if args.engine == "ray":
+        return _run_ray(args, source, options)
+
+    from envad.client.backfill import run_backfill
+
+    with open_client(args) as client:
+        info = client.info()
+        model_id = info.active_model.model_id if info.active_model else ""
+        checkpoint = args.checkpoint or default_checkpoint(
+            source, job_header(source, options, model_id, info.data_dir))
+        print(f"checkpoint: {checkpoint}", file=sys.stderr)
+        summary = run_backfill(client, source, checkpoint, options, resume=args.resume,
+                               scores_out=args.scores_out, scores_format=args.scores_format,
+                               progress=not args.no_progress)
+    _print_summary(summary, args.json)
+    return 1 if summary.failed else 0
+
+
+def _run_ray(args, source, options) -> int:
+    from envad.client.ray_backfill import RayOptions, resolve_target, run_ray_backfill
+
+    if options.scores:
+        raise SystemExit("envad backfill: --engine ray stores embeddings only; score "
+                         "afterwards with --engine service --no-store --scores-out")
+    target = resolve_target(args)
+    checkpoint = args.checkpoint or default_checkpoint(
+        source, {"engine": "ray", "source": source.describe(), "model_id": target.model_id,
+                 "data_dir": str(target.data_dir)})
+    print(f"checkpoint: {checkpoint}", file=sys.stderr)
+    ray_options = RayOptions(address=args.ray_address, num_cpus=args.num_cpus,
+                             workers=args.workers, batch_size=args.batch_size,
+                             chunk_size=args.chunk_size)
+    summary = run_ray_backfill(source, target, checkpoint, options, ray_options,
+                               resume=args.resume, progress=not args.no_progress)
+    _print_summary(summary, args.json)
+    return 1 if summary.failed else 0
+
+
+def _print_summary(summary, as_json: bool) -> None:
+    if as_json:
+        json.dump(summary.as_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(summary.format())

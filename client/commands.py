@@ -1,0 +1,297 @@
+"""`envad` client subcommands: score, fit, info, models, export-embeddings, health
+(and, from their own modules, backfill and retrain).
+
+Every command talks to a running server through EnvadClient; connection flags are
+shared (--server, --token, --tls, ...). Output is a table for people or --json for
+scripts. Heavy imports happen inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+SERVICE_NAME = "envad.v1.AnomalyService"
+
+
+def connection_parser(timeout: float | None = 60.0) -> argparse.ArgumentParser:
+    """Flags shared by every command that talks to a server (a new parser per command:
+    argparse parents share their actions, so defaults must not be changed afterwards)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("connection")
+    group.add_argument("--server", metavar="HOST:PORT",
+                       default=os.environ.get("ENVAD_SERVER", "127.0.0.1:50051"),
+                       help="server address, default $ENVAD_SERVER or 127.0.0.1:50051 "
+                            "(now %(default)s)")
+    group.add_argument("--token", default=None,
+                       help="bearer token (default: $ENVAD_TOKEN)")
+    group.add_argument("--tls", action="store_true", help="connect with TLS")
+    group.add_argument("--ca-cert", type=Path, help="PEM root certificates for TLS")
+    group.add_argument("--client-cert", type=Path, help="PEM client certificate (mutual TLS)")
+    group.add_argument("--client-key", type=Path, help="PEM client key (mutual TLS)")
+    group.add_argument("--server-name", help="TLS server name override")
+    group.add_argument("--timeout", type=float, default=timeout,
+                       help="deadline of each call in seconds, retries included "
+                            "(default %(default)s)")
+    return parent
+
+
+def open_client(args):
+    from envad.client.library import EnvadClient
+
+    return EnvadClient(
+        args.server, timeout=args.timeout, token=args.token, tls=args.tls,
+        root_certificates=args.ca_cert, client_certificate=args.client_cert,
+        client_key=args.client_key, server_name=args.server_name,
+    )
+
+
+def add_filter_flags(parser: argparse.ArgumentParser, default_split: str | None = None) -> None:
+    split_help = f" (default {default_split})" if default_split else ""
+    parser.add_argument("--env", action="append", default=[], metavar="ENV",
+                        help="only rows of this environment (repeatable)")
+    parser.add_argument("--split", action="append", default=[], metavar="SPLIT",
+                        help=f"only rows of this split (repeatable){split_help}")
+    parser.add_argument("--label", action="append", default=[], metavar="LABEL",
+                        help="only rows with this label (repeatable)")
+
+
+def row_filter(args, default_split: str | None = None):
+    from envad.client.results import RowFilter
+
+    splits = args.split or ([default_split] if default_split else [])
+    return RowFilter(envs=tuple(args.env), splits=tuple(splits), labels=tuple(args.label))
+
+
+def print_json(value) -> None:
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    json.dump(value, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def print_table(header: list[str], rows: list[list]) -> None:
+    cells = [header] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+# ------------------------------------------------------------------ registration
+
+
+def register(subparsers) -> None:
+    conn = connection_parser
+    formatter = argparse.ArgumentDefaultsHelpFormatter
+
+    p = subparsers.add_parser(
+        "score", parents=[conn()], formatter_class=formatter,
+        help="score images against the server's detectors",
+        description="Score image files: per image the ensemble score (mean calibrated "
+                    "detector score, 0..1, higher = more anomalous), the anomaly flag at the "
+                    "bundle's threshold, and each detector's calibrated score.")
+    p.add_argument("images", nargs="+", type=Path, metavar="IMAGE", help="image files")
+    p.add_argument("--env", default="", help="environment (camera) of the images")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--top-k", type=int, default=0,
+                   help="nearest stored neighbours to return (0: server default)")
+    p.add_argument("--threshold", type=float, help="override the bundle's threshold (0..1]")
+    p.add_argument("--store", action="store_true", help="also store the images")
+    p.add_argument("--split-name", default="", help="split for stored images")
+    p.add_argument("--label-name", default="", help="label for stored images")
+    p.add_argument("--batch-size", type=int, default=32, help="images per Score call")
+    p.set_defaults(func=cmd_score)
+
+    p = subparsers.add_parser(
+        "fit", parents=[conn(3600.0)], formatter_class=formatter,
+        help="fit the anomaly detectors on stored embeddings",
+        description="Fit detectors on the stored rows matching the filter (default split "
+                    "train), persist the bundle and activate it.")
+    add_filter_flags(p, default_split="train")
+    p.add_argument("--detectors", default="",
+                   help="comma-separated detector names (default: all registered)")
+    p.add_argument("--max-samples", type=int, default=0,
+                   help="cap on fit rows, seeded sample (0: server default)")
+    p.add_argument("--contamination", type=float, default=0.0,
+                   help="expected anomaly rate of the fit set; sets the threshold (0: 0.05)")
+    p.add_argument("--stylist", action="store_true",
+                   help="drop the most environment-dependent features before fitting")
+    p.add_argument("--drop-fraction", type=float, default=0.0,
+                   help="fraction of features Stylist drops (0: server default)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--no-activate", action="store_true", help="keep the current bundle active")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_fit)
+
+    p = subparsers.add_parser(
+        "info", parents=[conn()], help="show the server's state",
+        description="Server version, active encoder and detector bundle, rows per environment.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_info)
+
+    models = subparsers.add_parser(
+        "models", help="list or activate encoders",
+        description="Encoders (ONNX files) in the server's models directory.")
+    models_sub = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    p = models_sub.add_parser("list", parents=[conn()], help="list the encoders",
+                              description="List the encoders the server found.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_models_list)
+    p = models_sub.add_parser("activate", parents=[conn()], help="switch the active encoder",
+                              description="Switch the active encoder; in-flight requests "
+                                          "finish on the old one.")
+    p.add_argument("model_id", help="model id (see `envad models list`)")
+    p.set_defaults(func=cmd_models_activate)
+
+    p = subparsers.add_parser(
+        "export-embeddings", parents=[conn(None)], formatter_class=formatter,
+        help="export stored embeddings and metadata to Parquet",
+        description="Stream the active encoder's stored rows (id, env, label, split, "
+                    "timestamp, uri, sha256, model_id, ingested_at, vector) into a Parquet "
+                    "file, for offline retraining jobs.")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE.parquet",
+                   help="output Parquet file (written atomically)")
+    add_filter_flags(p)
+    p.add_argument("--without-vectors", action="store_true", help="metadata only")
+    p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser(
+        "health", parents=[conn(5.0)], formatter_class=formatter,
+        help="check that a server is up (exit 0 when SERVING)",
+        description="gRPC health check. By default checks readiness (the scoring service "
+                    "has an encoder loaded); --live only checks that the process answers.")
+    p.add_argument("--live", action="store_true", help="liveness only (service \"\")")
+    p.add_argument("--wait", type=float, default=0.0,
+                   help="keep trying for this many seconds before giving up")
+    p.set_defaults(func=cmd_health)
+
+    from envad.client import backfill_command, retrain
+
+    backfill_command.register(subparsers, conn)
+    retrain.register(subparsers, conn)
+
+
+# ------------------------------------------------------------------ handlers
+
+
+def cmd_score(args) -> int:
+    from envad.client.results import ImageInput
+
+    if args.batch_size < 1:
+        raise SystemExit("envad score: --batch-size must be >= 1")
+    rows, records = [], []
+    failed = 0
+    with open_client(args) as client:
+        for start in range(0, len(args.images), args.batch_size):
+            paths = args.images[start:start + args.batch_size]
+            images = [ImageInput.from_path(p, env=args.env) for p in paths]
+            result = client.score(images, store=args.store, split=args.split_name,
+                                  label=args.label_name, threshold=args.threshold,
+                                  top_k=args.top_k)
+            for path, res in zip(paths, result.results):
+                record = {"image": str(path), **dataclasses.asdict(res),
+                          "provenance": dataclasses.asdict(result.provenance)}
+                records.append(record)
+                if res.error is not None:
+                    failed += 1
+                    rows.append([path, res.env, "-", "error", f"{res.error.code}: "
+                                 f"{res.error.message}"])
+                else:
+                    detail = " ".join(f"{d.detector}={d.calibrated:.2f}" for d in res.detectors)
+                    rows.append([path, res.env, f"{res.ensemble:.3f}",
+                                 "ANOMALY" if res.is_anomaly else "normal", detail])
+    if args.json:
+        print_json(records)
+    else:
+        print_table(["IMAGE", "ENV", "ENSEMBLE", "VERDICT", "CALIBRATED DETECTOR SCORES"], rows)
+    return 1 if failed else 0
+
+
+def cmd_fit(args) -> int:
+    detectors = tuple(d.strip() for d in args.detectors.split(",") if d.strip())
+    with open_client(args) as client:
+        result = client.fit(row_filter(args, "train"), detectors=detectors,
+                            max_samples=args.max_samples, contamination=args.contamination,
+                            stylist=args.stylist, drop_fraction=args.drop_fraction,
+                            seed=args.seed, activate=not args.no_activate, timeout=args.timeout)
+    if args.json:
+        print_json(result)
+        return 0
+    print(f"bundle {result.bundle_id}: {result.n_samples} samples x {result.n_features} "
+          f"features, threshold {result.threshold:.3f}, "
+          f"{'activated' if result.activated else 'not activated'}")
+    print_table(["DETECTOR", "FIT SECONDS", "SAMPLES"],
+                [[s.detector, f"{s.fit_seconds:.2f}", s.n_samples] for s in result.stats])
+    return 0
+
+
+def cmd_info(args) -> int:
+    with open_client(args) as client:
+        info = client.info()
+    if args.json:
+        print_json(info)
+        return 0
+    model = info.active_model
+    print(f"server       {args.server} (envad {info.server_version})")
+    print(f"data dir     {info.data_dir}")
+    print(f"model        {model.model_id + ' (' + model.algorithm + ', ' + str(model.embedding_dim) + '-d)' if model else '-'}")
+    bundle = info.bundle
+    print(f"detectors    {bundle.bundle_id + ': ' + ', '.join(bundle.detectors) if bundle else '-'}")
+    print(f"rows         {info.total_rows} (index {info.index_rows}, table version {info.table_version})")
+    for env, n in sorted(info.env_counts.items()):
+        print(f"  {env or '(none)':<20} {n}")
+    if info.hint and info.hint != "ready":
+        print(f"next step    {info.hint}")
+    return 0
+
+
+def cmd_models_list(args) -> int:
+    with open_client(args) as client:
+        listing = client.list_models()
+    if args.json:
+        print_json(listing)
+        return 0
+    print(f"models dir: {listing.models_dir}")
+    print_table(["", "MODEL", "ALGORITHM", "SIZE", "DIM", "DATASET", "FILE"],
+                [["*" if m.active else "", m.model_id, m.algorithm, m.input_size,
+                  m.embedding_dim, m.dataset, m.file] for m in listing.models])
+    return 0
+
+
+def cmd_models_activate(args) -> int:
+    with open_client(args) as client:
+        model = client.activate_model(args.model_id)
+    print(f"active model: {model.model_id} ({model.file})")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from tqdm import tqdm
+
+    with open_client(args) as client, tqdm(unit="row", desc="export", file=sys.stderr) as bar:
+        rows = client.export_parquet(args.out, row_filter(args),
+                                     with_vectors=not args.without_vectors,
+                                     timeout=args.timeout, progress=bar.update)
+    print(f"{rows} rows -> {args.out}")
+    return 0
+
+
+def cmd_health(args) -> int:
+    from envad.errors import EnvadError
+
+    service = "" if args.live else SERVICE_NAME
+    with open_client(args) as client:
+        try:
+            if args.wait > 0:
+                client.wait_until_serving(args.wait, service=service)
+                status = "SERVING"
+            else:
+                status = client.health(service, timeout=args.timeout)
+        except EnvadError as exc:
+            status = f"{exc.code}: {exc}"
+    print(status)
+    return 0 if status == "SERVING" else 1

@@ -1,0 +1,105 @@
+"""ROC-AUC per detector from a backfill's JSONL scores, as a table and a ROC-curve plot.
+
+Truth comes from the source (`source.is_anomaly` of the folder format); anomalies are
+the positive class, scores are the detectors' raw scores (higher = more anomalous).
+Reported per detector: the pooled ROC-AUC over all scored images, and the mean of the
+per-camera ROC-AUCs (cameras with both classes only), as in docs/BENCHMARK protocol.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ENSEMBLE = "ensemble"
+
+
+@dataclass(frozen=True)
+class ScoredSet:
+    """Scores of the images that have a known truth and were scored."""
+
+    truth: np.ndarray            # bool, True = anomaly
+    envs: np.ndarray             # str
+    scores: dict[str, np.ndarray]  # detector (and "ensemble") -> score per image
+
+
+@dataclass(frozen=True)
+class AucRow:
+    detector: str
+    pooled: float
+    per_camera_mean: float
+
+
+def load_scores(path: str | Path) -> ScoredSet:
+    """Read a JSONL score file written by `envad backfill --scores-out`."""
+    truth, envs, rows = [], [], []
+    with Path(path).open() as f:
+        for line in f:
+            record = json.loads(line)
+            label = (record.get("source") or {}).get("is_anomaly")
+            if record.get("status") != "ok" or label is None or not record.get("detectors"):
+                continue
+            truth.append(bool(label))
+            envs.append(record.get("env", ""))
+            rows.append(record)
+    if not rows:
+        raise ValueError(f"{path}: no scored image with a known truth (source.is_anomaly)")
+    names = list(rows[0]["detectors"])
+    scores = {n: np.array([r["detectors"][n]["raw"] for r in rows], dtype=float) for n in names}
+    scores[ENSEMBLE] = np.array([r["ensemble"] for r in rows], dtype=float)
+    return ScoredSet(np.array(truth), np.array(envs, dtype=object), scores)
+
+
+def auc_table(scored: ScoredSet) -> list[AucRow]:
+    """Pooled and per-camera-mean ROC-AUC for every detector and the ensemble."""
+    from sklearn.metrics import roc_auc_score
+
+    if scored.truth.all() or not scored.truth.any():
+        raise ValueError("ROC-AUC needs both normal and anomalous images")
+    rows = []
+    for name, values in scored.scores.items():
+        per_camera = [
+            roc_auc_score(scored.truth[mask], values[mask])
+            for env in np.unique(scored.envs)
+            for mask in [scored.envs == env]
+            if 0 < scored.truth[mask].sum() < mask.sum()
+        ]
+        rows.append(AucRow(name, float(roc_auc_score(scored.truth, values)),
+                           float(np.mean(per_camera)) if per_camera else float("nan")))
+    return rows
+
+
+def format_table(rows: Iterable[AucRow]) -> str:
+    lines = [f"{'detector':<12} {'ROC-AUC':>8} {'mean per camera':>16}"]
+    lines += [f"{r.detector:<12} {r.pooled:>8.3f} {r.per_camera_mean:>16.3f}" for r in rows]
+    return "\n".join(lines)
+
+
+def plot_roc(scored: ScoredSet, rows: list[AucRow], path: str | Path, title: str) -> Path:
+    """ROC curves of every detector (pooled over cameras) in one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import roc_curve
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    auc = {r.detector: r.pooled for r in rows}
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    for name, values in scored.scores.items():
+        fpr, tpr, _ = roc_curve(scored.truth, values)
+        ax.plot(fpr, tpr, lw=2.5 if name == ENSEMBLE else 1.2,
+                ls="-" if name == ENSEMBLE else "--", label=f"{name} ({auc[name]:.3f})")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":")
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title=title,
+           xlim=(0, 1), ylim=(0, 1.01))
+    ax.legend(loc="lower right", fontsize=8, title="detector (ROC-AUC)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,336 @@
+"""Distributed backfill on Ray Data: read the image list, embed in an actor pool with ONNX
+Runtime, write the store's Lance table directly; the server picks the rows up.
+
+Exception to the client's dependency rule: this module imports `envad.server.encoder`,
+`envad.server.images.decode_image` and `envad.server.store` (schema and table name), so
+that Ray workers embed exactly as the server does (same preprocessing, same ONNX
+session settings) and write exactly the server's table layout. None of them imports
+torch.
+
+Per chunk of `chunk_size` images: embed (actor pool, one ONNX session per actor) ->
+materialize -> the driver drops ids already stored or repeated in the chunk -> workers
+write Lance fragments -> the driver commits all of the chunk's fragments as ONE Append
+(never one commit per row) -> the chunk's outcomes go to the checkpoint. A crash before
+the commit leaves unreferenced fragment files and nothing visible; a crash after it is
+harmless on resume because stored ids are skipped. Do not ingest the same images through
+the server at the same time (the id key is unenforced across writers).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from envad.client.backfill import BackfillOptions, _outcome
+from envad.client.backfill_report import BackfillSummary
+from envad.client.checkpoint import Checkpoint, Outcome
+from envad.client.sources import Source, SourceItem
+from envad.errors import FailedPrecondition, InvalidInput
+
+log = logging.getLogger(__name__)
+ID_QUERY_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class RayTarget:
+    """Where the rows go and which encoder makes them."""
+
+    data_dir: Path
+    model_file: Path
+    model_id: str
+    dim: int
+    input_size: int
+
+    @property
+    def table_uri(self) -> str:
+        from envad.server.store import table_name
+
+        return str(self.data_dir / "lancedb" / f"{table_name(self.model_id)}.lance")
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """address: a Ray cluster ("auto", "ray://host:10001") or None for a local Ray with
+    `num_cpus`; workers: embedding actors; batch_size: images per ONNX call;
+    chunk_size: images per Lance commit."""
+
+    address: str | None = None
+    num_cpus: int | None = None
+    workers: int = 2
+    batch_size: int = 64
+    chunk_size: int = 4096
+    intra_op_threads: int = 1
+
+
+def target_for(data_dir: str | Path, model_file: str | Path) -> RayTarget:
+    """Read the encoder's metadata (model id, dimension, input size) from its file."""
+    from envad.server.encoder import OnnxEncoder
+
+    encoder = OnnxEncoder(Path(model_file), intra_op_threads=1)
+    return RayTarget(Path(data_dir).resolve(), Path(model_file).resolve(), encoder.meta.model_id,
+                     encoder.dim, encoder.input_size)
+
+
+def resolve_target(args) -> RayTarget:
+    """--data-dir / --model-file, else ask the server (GetInfo, ListModels) where they are.
+
+    The server reports its own paths; they must be visible from here and from the Ray
+    workers (shared file system or the same machine)."""
+    data_dir, model_file = args.data_dir, args.model_file
+    if data_dir is None or model_file is None:
+        from envad.client.commands import open_client
+
+        with open_client(args) as client:
+            info = client.info()
+            listing = client.list_models()
+        if info.active_model is None:
+            raise FailedPrecondition(f"the server has no active encoder: {info.hint}")
+        data_dir = data_dir or Path(info.data_dir)
+        model_file = model_file or Path(listing.models_dir) / info.active_model.file
+    return target_for(data_dir, model_file)
+
+
+def run_ray_backfill(
+    source: Source,
+    target: RayTarget,
+    checkpoint_path: str | Path,
+    options: BackfillOptions = BackfillOptions(),
+    ray_options: RayOptions = RayOptions(),
+    *,
+    resume: bool = False,
+    progress: bool = True,
+) -> BackfillSummary:
+    """Embed `source` on Ray and append it to the target's Lance table, chunk by chunk."""
+    import ray
+    from tqdm import tqdm
+
+    header = {"engine": "ray", "source": source.describe(), "model_id": target.model_id,
+              "data_dir": str(target.data_dir), "envs": sorted(options.envs),
+              "splits": sorted(options.splits)}
+    summary = BackfillSummary(model_id=target.model_id, engine="ray")
+    started_ray = _init_ray(ray_options)
+    try:
+        _ensure_table(target)
+        with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
+            total = sum(1 for item in source if options.wants(item))
+            with tqdm(total=total, unit="img", desc="backfill (ray)", disable=not progress) as bar:
+                for chunk, skipped in _chunks(source, checkpoint, options, ray_options, summary, bar):
+                    outcomes, inserted = _process_chunk(chunk, target, ray_options)
+                    outcomes += skipped
+                    checkpoint.record(outcomes)
+                    summary.add(outcomes, inserted, sum(o.status == "ok" for o in outcomes) - inserted)
+                    bar.update(len(outcomes))
+                    bar.set_postfix(ok=summary.ok, failed=summary.failed, refresh=False)
+    finally:
+        summary.elapsed_s = time.monotonic() - summary.started
+        if started_ray:
+            ray.shutdown()
+    return summary
+
+
+def _init_ray(ray_options: RayOptions) -> bool:
+    """Connect to (or start) Ray; True when this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    kwargs = {"include_dashboard": False, "log_to_driver": False}
+    if ray_options.address:
+        ray.init(address=ray_options.address, **kwargs)
+    else:
+        ray.init(num_cpus=ray_options.num_cpus, **kwargs)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    return True
+
+
+def _ensure_table(target: RayTarget) -> None:
+    """Create the model's table with the server's schema when it does not exist yet."""
+    import lancedb
+
+    from envad.server.store import make_schema, table_name
+
+    db = lancedb.connect(str(target.data_dir / "lancedb"))
+    table = db.create_table(table_name(target.model_id), schema=make_schema(target.dim),
+                            exist_ok=True)
+    stored = table.schema.field("vector").type.list_size
+    if stored != target.dim:
+        raise InvalidInput(f"table {table_name(target.model_id)} holds {stored}-d vectors, "
+                           f"{target.model_file.name} makes {target.dim}-d")
+
+
+def _chunks(source, checkpoint, options, ray_options, summary, bar
+            ) -> Iterator[tuple[list[SourceItem], list[Outcome]]]:
+    chunk: list[SourceItem] = []
+    skipped: list[Outcome] = []
+    new = 0
+    for item in source:
+        if not options.wants(item):
+            continue
+        if checkpoint.is_done(item.key):
+            summary.already_done += 1
+            bar.update(1)
+            continue
+        if options.limit and new >= options.limit:
+            break
+        new += 1
+        if item.skip_reason:
+            skipped.append(_outcome(item, "skipped", reason=item.skip_reason))
+        else:
+            chunk.append(item)
+        if len(chunk) + len(skipped) >= ray_options.chunk_size:
+            yield chunk, skipped
+            chunk, skipped = [], []
+    if chunk or skipped:
+        yield chunk, skipped
+
+
+def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayOptions
+                   ) -> tuple[list[Outcome], int]:
+    """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows added."""
+    import lance
+    import ray
+
+    if not chunk:
+        return [], 0
+    rows = [{"key": i.key, "id": i.id, "uri": i.uri, "env": i.env, "label": i.label,
+             "split": i.split,
+             "timestamp": i.timestamp.isoformat() if i.timestamp else ""} for i in chunk]
+    batches = -(-len(rows) // ray_options.batch_size)
+    blocks = max(1, min(batches, 4 * ray_options.workers))
+    embedded = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
+        Embedder, fn_constructor_kwargs={"model_file": str(target.model_file),
+                                         "threads": ray_options.intra_op_threads},
+        batch_size=ray_options.batch_size, batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(size=min(ray_options.workers, blocks)), num_cpus=1,
+    ).materialize()
+    # the chunk's ids and errors (blocks are already computed: no new execution)
+    meta = pa.concat_tables(ray.get(embedded.to_arrow_refs()))
+    meta = meta.select(["key", "id", "error"]).to_pylist()
+    dataset = lance.dataset(target.table_uri)
+    stored = _stored_ids(dataset, [m["id"] for m in meta if not m["error"]])
+    keep, outcomes, seen = set(), [], set()
+    by_key = {i.key: i for i in chunk}
+    for m in meta:
+        item = by_key[m["key"]]
+        if m["error"]:
+            code, _, reason = m["error"].partition(": ")
+            outcomes.append(_outcome(item, "failed", m["id"], code, reason))
+            continue
+        if m["id"] not in stored and m["id"] not in seen:
+            keep.add(m["key"])
+        seen.add(m["id"])
+        outcomes.append(_outcome(item, "ok", m["id"]))
+    if keep:
+        fragments = embedded.map_batches(
+            write_fragments_batch, batch_format="pyarrow", batch_size=None,
+            fn_kwargs={"uri": target.table_uri, "dim": target.dim,
+                       "model_id": target.model_id, "keep": keep},
+        ).select_columns(["fragment"]).take_all()
+        metadata = [_fragment_from_json(f["fragment"]) for f in fragments]
+        lance.LanceDataset.commit(target.table_uri, lance.LanceOperation.Append(metadata),
+                                  read_version=dataset.version)
+    return outcomes, len(keep)
+
+
+def _stored_ids(dataset, ids: list[str]) -> set[str]:
+    """The subset of `ids` already in the table (an Arrow expression filter, no SQL)."""
+    import pyarrow.compute as pc
+
+    found: set[str] = set()
+    for start in range(0, len(ids), ID_QUERY_CHUNK):
+        part = pa.array(ids[start:start + ID_QUERY_CHUNK], pa.string())
+        table = dataset.to_table(columns=["id"], filter=pc.field("id").isin(part))
+        found.update(table.column("id").to_pylist())
+    return found
+
+
+def _fragment_from_json(text: str):
+    from lance.fragment import FragmentMetadata
+
+    return FragmentMetadata.from_json(text)
+
+
+# ------------------------------------------------------------------ worker side
+
+
+class Embedder:
+    """Ray actor: reads and decodes images and embeds them with one ONNX session."""
+
+    def __init__(self, model_file: str, threads: int = 1) -> None:
+        from envad.server.encoder import OnnxEncoder
+
+        self.encoder = OnnxEncoder(Path(model_file), intra_op_threads=threads)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        import hashlib
+
+        from envad.client.sources import read_uri
+        from envad.errors import EnvadError
+        from envad.server.images import decode_image
+
+        size, dim = self.encoder.input_size, self.encoder.dim
+        n = batch.num_rows
+        pixels = np.zeros((n, size, size, 3), dtype=np.uint8)
+        ids, shas, errors = [], [], []
+        for i, (uri, given_id) in enumerate(zip(batch.column("uri").to_pylist(),
+                                                batch.column("id").to_pylist())):
+            error, sha = "", ""
+            try:
+                data = read_uri(uri)
+                sha = hashlib.sha256(data).hexdigest()
+                pixels[i] = decode_image(data, size)
+            except OSError as exc:
+                error = f"READ_ERROR: cannot read {uri}: {exc}"
+            except EnvadError as exc:
+                error = f"{exc.code}: {exc}"
+            ids.append(given_id or sha)
+            shas.append(sha)
+            errors.append(error)
+        good = np.array([not e for e in errors], dtype=bool)
+        vectors = np.zeros((n, dim), dtype=np.float32)
+        if good.any():
+            vectors[good] = self.encoder.embed(pixels[good])
+        return (batch.set_column(batch.schema.get_field_index("id"), "id", pa.array(ids))
+                .append_column("sha256", pa.array(shas))
+                .append_column("error", pa.array(errors))
+                .append_column("vector", pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.ravel()), dim)))
+
+
+def write_fragments_batch(batch: pa.Table, uri: str, dim: int, model_id: str,
+                          keep: set[str]) -> pa.Table:
+    """Ray task: write the kept rows of a block as Lance fragments (no commit)."""
+    from lance.fragment import write_fragments
+
+    from envad.server.store import make_schema
+
+    mask = pa.array([k in keep for k in batch.column("key").to_pylist()])
+    rows = batch.filter(mask)
+    if rows.num_rows == 0:
+        return pa.table({"fragment": pa.array([], pa.string())})
+    timestamps = [datetime.fromisoformat(t) if t else None
+                  for t in rows.column("timestamp").to_pylist()]
+    now = datetime.now(timezone.utc)
+    schema = make_schema(dim)
+    table = pa.table({
+        "id": rows.column("id"), "env": rows.column("env"), "label": rows.column("label"),
+        "split": rows.column("split"), "timestamp": pa.array(timestamps, schema.field("timestamp").type),
+        "uri": rows.column("uri"), "sha256": rows.column("sha256"),
+        "model_id": pa.array([model_id] * rows.num_rows),
+        "ingested_at": pa.array([now] * rows.num_rows, schema.field("ingested_at").type),
+        "vector": rows.column("vector").cast(schema.field("vector").type),
+    }, schema=schema)
+    fragments = write_fragments(table, uri, schema=schema)
+    return pa.table({"fragment": pa.array([json.dumps(f.to_json()) for f in fragments],
+                                          pa.string())})

@@ -1,0 +1,258 @@
+"""`envad retrain`: roll out a new encoder as one resumable job.
+
+Steps, each recorded in `<workdir>/retrain.json` once done, so that running the same
+command again after a failure continues where it stopped:
+
+1. train     pretrain an encoder on a folder-format dataset (envad.training, torch);
+2. export    write it as an envad ONNX file (docs/model-format.md);
+3. install   copy it atomically into the server's models dir and wait until the server
+             lists it;
+4. snapshot  export the rows of the encoder being replaced (metadata only) to
+             `<workdir>/archive.parquet`: the list of images to re-embed, with their
+             ids, environments, labels and splits (skipped when --archive is given);
+5. activate  ActivateModel(new id): new requests use the new encoder;
+6. reembed   backfill the archive (the snapshot, or --archive) into the new encoder's
+             table, with its own checkpoint (resumable like any backfill);
+7. fit       fit the detectors on the new table (default split "train").
+
+Exception to the client's dependency rule: steps 1-2 import envad.training (torch),
+lazily, only in this job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from envad.errors import FailedPrecondition, InvalidInput, Unavailable
+
+log = logging.getLogger(__name__)
+STEPS = ("train", "export", "install", "snapshot", "activate", "reembed", "fit")
+
+
+@dataclass(frozen=True)
+class RetrainSpec:
+    """What the job does; a resumed job must have the same spec."""
+
+    dataset: str
+    workdir: str
+    algorithm: str = "erm"
+    epochs: int = 5
+    seed: int = 0
+    image_size: int = 32
+    model_id: str = ""
+    models_dir: str = ""
+    archive: str = ""
+    fit_splits: tuple[str, ...] = ("train",)
+    detectors: tuple[str, ...] = ()
+    batch_size: int = 64
+    concurrency: int = 4
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class RetrainState:
+    """Progress of the job: finished steps and what they produced."""
+
+    fingerprint: str
+    done: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path, spec: RetrainSpec) -> RetrainState:
+        if not path.exists():
+            return cls(spec.fingerprint())
+        data = json.loads(path.read_text())
+        if data.get("fingerprint") != spec.fingerprint():
+            raise InvalidInput(f"{path} belongs to a retrain job with other settings; use "
+                               "another --workdir or remove it to start over")
+        return cls(data["fingerprint"], data.get("done", {}))
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(tmp, path)
+
+
+def run_retrain(client, spec: RetrainSpec, *, progress: bool = True,
+                say=lambda msg: print(msg, file=sys.stderr)) -> RetrainState:
+    """Run (or continue) the job against the server behind `client`."""
+    workdir = Path(spec.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    state_path = workdir / "retrain.json"
+    state = RetrainState.load(state_path, spec)
+    for step in STEPS:
+        if step in state.done:
+            say(f"[{step}] done before: {state.done[step]}")
+            continue
+        started = time.monotonic()
+        result = STEP_FUNCTIONS[step](client, spec, state, progress)
+        result["seconds"] = round(time.monotonic() - started, 2)
+        state.done[step] = result
+        state.save(state_path)
+        say(f"[{step}] {result}")
+    return state
+
+
+# ------------------------------------------------------------------ steps
+
+
+def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
+    from envad.client.training_bridge import train_encoder
+
+    run_dir = train_encoder(spec.dataset, Path(spec.workdir) / "run", algorithm=spec.algorithm,
+                            epochs=spec.epochs, seed=spec.seed, image_size=spec.image_size)
+    return {"run_dir": str(run_dir)}
+
+
+def _export(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
+    from envad.client.training_bridge import export_encoder
+
+    out = Path(spec.workdir) / "encoder.onnx"
+    export_encoder(Path(state.done["train"]["run_dir"]), out, model_id=spec.model_id or None)
+    meta = onnx_metadata(out)
+    return {"file": str(out), "model_id": meta["envad.model_id"]}
+
+
+def _install(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
+    model_id = state.done["export"]["model_id"]
+    listing = client.list_models()
+    models_dir = Path(spec.models_dir or listing.models_dir)
+    if not models_dir.is_dir():
+        raise FailedPrecondition(f"models dir {models_dir} is not reachable from here; pass "
+                                 "--models-dir (a path to the server's models dir)")
+    if any(m.model_id == model_id for m in listing.models):
+        return {"model_id": model_id, "models_dir": str(models_dir), "note": "already listed"}
+    target = models_dir / f"{model_id}.onnx"
+    tmp = models_dir / f".{model_id}.onnx.partial"  # not *.onnx: the server ignores it
+    shutil.copyfile(state.done["export"]["file"], tmp)
+    os.replace(tmp, target)
+    deadline = time.monotonic() + 120
+    while not any(m.model_id == model_id for m in client.list_models().models):
+        if time.monotonic() > deadline:
+            raise Unavailable(f"the server does not list {model_id} after copying {target}")
+        time.sleep(0.5)
+    return {"model_id": model_id, "file": str(target)}
+
+
+def _snapshot(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
+    info = client.info()
+    previous = info.active_model.model_id if info.active_model else ""
+    if spec.archive:
+        return {"previous_model": previous, "archive": spec.archive}
+    if not previous or previous == state.done["install"]["model_id"]:
+        raise FailedPrecondition("no previous encoder to take the archive from; pass --archive")
+    out = Path(spec.workdir) / "archive.parquet"
+    rows = client.export_parquet(out, with_vectors=False, timeout=None)
+    return {"previous_model": previous, "archive": str(out), "rows": rows}
+
+
+def _activate(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
+    model = client.activate_model(state.done["install"]["model_id"])
+    return {"model_id": model.model_id}
+
+
+def _reembed(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
+    from envad.client.backfill import BackfillOptions, run_backfill
+    from envad.client.sources import open_source
+
+    active = client.info().active_model
+    if active is None or active.model_id != state.done["activate"]["model_id"]:
+        raise FailedPrecondition("the new encoder is no longer active on the server; activate "
+                                 f"{state.done['activate']['model_id']} and resume")
+    source = open_source(state.done["snapshot"]["archive"])
+    summary = run_backfill(
+        client, source, Path(spec.workdir) / "reembed.ckpt.jsonl",
+        BackfillOptions(batch_size=spec.batch_size, concurrency=spec.concurrency),
+        resume=True, progress=progress)
+    if summary.failed:
+        log.warning("re-embedding: %d items failed:\n%s", summary.failed, summary.format())
+    return {"ok": summary.ok + summary.already_done, "failed": summary.failed}
+
+
+def _fit(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
+    from envad.client.results import RowFilter
+
+    result = client.fit(RowFilter(splits=spec.fit_splits), detectors=spec.detectors)
+    return {"bundle_id": result.bundle_id, "n_samples": result.n_samples,
+            "threshold": result.threshold}
+
+
+STEP_FUNCTIONS = {"train": _train, "export": _export, "install": _install,
+                  "snapshot": _snapshot, "activate": _activate, "reembed": _reembed,
+                  "fit": _fit}
+
+
+def onnx_metadata(path: Path) -> dict[str, str]:
+    """The metadata_props of an ONNX file (read with ONNX Runtime, no onnx package)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return dict(session.get_modelmeta().custom_metadata_map)
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def register(subparsers, connection_parser) -> None:
+    import argparse
+
+    p = subparsers.add_parser(
+        "retrain", parents=[connection_parser(3600.0)],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="train, export, install and activate a new encoder, re-embed, refit",
+        description="Roll out a new encoder as one resumable job: train -> export -> copy "
+                    "into the server's models dir -> snapshot the archive -> ActivateModel "
+                    "-> re-embed the archive -> Fit. Run the same command again to resume "
+                    "after a failure. See docs/retraining.md.")
+    p.add_argument("--data", required=True, type=Path,
+                   help="folder-format training dataset (metadata.csv + ad_spec.json)")
+    p.add_argument("--workdir", required=True, type=Path,
+                   help="job folder: state, training run, exported model, checkpoints")
+    p.add_argument("--algorithm", default="erm", help="pretraining algorithm (registry name)")
+    p.add_argument("--epochs", type=int, default=5, help="training epochs")
+    p.add_argument("--seed", type=int, default=0, help="training seed")
+    p.add_argument("--image-size", type=int, default=32, help="encoder input size in pixels")
+    p.add_argument("--model-id", default="",
+                   help="id of the new encoder (default: the exporter's)")
+    p.add_argument("--models-dir", type=Path,
+                   help="the server's models dir as seen from here (default: from ListModels)")
+    p.add_argument("--archive", type=Path,
+                   help="source to re-embed (default: the rows stored for the previous encoder)")
+    p.add_argument("--fit-split", action="append", default=[], metavar="SPLIT",
+                   help="split the detectors are fit on (repeatable; default train)")
+    p.add_argument("--detectors", default="", help="comma-separated detectors (default: all)")
+    p.add_argument("--batch-size", type=int, default=64, help="re-embedding batch size")
+    p.add_argument("--concurrency", type=int, default=4, help="re-embedding requests in flight")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_retrain)
+
+
+def cmd_retrain(args) -> int:
+    from envad.client.commands import open_client
+
+    spec = RetrainSpec(
+        dataset=str(args.data.resolve()), workdir=str(args.workdir.resolve()),
+        algorithm=args.algorithm, epochs=args.epochs, seed=args.seed,
+        image_size=args.image_size, model_id=args.model_id,
+        models_dir=str(args.models_dir.resolve()) if args.models_dir else "",
+        archive=str(args.archive.resolve()) if args.archive else "",
+        fit_splits=tuple(args.fit_split) or ("train",),
+        detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
+        batch_size=args.batch_size, concurrency=args.concurrency,
+    )
+    with open_client(args) as client:
+        state = run_retrain(client, spec, progress=not args.no_progress)
+    fit = state.done["fit"]
+    print(f"retrained: model {state.done['activate']['model_id']} active, "
+          f"{state.done['reembed']['ok']} rows re-embedded, bundle {fit['bundle_id']} "
+          f"({fit['n_samples']} samples)")
+    return 0

@@ -1,0 +1,88 @@
+"""The `envad` client subcommands against a real server: score, fit, info, models,
+export-embeddings, health, and --help everywhere."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from client_archives import make_folder_dataset, png_bytes
+from envad.client.cli import build_parser, main
+
+CLIENT_COMMANDS = [["score"], ["fit"], ["info"], ["models"], ["models", "list"],
+                   ["models", "activate"], ["export-embeddings"], ["health"], ["backfill"],
+                   ["retrain"]]
+
+
+@pytest.mark.parametrize("command", CLIENT_COMMANDS, ids=" ".join)
+def test_help_everywhere(command, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(command + ["--help"])
+    assert exit_info.value.code == 0
+    assert "usage: envad " + " ".join(command) in capsys.readouterr().out
+
+
+def test_every_registered_client_command_is_covered() -> None:
+    parser = build_parser()
+    choices = parser._subparsers._group_actions[0].choices
+    client = {n for n, p in choices.items() if "--server" in p.format_help()}
+    assert client <= {c[0] for c in CLIENT_COMMANDS}
+
+
+def run(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
+    server = ["--server", envad_server.address]
+    code, out = run(capsys, "health", *server)
+    assert (code, out.strip()) == (0, "SERVING")
+    code, out = run(capsys, "models", "list", "--json", *server)
+    assert json.loads(out)["models"][0]["model_id"] == "tiny-test"
+    code, out = run(capsys, "models", "activate", "tiny-test", *server)
+    assert code == 0 and "tiny-test" in out
+
+    dataset = make_folder_dataset(tmp_path / "ds", per_env=15)
+    code, out = run(capsys, "backfill", str(dataset), "--no-progress", "--json",
+                    "--checkpoint", str(tmp_path / "ck.jsonl"), *server)
+    assert code == 0 and json.loads(out)["ok"] == 30
+
+    code, out = run(capsys, "fit", "--detectors", "KNN,PCA", "--json", *server)
+    fit = json.loads(out)
+    assert code == 0 and fit["n_samples"] == 30 and fit["activated"]
+    code, out = run(capsys, "info", *server)
+    assert "cam0" in out and fit["bundle_id"] in out
+
+    images = []
+    for n in range(3):
+        images.append(tmp_path / f"q{n}.png")
+        images[-1].write_bytes(png_bytes(500 + n, 32))
+    code, out = run(capsys, "score", *map(str, images), "--env", "camX", *server)
+    assert code == 0 and out.count("camX") == 3 and "KNN=" in out
+    code, out = run(capsys, "score", *map(str, images), "--json", *server)
+    records = json.loads(out)
+    assert [r["image"] for r in records] == list(map(str, images))
+    assert all(0 <= r["ensemble"] <= 1 for r in records)
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"not an image")
+    code, out = run(capsys, "score", str(images[0]), str(bad), *server)
+    assert code == 1 and "INVALID_ARGUMENT" in out
+
+    out_file = tmp_path / "emb.parquet"
+    code, out = run(capsys, "export-embeddings", "--out", str(out_file), "--env", "cam1", *server)
+    table = pq.read_table(out_file)
+    assert code == 0 and table.num_rows == 15 and set(table.column("env").to_pylist()) == {"cam1"}
+    code, out = run(capsys, "export-embeddings", "--out", str(out_file), "--without-vectors",
+                    *server)
+    assert "vector" not in pq.read_table(out_file).column_names
+
+
+def test_errors_become_messages(envad_server, capsys) -> None:
+    code = main(["models", "activate", "missing", "--server", envad_server.address])
+    assert code == 1
+    assert "NOT_FOUND" in capsys.readouterr().err
+    code = main(["health", "--server", "127.0.0.1:9", "--timeout", "1"])
+    assert code == 1
