@@ -38,7 +38,7 @@ def make_folder_dataset(root: Path, envs=("cam0", "cam1"), per_env: int = 3) -> 
             (root / rel).write_bytes(png_bytes(seed))
             label = "6" if i == per_env - 1 else str(i % 3)
             rows.append({"path": rel, "env": env, "label": label, "split": "train",
-                         "timestamp": f"2024-05-0{1 + i}T10:00:00Z"})
+                         "timestamp": f"2024-05-{1 + i % 28:02d}T10:00:00Z"})
             seed += 1
     write_csv(root / "metadata.csv", rows)
     (root / "ad_spec.json").write_text(json.dumps({"normal_a": [0, 1], "normal_b": [2]}))
