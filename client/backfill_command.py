@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-DEFAULT_CHECKPOINT_DIR = Path(".envad-checkpoints")
+DEFAULT_CHECKPOINT_DIR = Path("var/checkpoints")
 
 
 def register(subparsers, connection_parser) -> None:
