@@ -1,0 +1,59 @@
+"""ROC-AUC table and plot from a backfill's JSONL scores."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from envad.client.demo_report import ENSEMBLE, auc_table, format_table, load_scores, plot_roc
+
+
+def write_scores(path, n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    with path.open("w") as f:
+        for i in range(n):
+            anomaly = i % 4 == 0
+            env = f"cam{i % 2}"
+            perfect = 1.0 + anomaly          # separates the classes exactly
+            inverted = 1.0 - anomaly         # ranks them exactly wrong
+            noise = float(rng.random())
+            f.write(json.dumps({
+                "key": f"k{i}", "status": "ok", "env": env, "ensemble": perfect / 2,
+                "detectors": {"Perfect": {"raw": perfect, "calibrated": 0},
+                              "Inverted": {"raw": inverted, "calibrated": 0},
+                              "Noise": {"raw": noise, "calibrated": 0}},
+                "source": {"is_anomaly": anomaly}}) + "\n")
+        f.write(json.dumps({"key": "bad", "status": "failed", "source": {"is_anomaly": True}}) + "\n")
+        f.write(json.dumps({"key": "nolabel", "status": "ok", "detectors": {}, "source": {}}) + "\n")
+
+
+def test_auc_table(tmp_path) -> None:
+    write_scores(tmp_path / "s.jsonl")
+    scored = load_scores(tmp_path / "s.jsonl")
+    assert len(scored.truth) == 40 and scored.truth.sum() == 10
+    rows = {r.detector: r for r in auc_table(scored)}
+    assert rows["Perfect"].pooled == rows["Perfect"].per_camera_mean == 1.0
+    assert rows["Inverted"].pooled == 0.0
+    assert 0.0 < rows["Noise"].pooled < 1.0
+    assert rows[ENSEMBLE].pooled == 1.0
+    assert "Perfect" in format_table(rows.values())
+
+
+def test_plot_is_a_png(tmp_path) -> None:
+    write_scores(tmp_path / "s.jsonl")
+    scored = load_scores(tmp_path / "s.jsonl")
+    path = plot_roc(scored, auc_table(scored), tmp_path / "out" / "roc.png", "test")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_needs_truth_and_both_classes(tmp_path) -> None:
+    (tmp_path / "empty.jsonl").write_text(json.dumps({"status": "ok", "source": {}}) + "\n")
+    with pytest.raises(ValueError, match="no scored image"):
+        load_scores(tmp_path / "empty.jsonl")
+    line = {"status": "ok", "env": "c", "ensemble": 0.1,
+            "detectors": {"KNN": {"raw": 1.0, "calibrated": 0.1}}, "source": {"is_anomaly": False}}
+    (tmp_path / "one.jsonl").write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match="both"):
+        auc_table(load_scores(tmp_path / "one.jsonl"))
