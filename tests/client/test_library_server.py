@@ -1,0 +1,68 @@
+"""EnvadClient against a real `envad serve` (the envad_server fixture)."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from client_archives import png_bytes
+from envad.client import EnvadClient
+from envad.client.results import ImageInput, IngestInput, RowFilter, sha256_hex
+from envad.errors import FailedPrecondition, InvalidInput, NotFound
+
+ENVS = ("cam0", "cam1")
+
+
+def ingest_some(client: EnvadClient, n_per_env: int = 12, split: str = "train") -> list[str]:
+    items = [IngestInput(ImageInput(png_bytes(100 * e + i, size=32), env=env), label="0",
+                         split=split)
+             for e, env in enumerate(ENVS) for i in range(n_per_env)]
+    summary = client.ingest(items)
+    assert summary.failed == 0 and summary.inserted == len(items)
+    return [sha256_hex(i.image.data) for i in items]
+
+
+def test_info_and_models(envad_server) -> None:
+    with EnvadClient(envad_server.address) as client:
+        info = client.info()
+        assert info.active_model is not None and info.active_model.model_id == "tiny-test"
+        assert info.bundle is None and info.total_rows == 0
+        listing = client.list_models()
+        assert [m.model_id for m in listing.models] == ["tiny-test"]
+        assert listing.models[0].active and listing.models[0].input_size == 32
+        assert client.activate_model("tiny-test").model_id == "tiny-test"
+        with pytest.raises(NotFound):
+            client.activate_model("no-such-model")
+        assert client.health() == "SERVING"
+
+
+def test_ingest_fit_score_search_export(envad_server, tmp_path) -> None:
+    with EnvadClient(envad_server.address) as client:
+        with pytest.raises(FailedPrecondition):
+            client.score([png_bytes(1, 32)])
+        ids = ingest_some(client)
+        again = client.ingest([IngestInput(ImageInput(png_bytes(0, 32), env="cam0"),
+                                           split="train")])
+        assert again.inserted == 0 and again.duplicates == 1
+        fit = client.fit(RowFilter(splits=("train",)), detectors=("KNN", "IsoForest"))
+        assert fit.activated and fit.n_samples == len(ids)
+        assert {s.detector for s in fit.stats} == {"KNN", "IsoForest"}
+        result = client.score([ImageInput(png_bytes(999, 32), env="cam9"), b"not an image"],
+                              top_k=3)
+        good, bad = result.results
+        assert good.ok and 0.0 <= good.ensemble <= 1.0
+        assert set(good.detector_scores()) == {"KNN", "IsoForest"}
+        assert len(good.neighbors) == 3 and good.neighbors[0].id in ids
+        assert bad.error is not None and bad.error.code == "INVALID_ARGUMENT"
+        assert result.provenance.bundle_id == fit.bundle_id
+        hits = client.search(id=ids[0], k=2, row_filter=RowFilter(envs=("cam0",)))
+        assert hits.neighbors[0].id == ids[0] and all(n.env == "cam0" for n in hits.neighbors)
+        out = tmp_path / "emb.parquet"
+        assert client.export_parquet(out, RowFilter(envs=("cam1",))) == len(ids) // 2
+        table = pq.read_table(out)
+        assert set(table.column("env").to_pylist()) == {"cam1"}
+        assert table.schema.field("vector").type.list_size == 16
+        info = client.info()
+        assert info.env_counts == {"cam0": 12, "cam1": 12} and info.bundle.bundle_id == fit.bundle_id
+        with pytest.raises(InvalidInput):
+            client.search(vector=[0.0] * 3)
