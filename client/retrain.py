@@ -1,9 +1,11 @@
 """`envad retrain`: roll out a new encoder as one resumable job.
 
 Steps, each recorded in `<workdir>/retrain.json` once done, so that running the same
-command again after a failure continues where it stopped:
+command again after a failure continues where it stopped (`--until STEP` stops after a
+step, e.g. to check the new model before switching):
 
 1. train     pretrain an encoder on a folder-format dataset (envad.training, torch);
+             skipped when an already trained encoder file is given (`--model-file`);
 2. export    write it as an envad ONNX file (docs/model-format.md);
 3. install   copy it atomically into the server's models dir and wait until the server
              lists it;
@@ -43,6 +45,7 @@ class RetrainSpec:
 
     dataset: str
     workdir: str
+    model_file: str = ""
     algorithm: str = "erm"
     epochs: int = 5
     seed: int = 0
@@ -82,9 +85,14 @@ class RetrainState:
         os.replace(tmp, path)
 
 
-def run_retrain(client, spec: RetrainSpec, *, progress: bool = True,
+def run_retrain(client, spec: RetrainSpec, *, until: str | None = None, progress: bool = True,
                 say=lambda msg: print(msg, file=sys.stderr)) -> RetrainState:
-    """Run (or continue) the job against the server behind `client`."""
+    """Run (or continue) the job against the server behind `client`, up to and including
+    step `until` (default: all)."""
+    if until is not None and until not in STEPS:
+        raise InvalidInput(f"unknown step {until!r}; steps: {', '.join(STEPS)}")
+    if not spec.dataset and not spec.model_file:
+        raise InvalidInput("retrain needs a training dataset or an encoder file")
     workdir = Path(spec.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     state_path = workdir / "retrain.json"
@@ -99,6 +107,8 @@ def run_retrain(client, spec: RetrainSpec, *, progress: bool = True,
         state.done[step] = result
         state.save(state_path)
         say(f"[{step}] {result}")
+        if step == until:
+            break
     return state
 
 
@@ -106,6 +116,8 @@ def run_retrain(client, spec: RetrainSpec, *, progress: bool = True,
 
 
 def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
+    if spec.model_file:
+        return {"model_file": spec.model_file, "note": "trained elsewhere"}
     from envad.client.training_bridge import train_encoder
 
     run_dir = train_encoder(spec.dataset, Path(spec.workdir) / "run", algorithm=spec.algorithm,
@@ -114,11 +126,17 @@ def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> di
 
 
 def _export(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
-    from envad.client.training_bridge import export_encoder
-
     out = Path(spec.workdir) / "encoder.onnx"
-    export_encoder(Path(state.done["train"]["run_dir"]), out, model_id=spec.model_id or None)
+    if spec.model_file:
+        shutil.copyfile(spec.model_file, out)
+    else:
+        from envad.client.training_bridge import export_encoder
+
+        export_encoder(Path(state.done["train"]["run_dir"]), out, model_id=spec.model_id or None)
     meta = onnx_metadata(out)
+    if "envad.model_id" not in meta:
+        raise InvalidInput(f"{out} is not an envad encoder (no envad.model_id metadata; see "
+                           "docs/model-format.md)")
     return {"file": str(out), "model_id": meta["envad.model_id"]}
 
 
@@ -213,8 +231,10 @@ def register(subparsers, connection_parser) -> None:
                     "into the server's models dir -> snapshot the archive -> ActivateModel "
                     "-> re-embed the archive -> Fit. Run the same command again to resume "
                     "after a failure. See docs/retraining.md.")
-    p.add_argument("--data", required=True, type=Path,
+    p.add_argument("--data", type=Path,
                    help="folder-format training dataset (metadata.csv + ad_spec.json)")
+    p.add_argument("--model-file", type=Path,
+                   help="roll out this already trained envad .onnx file instead of training")
     p.add_argument("--workdir", required=True, type=Path,
                    help="job folder: state, training run, exported model, checkpoints")
     p.add_argument("--algorithm", default="erm", help="pretraining algorithm (registry name)")
@@ -232,6 +252,7 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--detectors", default="", help="comma-separated detectors (default: all)")
     p.add_argument("--batch-size", type=int, default=64, help="re-embedding batch size")
     p.add_argument("--concurrency", type=int, default=4, help="re-embedding requests in flight")
+    p.add_argument("--until", choices=STEPS, help="stop after this step (resume later)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_retrain)
 
@@ -239,8 +260,13 @@ def register(subparsers, connection_parser) -> None:
 def cmd_retrain(args) -> int:
     from envad.client.commands import open_client
 
+    if (args.data is None) == (args.model_file is None):
+        raise SystemExit("envad retrain: give exactly one of --data (train a new encoder) "
+                         "or --model-file (roll out a trained one)")
     spec = RetrainSpec(
-        dataset=str(args.data.resolve()), workdir=str(args.workdir.resolve()),
+        dataset=str(args.data.resolve()) if args.data else "",
+        workdir=str(args.workdir.resolve()),
+        model_file=str(args.model_file.resolve()) if args.model_file else "",
         algorithm=args.algorithm, epochs=args.epochs, seed=args.seed,
         image_size=args.image_size, model_id=args.model_id,
         models_dir=str(args.models_dir.resolve()) if args.models_dir else "",
@@ -250,7 +276,10 @@ def cmd_retrain(args) -> int:
         batch_size=args.batch_size, concurrency=args.concurrency,
     )
     with open_client(args) as client:
-        state = run_retrain(client, spec, progress=not args.no_progress)
+        state = run_retrain(client, spec, until=args.until, progress=not args.no_progress)
+    if "fit" not in state.done:
+        print(f"stopped after {args.until}; run the same command without --until to go on")
+        return 0
     fit = state.done["fit"]
     print(f"retrained: model {state.done['activate']['model_id']} active, "
           f"{state.done['reembed']['ok']} rows re-embedded, bundle {fit['bundle_id']} "
