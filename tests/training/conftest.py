@@ -1,0 +1,23 @@
+"""Fixtures for training tests: tiny PhotoDigits and a tiny hand-written folder dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from training_datasets import folder_rows, write_folder_dataset
+
+
+@pytest.fixture(scope="session")
+def tiny_photodigits(tmp_path_factory) -> Path:
+    """PhotoDigits at 32 px with 20 images per training camera and 10 per test camera."""
+    from envad.training.photodigits import generate
+
+    return generate(tmp_path_factory.mktemp("pd") / "photodigits", 32, 0, progress=False,
+                    train_per_camera=20, test_per_camera=10)
+
+
+@pytest.fixture
+def folder_dataset(tmp_path) -> Path:
+    return write_folder_dataset(tmp_path / "ds", folder_rows())

@@ -1,0 +1,215 @@
+"""PhotoDigits: a camera-trap-like multi-environment benchmark built offline (BENCHMARK.md).
+
+Content = scikit-learn's real 8x8 handwritten digits; style = one camera per real
+scikit-image photograph (background), each with its own crop scale, brightness,
+contrast, tint, noise, blur, ink polarity, and one night/infrared (greyscale) camera.
+Buckets: normal_a = {0,1,2}, normal_b = {3,4,5}, anomalies = {6,...,9}. Training
+cameras hold only normals with a skewed bucket mix (a style-content shortcut); the
+three unseen test cameras hold balanced normals and 40% anomalies.
+
+Written in the folder format (metadata.csv + ad_spec.json + images/ENV/ID.png) plus
+`digits.npz` (`ids`, `digits` uint8 [N, 8, 8] in 0..16: the clean content of each
+image, for the "content oracle" reference row) and `photodigits.json` (the recipe).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from scipy.ndimage import gaussian_filter
+from tqdm import tqdm
+
+VERSION = 1
+NORMAL_A = (0, 1, 2)
+NORMAL_B = (3, 4, 5)
+ANOMALIES = (6, 7, 8, 9)
+TRAIN_POOL_FRACTION = 0.6      # per class: 60% of instances for training cameras
+VAL_FRACTION = 0.1
+TEST_ANOMALY_FRACTION = 0.4
+GLYPH_SIDE = (0.60, 0.85)      # digit side as a fraction of the image side
+BACKGROUND_CONTRAST = 0.6      # background contrast scaled around mid-grey
+
+
+@dataclass(frozen=True)
+class Camera:
+    """One environment's style. `p_a`: P(bucket a) of its normals; `crop`: background
+    crop side as a fraction of the photo's shorter side; `blur` in pixels at 32 px."""
+
+    env: str
+    photo: str
+    p_a: float
+    crop: float
+    brightness: float
+    contrast: float
+    tint: tuple[float, float, float]
+    noise: float
+    blur: float
+    ink: float            # glyph ink grey level: 0.08 dark ink, 0.92 light ink
+    night: bool = False   # infrared: greyscale, flat colour
+
+
+TRAIN_CAMERAS = (
+    Camera("cam-grass", "grass", 0.9, 0.50, 1.00, 1.00, (0.85, 1.10, 0.75), 0.03, 0.0, 0.08),
+    Camera("cam-gravel", "gravel", 0.8, 0.35, 1.15, 0.80, (1.05, 1.00, 0.90), 0.06, 0.6, 0.92),
+    Camera("cam-brick", "brick", 0.7, 0.70, 0.85, 1.20, (1.15, 0.90, 0.80), 0.02, 0.0, 0.92),
+    Camera("cam-coffee", "coffee", 0.3, 0.60, 1.05, 0.90, (1.00, 1.00, 1.00), 0.04, 0.8, 0.08),
+    Camera("cam-astronaut", "astronaut", 0.2, 0.45, 0.95, 1.10, (0.90, 0.95, 1.15), 0.05, 0.3,
+           0.92),
+    Camera("cam-camera", "camera", 0.1, 0.80, 0.75, 1.30, (1.00, 1.00, 1.00), 0.08, 0.5, 0.92,
+           night=True),
+)
+TEST_CAMERAS = (
+    Camera("cam-rocket", "rocket", 0.5, 0.55, 1.10, 0.90, (1.00, 0.95, 1.10), 0.04, 0.4, 0.08),
+    Camera("cam-moon", "moon", 0.5, 0.65, 0.80, 1.25, (1.00, 1.00, 1.00), 0.07, 0.2, 0.92,
+           night=True),
+    Camera("cam-coins", "coins", 0.5, 0.40, 1.05, 1.05, (1.10, 1.05, 0.85), 0.03, 0.7, 0.08),
+)
+
+
+def generate(out_dir: str | Path, size: int = 32, seed: int = 0, *, progress: bool = True,
+             train_per_camera: int = 800, test_per_camera: int = 300) -> Path:
+    """Write PhotoDigits to `out_dir` (replacing a previous PhotoDigits there); returns it.
+
+    Deterministic for (size, seed, counts): the same call writes byte-identical files.
+    """
+    if size not in (32, 64):
+        raise ValueError(f"PhotoDigits size must be 32 or 64, got {size}")
+    if train_per_camera < 10 or test_per_camera < 5:
+        raise ValueError("need at least 10 images per training and 5 per test camera")
+    from sklearn.datasets import load_digits
+
+    out = Path(out_dir)
+    if out.exists():
+        if not (out / "photodigits.json").is_file() and any(out.iterdir()):
+            raise FileExistsError(f"{out} exists and is not a PhotoDigits folder; "
+                                  "choose an empty or new directory")
+        shutil.rmtree(out)
+    (out / "images").mkdir(parents=True)
+
+    digits = load_digits()
+    pools = _digit_pools(digits.target, np.random.default_rng([seed, 0]))
+    plan = []
+    for k, camera in enumerate(TRAIN_CAMERAS):
+        plan += _train_camera_plan(camera, pools[0], train_per_camera,
+                                   np.random.default_rng([seed, 1, k]))
+    for k, camera in enumerate(TEST_CAMERAS):
+        plan += _test_camera_plan(camera, pools[1], test_per_camera,
+                                  np.random.default_rng([seed, 2, k]))
+
+    cameras = {c.env: c for c in TRAIN_CAMERAS + TEST_CAMERAS}
+    photos = {c.photo: _load_photo(c.photo) for c in cameras.values()}
+    rows, contents = [], []
+    for n, (env, label, split, digit_index) in enumerate(
+            tqdm(plan, desc="photodigits", unit="img", disable=not progress)):
+        camera = cameras[env]
+        image_id = f"{env}-{n:05d}"
+        rng = np.random.default_rng([seed, 3, n])
+        pixels = render(photos[camera.photo], digits.images[digit_index], camera, size, rng)
+        rel = f"images/{env}/{image_id}.png"
+        (out / rel).parent.mkdir(exist_ok=True)
+        Image.fromarray(pixels).save(out / rel, format="PNG")
+        rows.append({"id": image_id, "path": rel, "env": env, "label": str(label),
+                     "split": split, "is_anomaly": str(label in ANOMALIES).lower()})
+        contents.append(digits.images[digit_index].astype(np.uint8))
+
+    with open(out / "metadata.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, ["id", "path", "env", "label", "split", "is_anomaly"])
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "ad_spec.json").write_text(json.dumps(
+        {"normal_a": [str(d) for d in NORMAL_A], "normal_b": [str(d) for d in NORMAL_B]}))
+    np.savez_compressed(out / "digits.npz", ids=np.array([r["id"] for r in rows]),
+                        digits=np.stack(contents))
+    (out / "photodigits.json").write_text(json.dumps({
+        "name": f"photodigits-{size}", "version": VERSION, "size": size, "seed": seed,
+        "train_per_camera": train_per_camera, "test_per_camera": test_per_camera,
+        "train_cameras": [asdict(c) for c in TRAIN_CAMERAS],
+        "test_cameras": [asdict(c) for c in TEST_CAMERAS],
+    }, indent=1))
+    return out
+
+
+def load_content(root: str | Path) -> dict[str, np.ndarray]:
+    """The clean 8x8 digit (0..16) behind each image id, from `digits.npz`."""
+    with np.load(Path(root) / "digits.npz") as data:
+        return dict(zip(data["ids"].tolist(), data["digits"]))
+
+
+def _digit_pools(targets: np.ndarray, rng: np.random.Generator):
+    """Per class, a seeded 60/40 split of instances: (train pool, test pool)."""
+    train, test = {}, {}
+    for c in range(10):
+        members = rng.permutation(np.flatnonzero(targets == c))
+        cut = int(round(TRAIN_POOL_FRACTION * len(members)))
+        train[c], test[c] = members[:cut], members[cut:]
+    return train, test
+
+
+def _train_camera_plan(camera: Camera, pool, count: int, rng: np.random.Generator):
+    bucket_a = rng.random(count) < camera.p_a
+    labels = np.where(bucket_a, rng.choice(NORMAL_A, count), rng.choice(NORMAL_B, count))
+    n_val = int(round(VAL_FRACTION * count))
+    splits = np.array(["train"] * count, dtype=object)
+    splits[rng.permutation(count)[:n_val]] = "val"
+    return [(camera.env, int(y), str(s), int(rng.choice(pool[int(y)])))
+            for y, s in zip(labels, splits)]
+
+
+def _test_camera_plan(camera: Camera, pool, count: int, rng: np.random.Generator):
+    n_anomalies = int(round(TEST_ANOMALY_FRACTION * count))
+    n_normal = count - n_anomalies
+    labels = np.concatenate([rng.choice(NORMAL_A, n_normal // 2),
+                             rng.choice(NORMAL_B, n_normal - n_normal // 2),
+                             rng.choice(ANOMALIES, n_anomalies)])
+    labels = labels[rng.permutation(count)]
+    return [(camera.env, int(y), "test", int(rng.choice(pool[int(y)]))) for y in labels]
+
+
+def _load_photo(name: str) -> np.ndarray:
+    import skimage.data
+
+    photo = np.asarray(getattr(skimage.data, name)())
+    if photo.ndim == 2:
+        photo = np.repeat(photo[..., None], 3, axis=2)
+    return np.ascontiguousarray(photo[..., :3].astype(np.uint8))
+
+
+def render(photo: np.ndarray, digit: np.ndarray, camera: Camera, size: int,
+           rng: np.random.Generator) -> np.ndarray:
+    """One styled image: background crop, composited glyph, then the camera's style."""
+    height, width = photo.shape[:2]
+    side = min(height, width) * camera.crop * rng.uniform(0.9, 1.1)
+    side = min(side, height, width)
+    x0, y0 = rng.uniform(0, width - side), rng.uniform(0, height - side)
+    crop = Image.fromarray(photo).resize((size, size), Image.Resampling.BILINEAR,
+                                         box=(x0, y0, x0 + side, y0 + side))
+    img = np.asarray(crop, dtype=np.float32) / 255.0
+    if rng.random() < 0.5:
+        img = img[:, ::-1]
+    img = 0.5 + BACKGROUND_CONTRAST * (img - 0.5)
+
+    glyph = int(round(rng.uniform(*GLYPH_SIDE) * size))
+    alpha = Image.fromarray(digit.astype(np.float32) / 16.0)
+    alpha = np.clip(np.asarray(alpha.resize((glyph, glyph), Image.Resampling.BILINEAR)), 0, 1)
+    gy, gx = rng.integers(0, size - glyph + 1, size=2)
+    patch = img[gy:gy + glyph, gx:gx + glyph]
+    img = img.copy()
+    img[gy:gy + glyph, gx:gx + glyph] = patch * (1 - alpha[..., None]) + \
+        camera.ink * alpha[..., None]
+
+    img = (img - 0.5) * camera.contrast + 0.5
+    img = img * camera.brightness * np.asarray(camera.tint, dtype=np.float32)
+    if camera.night:
+        grey = img @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+        img = np.repeat((0.15 + 0.85 * grey)[..., None], 3, axis=2)
+    if camera.blur > 0:
+        sigma = camera.blur * size / 32
+        img = gaussian_filter(img, sigma=(sigma, sigma, 0))
+    img = img + rng.normal(0.0, camera.noise, img.shape).astype(np.float32)
+    return np.clip(np.round(img * 255.0), 0, 255).astype(np.uint8)
