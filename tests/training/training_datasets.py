@@ -42,3 +42,37 @@ def folder_rows() -> list[dict]:
         rows.append({"path": f"img/cam-t/{k}.png", "env": "cam-t", "label": label,
                      "split": "test"})
     return rows
+
+
+def write_fake_iwildcam(root: Path) -> Path:
+    """A small directory in the WILDS iWildCam v2.0 layout (metadata.csv, RELEASE file,
+    JPEGs under train/), every label 0..130 present as WILDS requires.
+
+    Locations: 0 and 1 train with 10 images per normal bucket (kept); 2 train with bucket
+    a only (dropped); 3 test with normals and anomalies; 4 test anomalies only (dropped);
+    5 OOD val (not used). Two anomalies in location 0's train split never enter training.
+    """
+    data = root / "iwildcam_v2.0"
+    (data / "train").mkdir(parents=True)
+    (data / "RELEASE_v2.0.txt").write_text("fabricated for tests\n")
+    plan = ([("train", 0, y) for y in [*range(0, 10), *range(62, 72), 125, 126]]
+            + [("train", 1, y) for y in [*range(10, 20), *range(72, 82)]]
+            + [("train", 2, y) for y in range(20, 30)]
+            + [("id_val", 0, y) for y in [*range(30, 35), *range(82, 87)]]
+            + [("id_val", 2, 35)]
+            + [("test", 3, y) for y in [*range(36, 46), *range(87, 97), 127, 128]]
+            + [("test", 4, y) for y in (129, 130)]
+            + [("val", 5, y) for y in [*range(46, 62), *range(97, 125)]])
+    rows = []
+    for k, (split, location, y) in enumerate(plan):
+        name = f"{k:08x}.jpg"
+        pixels = np.full((24, 32, 3), (location * 40, y % 256, k % 256), dtype=np.uint8)
+        Image.fromarray(pixels).save(data / "train" / name, quality=90)
+        rows.append({"split": split, "location_remapped": location, "y": y, "filename": name,
+                     "sequence_remapped": k, "location": 100 + location,
+                     "datetime": f"2013-06-{1 + k % 28:02d} 12:{k % 60:02d}:05.000"})
+    with open(data / "metadata.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return root
