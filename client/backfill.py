@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envad.client.backfill_report import BackfillSummary, score_records
+from envad.client.backfill_report import BackfillInterrupted, BackfillSummary, score_records
 from envad.client.checkpoint import Checkpoint, Outcome
 from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
@@ -103,8 +103,8 @@ def run_backfill(
     """Backfill `source` into the server behind `client`; returns the run's summary.
 
     Raises FailedPrecondition when the server has no active encoder (or, for scores, no
-    fitted detectors). On KeyboardInterrupt the finished batches stay recorded, the
-    score output is written for them, and the interrupt propagates.
+    fitted detectors). On Ctrl-C the finished batches stay recorded, the score output is
+    written for them, and BackfillInterrupted (a KeyboardInterrupt) carries the summary.
     """
     if scores_out is not None and not options.scores:
         raise InvalidInput("scores_out needs options.scores=True")
@@ -118,6 +118,9 @@ def run_backfill(
     with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
         try:
             _run(client, source, checkpoint, options, summary, progress)
+        except KeyboardInterrupt as exc:
+            summary.interrupted = True
+            raise BackfillInterrupted(summary) from exc
         finally:
             summary.elapsed_s = time.monotonic() - summary.started
             if scores_out is not None:

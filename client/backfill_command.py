@@ -4,6 +4,7 @@ embed it on a Ray cluster and write the store's Lance table directly."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import sys
@@ -119,7 +120,7 @@ def cmd_backfill(args) -> int:
 
     from envad.client.backfill import run_backfill
 
-    with open_client(args) as client:
+    with open_client(args) as client, _summary_on_interrupt(args.json):
         info = client.info()
         model_id = info.active_model.model_id if info.active_model else ""
         checkpoint = args.checkpoint or default_checkpoint(
@@ -146,10 +147,23 @@ def _run_ray(args, source, options) -> int:
     ray_options = RayOptions(address=args.ray_address, num_cpus=args.num_cpus,
                              workers=args.workers, batch_size=args.batch_size,
                              chunk_size=args.chunk_size)
-    summary = run_ray_backfill(source, target, checkpoint, options, ray_options,
-                               resume=args.resume, progress=not args.no_progress)
+    with _summary_on_interrupt(args.json):
+        summary = run_ray_backfill(source, target, checkpoint, options, ray_options,
+                                   resume=args.resume, progress=not args.no_progress)
     _print_summary(summary, args.json)
     return 1 if summary.failed else 0
+
+
+@contextlib.contextmanager
+def _summary_on_interrupt(as_json: bool):
+    """On Ctrl-C print what was done, then let `envad` exit with code 130."""
+    from envad.client.backfill_report import BackfillInterrupted
+
+    try:
+        yield
+    except BackfillInterrupted as exc:
+        _print_summary(exc.summary, as_json)
+        raise
 
 
 def _print_summary(summary, as_json: bool) -> None:

@@ -30,6 +30,7 @@ class BackfillSummary:
     elapsed_s: float = 0.0
     scores_out: str = ""
     scores_written: int = 0
+    interrupted: bool = False
 
     @property
     def failed(self) -> int:
@@ -60,7 +61,7 @@ class BackfillSummary:
             "failed": self.failed, "failed_reasons": dict(self.failed_reasons),
             "failed_examples": [list(x) for x in self.failed_examples],
             "elapsed_s": round(self.elapsed_s, 3), "scores_out": self.scores_out,
-            "scores_written": self.scores_written,
+            "scores_written": self.scores_written, "interrupted": self.interrupted,
         }
 
     def format(self) -> str:
@@ -81,7 +82,18 @@ class BackfillSummary:
         lines += [f"      e.g. {key}: {reason}" for key, reason in self.failed_examples]
         if self.scores_out:
             lines.append(f"  scores       {self.scores_written} records -> {self.scores_out}")
+        if self.interrupted:
+            lines.append("  INTERRUPTED: finished work is in the checkpoint; run the same "
+                         "command with --resume to continue")
         return "\n".join(lines)
+
+
+class BackfillInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a backfill; `.summary` holds what was done (and recorded) so far."""
+
+    def __init__(self, summary: BackfillSummary) -> None:
+        super().__init__("backfill interrupted")
+        self.summary = summary
 
 
 def _reason_class(outcome: Outcome) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from envad.client.backfill import BackfillOptions, _outcome
-from envad.client.backfill_report import BackfillSummary
+from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
 from envad.client.sources import Source, SourceItem
 from envad.errors import FailedPrecondition, InvalidInput
@@ -130,6 +130,9 @@ def run_ray_backfill(
                     summary.add(outcomes, inserted, sum(o.status == "ok" for o in outcomes) - inserted)
                     bar.update(len(outcomes))
                     bar.set_postfix(ok=summary.ok, failed=summary.failed, refresh=False)
+    except KeyboardInterrupt as exc:
+        summary.interrupted = True
+        raise BackfillInterrupted(summary) from exc
     finally:
         summary.elapsed_s = time.monotonic() - summary.started
         if started_ray:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,6 @@ import threading
 import time
 from collections import Counter
 
-import pyarrow.parquet as pq
 import pytest
 
 from client_archives import (
@@ -184,3 +182,27 @@ def test_score_and_store_through_the_cli(fitted, tmp_path) -> None:
     assert len(records) == 4 and all(r["status"] == "ok" for r in records)
     with EnvadClient(fitted.address) as client:
         assert client.info().env_counts.get("siteA") == 2
+
+
+def test_ctrl_c_prints_the_summary_and_resume_finishes(envad_server, tmp_path) -> None:
+    tree = make_image_tree(tmp_path / "tree", envs=("c0", "c1"), per_env=40)
+    checkpoint = tmp_path / "ck.jsonl"
+    cmd = [sys.executable, "-m", "envad.client.cli", "backfill", str(tree), "--server",
+           envad_server.address, "--checkpoint", str(checkpoint), "--batch-size", "4",
+           "--concurrency", "2", "--no-progress"]
+    process = subprocess.Popen(cmd + ["--rate-limit", "40"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if checkpoint.exists() and checkpoint.read_text().count("\n") > 12:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "INTERRUPTED" in out and "envad: interrupted" in err
+    recorded = checkpoint.read_text().count("\n") - 1
+    resumed = subprocess.run(cmd + ["--resume", "--json"], capture_output=True, text=True,
+                             timeout=120)
+    summary = json.loads(resumed.stdout)
+    assert summary["already_done"] == recorded and summary["already_done"] + summary["ok"] == 80
