@@ -123,14 +123,9 @@ def search_out(hits: Sequence[Hit], provenance: Provenance) -> pb.SearchResponse
 
 
 def _stats_out(bundle) -> list[pb.DetectorFitStats]:
-    stats = getattr(bundle, "stats", {}) or {}
-    items = stats.items() if isinstance(stats, dict) else ((s["detector"], s) for s in stats)
-    out = []
-    for name, s in items:
-        get = s.get if isinstance(s, dict) else (lambda k, d=None, s=s: getattr(s, k, d))
-        out.append(pb.DetectorFitStats(detector=name, fit_seconds=float(get("fit_seconds", 0.0)),
-                                       n_samples=int(get("n_samples", 0))))
-    return out
+    return [pb.DetectorFitStats(detector=name, fit_seconds=float(s["fit_seconds"]),
+                                n_samples=int(s["n_samples"]))
+            for name, s in bundle.stats.items()]
 
 
 def _filter_out(spec: dict | None) -> pb.Filter:

@@ -19,7 +19,8 @@ import pyarrow as pa
 from envad import __version__
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput, NotFound
 from envad.server.config import ServerConfig
-from envad.server.detectors.bundle import BundleStore, fit_bundle
+from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.persistence import BundleStore
 from envad.server.domain import (
     DEFAULT_SPLIT, EmbedOutcome, FitOptions, FitOutcome, ImageInput, ImageResult,
     IngestTotals, ItemFailure, Provenance, ScoreOptions, ScoreOutcome, ServerInfo, sha256_hex,

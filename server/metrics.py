@@ -29,12 +29,9 @@ class ServerMetrics:
                                  ["detector"], registry=self.registry)
 
     def observe_fit(self, bundle) -> None:
-        stats = getattr(bundle, "stats", {}) or {}
-        items = stats.items() if isinstance(stats, dict) else ((s["detector"], s) for s in stats)
-        for name, s in items:
-            get = s.get if isinstance(s, dict) else (lambda k, d=0, s=s: getattr(s, k, d))
-            self.fit_seconds.labels(name).set(float(get("fit_seconds", 0.0)))
-            self.fit_samples.labels(name).set(int(get("n_samples", 0)))
+        for name, stats in bundle.stats.items():
+            self.fit_seconds.labels(name).set(float(stats["fit_seconds"]))
+            self.fit_samples.labels(name).set(int(stats["n_samples"]))
 
     def observe_envs(self, model_id: str, counts: dict[str, int]) -> None:
         for env, rows in counts.items():

@@ -11,7 +11,7 @@ import threading
 
 from envad.server.batching import MicroBatcher
 from envad.server.config import ServerConfig
-from envad.server.detectors.bundle import BundleStore
+from envad.server.detectors.persistence import BundleStore
 from envad.server.encoder import OnnxEncoder
 from envad.server.index import VectorIndex
 from envad.server.store import EmbeddingStore

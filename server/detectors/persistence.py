@@ -1,0 +1,158 @@
+"""Bundles on disk: `<bundles_dir>/<bundle_id>/` = manifest.json + one file per detector.
+
+The manifest records every file's sha256; loading verifies them before unpickling and
+only ever reads below the server's own bundles directory (nothing pickled crosses the
+wire). A bundle is written to a temporary directory and renamed into place, so a crash
+never leaves half a bundle. The active bundle of each encoder is a small pointer file
+`<bundles_dir>/active/<model>.json`, also replaced atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import joblib
+import numpy as np
+
+from envad.errors import Internal, InvalidInput, NotFound
+from envad.server.detectors.bundle import DetectorBundle
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
+        json.dump(data, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(f.name, path)
+    _fsync_dir(path.parent)
+
+
+def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
+    """Write the bundle atomically; returns its directory."""
+    bundles_dir = Path(bundles_dir)
+    bundles_dir.mkdir(parents=True, exist_ok=True)
+    final = bundles_dir / bundle.bundle_id
+    if final.exists():
+        return final
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=bundles_dir))
+    try:
+        files: dict[str, str] = {}
+        for name in bundle.detectors:
+            joblib.dump(bundle.fitted[name], staging / f"{name}.joblib")
+            np.save(staging / f"{name}.reference.npy", bundle.reference[name])
+            files[f"{name}.joblib"] = ""
+            files[f"{name}.reference.npy"] = ""
+        if bundle.kept_features is not None:
+            np.save(staging / "kept_features.npy", bundle.kept_features)
+            files["kept_features.npy"] = ""
+        for file_name in files:
+            files[file_name] = _sha256(staging / file_name)
+        manifest = {
+            "format_version": FORMAT_VERSION, "bundle_id": bundle.bundle_id,
+            "model_id": bundle.model_id, "detectors": bundle.detectors,
+            "threshold": bundle.threshold, "contamination": bundle.contamination,
+            "n_samples": bundle.n_samples, "n_features": bundle.n_features,
+            "stats": bundle.stats, "created": bundle.created, "fit_filter": bundle.fit_filter,
+            "seed": bundle.seed, "files": files,
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        for path in staging.iterdir():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+        os.rename(staging, final)
+        _fsync_dir(bundles_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
+    """Load a bundle directory that lies inside `bundles_dir`, verifying every file hash."""
+    root = Path(bundles_dir).resolve()
+    path = Path(path).resolve()
+    if root not in path.parents:
+        raise InvalidInput(f"refusing to load a bundle outside {root}: {path}")
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        raise NotFound(f"no bundle at {path}")
+    manifest = json.loads(manifest_path.read_text())
+    for file_name, expected in manifest["files"].items():
+        target = (path / file_name).resolve()
+        if target.parent != path or not target.is_file():
+            raise Internal(f"bundle {path.name}: missing or misplaced file {file_name}")
+        if _sha256(target) != expected:
+            raise Internal(f"bundle {path.name}: {file_name} does not match its manifest hash; "
+                           "refusing to load it")
+    names = manifest["detectors"]
+    kept = path / "kept_features.npy"
+    return DetectorBundle(
+        bundle_id=manifest["bundle_id"], model_id=manifest["model_id"], detectors=names,
+        fitted={n: joblib.load(path / f"{n}.joblib") for n in names},
+        reference={n: np.load(path / f"{n}.reference.npy") for n in names},
+        threshold=manifest["threshold"], contamination=manifest["contamination"],
+        n_samples=manifest["n_samples"], n_features=manifest["n_features"],
+        kept_features=np.load(kept) if kept.exists() else None, stats=manifest["stats"],
+        created=manifest["created"], fit_filter=manifest["fit_filter"], seed=manifest["seed"],
+    )
+
+
+class BundleStore:
+    """The bundles of a server's data dir, and which one is active per encoder."""
+
+    def __init__(self, bundles_dir: Path):
+        self.root = Path(bundles_dir)
+
+    def _pointer(self, model_id: str) -> Path:
+        return self.root / "active" / (re.sub(r"[^A-Za-z0-9._-]", "_", model_id) + ".json")
+
+    def save(self, bundle: DetectorBundle) -> Path:
+        return save_bundle(bundle, self.root)
+
+    def load(self, bundle_id: str) -> DetectorBundle:
+        if not _SAFE_ID.match(bundle_id or ""):
+            raise InvalidInput(f"malformed bundle id {bundle_id!r}")
+        return load_bundle(self.root / bundle_id, self.root)
+
+    def list(self) -> list[dict]:
+        """Manifests of every stored bundle, oldest first."""
+        if not self.root.is_dir():
+            return []
+        manifests = [json.loads((d / MANIFEST).read_text()) for d in sorted(self.root.iterdir())
+                     if d.is_dir() and (d / MANIFEST).is_file()]
+        return sorted(manifests, key=lambda m: m["created"])
+
+    def activate(self, bundle_id: str) -> None:
+        bundle_dir = self.root / bundle_id
+        if not _SAFE_ID.match(bundle_id or "") or not (bundle_dir / MANIFEST).is_file():
+            raise NotFound(f"no bundle {bundle_id!r} in {self.root}")
+        model_id = json.loads((bundle_dir / MANIFEST).read_text())["model_id"]
+        _write_json_atomic(self._pointer(model_id), {"bundle_id": bundle_id})
+
+    def active(self, model_id: str) -> DetectorBundle | None:
+        pointer = self._pointer(model_id)
+        if not pointer.is_file():
+            return None
+        return self.load(json.loads(pointer.read_text())["bundle_id"])
