@@ -1,0 +1,79 @@
+"""fit_bundle: calibration, ensemble, threshold, sample cap, Stylist, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envad.errors import InvalidInput
+from envad.server.detectors import registry
+from envad.server.detectors.bundle import calibrate, fit_bundle
+
+
+def data(seed=0, n=400, dim=16):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, dim)).astype(np.float32)
+
+
+def test_calibrate_is_the_fraction_of_reference_at_or_below():
+    reference = np.array([1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_allclose(calibrate(np.array([0.5, 2.0, 3.5, 9.0]), reference),
+                               [0.0, 0.5, 0.75, 1.0])
+
+
+def test_scores_calibrated_ensemble_and_threshold():
+    X = data()
+    bundle = fit_bundle(X, seed=0, contamination=0.1)
+    assert bundle.detectors == registry.names()
+    fresh = data(seed=1, n=500)
+    scores = bundle.score(fresh)
+    for name in bundle.detectors:
+        assert ((scores.calibrated[name] >= 0) & (scores.calibrated[name] <= 1)).all()
+    np.testing.assert_allclose(scores.ensemble,
+                               np.mean([scores.calibrated[n] for n in bundle.detectors], 0))
+    flagged = (scores.ensemble >= bundle.threshold).mean()
+    assert 0.02 < flagged < 0.25  # close to the 10% contamination on fresh normal data
+    far = bundle.score(data(seed=2, n=20) + 6.0)
+    assert (far.ensemble >= bundle.threshold).all()
+    assert set(bundle.stats) == set(bundle.detectors)
+    assert all(s["n_samples"] == 320 for s in bundle.stats.values())
+
+
+def test_sample_cap_and_detector_subset():
+    bundle = fit_bundle(data(n=600), detectors=["KNN", "PCA"], max_samples=100, seed=4)
+    assert bundle.detectors == ["KNN", "PCA"] and bundle.n_samples == 100
+
+
+def test_stylist_drops_the_environment_biased_dimension():
+    rng = np.random.default_rng(0)
+    envs = np.repeat(["cam-a", "cam-b", "cam-c"], 100)
+    X = rng.normal(size=(300, 8))
+    X[:, 5] += np.repeat([0.0, 5.0, 10.0], 100)   # dimension 5 follows the camera
+    bundle = fit_bundle(X, detectors=["KNN"], envs=envs, stylist_drop_fraction=0.125)
+    assert 5 not in bundle.kept_features and len(bundle.kept_features) == 7
+    assert bundle.score(X[:3]).ensemble.shape == (3,)
+    with pytest.raises(InvalidInput, match="environments"):
+        fit_bundle(X, detectors=["KNN"], stylist_drop_fraction=0.1)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"detectors": ["Nope"]}, "unknown detector"),
+    ({"contamination": 0.0}, "contamination"),
+    ({"max_samples": 5}, "max_samples"),
+    ({"detectors": ["KNN", "KNN"]}, "repeat"),
+])
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(InvalidInput, match=message):
+        fit_bundle(data(), **kwargs)
+
+
+def test_bad_data():
+    with pytest.raises(InvalidInput, match="at least 20"):
+        fit_bundle(data(n=10))
+    bad = data()
+    bad[3, 2] = np.nan
+    with pytest.raises(InvalidInput, match="NaN"):
+        fit_bundle(bad)
+    bundle = fit_bundle(data(), detectors=["KNN"])
+    with pytest.raises(InvalidInput, match="16"):
+        bundle.score(np.zeros((2, 8)))

@@ -1,0 +1,63 @@
+"""Bundles on disk: round trip, tamper and path checks, atomic activation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from envad.errors import Internal, InvalidInput, NotFound
+from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.persistence import BundleStore, load_bundle, save_bundle
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    rng = np.random.default_rng(0)
+    envs = np.repeat(["a", "b"], 100)
+    return fit_bundle(rng.normal(size=(200, 12)), model_id="enc-1", envs=envs,
+                      stylist_drop_fraction=0.25, fit_filter={"splits": ["train"]})
+
+
+def test_round_trip_gives_identical_scores(tmp_path, bundle):
+    store = BundleStore(tmp_path)
+    store.save(bundle)
+    loaded = store.load(bundle.bundle_id)
+    X = np.random.default_rng(1).normal(size=(30, 12))
+    before, after = bundle.score(X), loaded.score(X)
+    for name in bundle.detectors:
+        np.testing.assert_array_equal(before.raw[name], after.raw[name])
+    np.testing.assert_array_equal(before.ensemble, after.ensemble)
+    assert loaded.threshold == bundle.threshold and loaded.fit_filter == {"splits": ["train"]}
+    np.testing.assert_array_equal(loaded.kept_features, bundle.kept_features)
+    assert [m["bundle_id"] for m in store.list()] == [bundle.bundle_id]
+
+
+def test_tampered_file_is_refused(tmp_path, bundle):
+    path = save_bundle(bundle, tmp_path)
+    (path / "KNN.joblib").write_bytes(b"malicious pickle")
+    with pytest.raises(Internal, match="hash"):
+        load_bundle(path, tmp_path)
+
+
+def test_paths_outside_the_bundles_dir_are_refused(tmp_path, bundle):
+    path = save_bundle(bundle, tmp_path / "elsewhere")
+    with pytest.raises(InvalidInput, match="outside"):
+        load_bundle(path, tmp_path / "bundles")
+    with pytest.raises(InvalidInput, match="malformed"):
+        BundleStore(tmp_path).load("../elsewhere/" + bundle.bundle_id)
+
+
+def test_activation_pointer_per_model(tmp_path, bundle):
+    store = BundleStore(tmp_path)
+    assert store.active("enc-1") is None
+    store.save(bundle)
+    store.activate(bundle.bundle_id)
+    assert store.active("enc-1").bundle_id == bundle.bundle_id
+    assert store.active("other-model") is None
+    pointer = json.loads((tmp_path / "active" / "enc-1.json").read_text())
+    assert pointer == {"bundle_id": bundle.bundle_id}
+    with pytest.raises(NotFound):
+        store.activate("20990101-missing")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".staging")]

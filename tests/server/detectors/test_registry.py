@@ -1,0 +1,81 @@
+"""The paper's detectors: exact settings, scaler placement, ordering, separation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from envad.errors import InvalidInput
+from envad.server.detectors import registry
+
+PAPER_ORDER = ["IsoForest", "INNE", "LODA", "OCSVM", "PCA", "LOF5", "KNN", "KDE"]
+WITH_SCALER = {"LODA", "OCSVM", "PCA", "LOF5"}
+PAPER_SETTINGS = {
+    "INNE": {"n_estimators": 51},
+    "LODA": {"n_bins": 25, "n_random_cuts": 100},
+    "OCSVM": {"gamma": "auto"},
+    "PCA": {"standardization": False, "whiten": True},
+    "LOF5": {"n_neighbors": 5, "novelty": True, "metric": "euclidean"},
+    "KNN": {"n_neighbors": 5, "method": "largest"},
+    "KDE": {"bandwidth": 1.0},
+    "IsoForest": {"n_estimators": 100},
+}
+
+
+def blobs(seed=0, dim=32):
+    rng = np.random.default_rng(seed)
+    inliers = rng.normal(size=(300, dim))
+    held_out = rng.normal(size=(40, dim))
+    outliers = rng.normal(size=(20, dim)) + 3.0
+    return inliers, held_out, outliers
+
+
+def test_registry_holds_the_paper_detectors_in_order():
+    assert registry.names() == PAPER_ORDER
+
+
+def test_duplicate_names_are_rejected():
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("KNN", uses_scaler=False, quadratic=True, description="x")(lambda s: s)
+
+
+def test_unknown_detector_lists_known_ones():
+    with pytest.raises(InvalidInput, match="IsoForest, INNE"):
+        registry.get("NOPE")
+
+
+@pytest.mark.parametrize("name", PAPER_ORDER)
+def test_exact_paper_settings_and_scaler(name):
+    spec = registry.get(name)
+    estimator = spec.factory(0)
+    params = estimator.get_params()
+    for key, value in PAPER_SETTINGS[name].items():
+        assert params[key] == value, (name, key)
+    assert spec.uses_scaler == (name in WITH_SCALER)
+    detector = registry.Detector(name).fit(blobs()[0])
+    assert (detector.scaler_ is not None) == (name in WITH_SCALER)
+
+
+@pytest.mark.parametrize("name", PAPER_ORDER)
+def test_outliers_score_higher_than_held_out_inliers(name):
+    inliers, held_out, outliers = blobs()
+    detector = registry.Detector(name, seed=0).fit(inliers)
+    scores = detector.score(np.vstack([held_out, outliers]))
+    assert scores.dtype == np.float64
+    assert roc_auc_score([0] * len(held_out) + [1] * len(outliers), scores) > 0.9
+
+
+@pytest.mark.parametrize("name", PAPER_ORDER)
+def test_deterministic_for_a_seed(name):
+    inliers, held_out, _ = blobs()
+    a = registry.Detector(name, seed=3).fit(inliers).score(held_out)
+    b = registry.Detector(name, seed=3).fit(inliers).score(held_out)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_estimator_rules():
+    detector = registry.Detector("KNN", seed=1)
+    assert vars(detector) == {"name": "KNN", "seed": 1}  # __init__ only stores parameters
+    assert detector.fit(blobs()[0]) is detector
+    assert hasattr(detector, "estimator_")
