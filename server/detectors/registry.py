@@ -25,17 +25,27 @@ class DetectorSpec:
     uses_scaler: bool                  # standardise features before the estimator
     quadratic: bool                    # cost grows ~n^2 with the fit set (sample cap matters)
     description: str
+    reference: Callable[[int], object] | None = None  # pyod original, when factory is ours
+
+    def pyod_estimator(self, seed: int):
+        """The paper's pyod estimator (for checks and benchmarks against envad's own)."""
+        return (self.reference or self.factory)(seed)
 
 
 _REGISTRY: dict[str, DetectorSpec] = {}
 
 
-def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str):
-    """Decorator adding a `seed -> estimator` factory to the registry; names are unique."""
+def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str,
+             reference: Callable[[int], object] | None = None):
+    """Decorator adding a `seed -> estimator` factory to the registry; names are unique.
+
+    `reference` is the pyod estimator the factory re-implements (scores must be equal).
+    """
     def decorate(factory: Callable[[int], object]) -> Callable[[int], object]:
         if name in _REGISTRY:
             raise ValueError(f"detector {name!r} is already registered")
-        _REGISTRY[name] = DetectorSpec(name, factory, uses_scaler, quadratic, description)
+        _REGISTRY[name] = DetectorSpec(name, factory, uses_scaler, quadratic, description,
+                                       reference)
         return factory
     return decorate
 
@@ -82,18 +92,29 @@ def _lof5(seed: int):
     return LOF(n_neighbors=5, novelty=True, metric="euclidean")
 
 
-@register("KNN", uses_scaler=False, quadratic=True,
-          description="distance to the 5th nearest neighbour (proximity-based)")
-def _knn(seed: int):
+def _pyod_knn(seed: int):
     from pyod.models.knn import KNN
     return KNN(n_neighbors=5, method="largest")
 
 
-@register("KDE", uses_scaler=False, quadratic=True,
-          description="kernel density estimate, bandwidth 1.0 (probabilistic)")
-def _kde(seed: int):
+def _pyod_kde(seed: int):
     from pyod.models.kde import KDE
-    return KDE()
+    return KDE(bandwidth=1.0)
+
+
+@register("KNN", uses_scaler=False, quadratic=True, reference=_pyod_knn,
+          description="distance to the 5th nearest neighbour (FAISS, equal to pyod KNN())")
+def _knn(seed: int):
+    from envad.server.detectors.exact import ExactKNN
+    return ExactKNN(n_neighbors=5)
+
+
+@register("KDE", uses_scaler=False, quadratic=True, reference=_pyod_kde,
+          description="Gaussian kernel density, bandwidth 1.0 (pyod KDE() settings, exact "
+                      "log-space density; pyod's tree densities break down at 512-d)")
+def _kde(seed: int):
+    from envad.server.detectors.exact import ExactKDE
+    return ExactKDE(bandwidth=1.0)
 
 
 def names() -> list[str]:

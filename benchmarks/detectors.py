@@ -1,0 +1,70 @@
+"""Detector fit and score time: envad's implementation ÷ pyod's reference, with rank agreement.
+
+BENCHMARK.md item 3: 512-d reference embeddings (default 10k and 100k rows), 1k queries.
+envad's `Detector` is the pyod estimator behind the paper's scaler, so for most entries the
+ratio measures the wrapper's overhead; an entry re-implemented for speed shows its gain
+here. One JSON line per detector and size.
+
+    python -m benchmarks.detectors --sizes 10000 100000 --detectors KNN PCA
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from scipy.stats import spearmanr
+from sklearn.preprocessing import StandardScaler
+
+from benchmarks.common import emit, log
+from envad.server.detectors import registry
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def run(name: str, n: int, dim: int, queries: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, dim)).astype(np.float32)
+    Q = np.vstack([rng.normal(size=(queries // 2, dim)),
+                   rng.normal(size=(queries - queries // 2, dim)) * 1.5]).astype(np.float32)
+    ours = registry.Detector(name, seed)
+    _, fit_ours = timed(lambda: ours.fit(X))
+    scores_ours, score_ours = timed(lambda: ours.score(Q))
+    spec = registry.get(name)
+    scaler = StandardScaler().fit(X) if spec.uses_scaler else None
+    ref = spec.pyod_estimator(seed)
+    _, fit_ref = timed(lambda: ref.fit(scaler.transform(X) if scaler else X))
+    scores_ref, score_ref = timed(lambda: ref.decision_function(scaler.transform(Q)
+                                                                if scaler else Q))
+    return {
+        "benchmark": "detectors", "detector": name, "n_reference": n, "dim": dim,
+        "n_queries": queries,
+        "fit_seconds_envad": fit_ours, "fit_seconds_pyod": fit_ref,
+        "fit_ratio_envad_over_pyod": fit_ours / fit_ref,
+        "score_seconds_envad": score_ours, "score_seconds_pyod": score_ref,
+        "score_ratio_envad_over_pyod": score_ours / score_ref,
+        "spearman": float(spearmanr(scores_ours, scores_ref).statistic),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--detectors", nargs="+", default=registry.names())
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    for n in args.sizes:
+        for name in args.detectors:
+            log(f"{name} at {n} rows ...")
+            emit(run(name, n, args.dim, args.queries, args.seed))
+
+
+if __name__ == "__main__":
+    main()
