@@ -299,3 +299,49 @@ def test_rows_written_by_another_process_become_searchable(envad_server):
         time.sleep(0.2)
     assert hits.neighbors[0].id == "external-1"
     assert stub.GetInfo(pb.GetInfoRequest(), timeout=10).index_rows == 8
+
+
+def test_camera_resolution_jpeg_above_grpc_default_limit(envad_server):
+    rng = np.random.default_rng(0)
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (2448, 3264, 3), dtype=np.uint8)).save(
+        buffer, format="JPEG", quality=95)
+    data = buffer.getvalue()
+    assert len(data) > 4 * 1024 * 1024
+    response = stub_for(envad_server).Embed(pb.EmbedRequest(images=[pb.Image(data=data)]),
+                                            timeout=60)
+    assert len(response.embeddings[0].vector) == 16
+
+
+def test_activating_another_model_does_not_drop_requests(envad_server):
+    from tiny_encoder import build_tiny_encoder
+
+    build_tiny_encoder(envad_server.models_dir / "other.onnx", model_id="other", dim=8, seed=5)
+    stub = stub_for(envad_server)
+    images = [pb.Image(data=d) for d in synthetic_images("normal", 4, seed=11)]
+    errors, dims = [], []
+    stop = time.monotonic() + 3
+
+    def embed_loop():
+        while time.monotonic() < stop:
+            try:
+                dims.append(stub.Embed(pb.EmbedRequest(images=images), timeout=30).dim)
+            except grpc.RpcError as exc:  # any failure here is a dropped request
+                errors.append(exc)
+
+    import threading
+
+    workers = [threading.Thread(target=embed_loop) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for model_id in ("other", "tiny-test", "other"):
+        time.sleep(0.5)
+        stub.ActivateModel(pb.ActivateModelRequest(model_id=model_id), timeout=30)
+    for worker in workers:
+        worker.join()
+    assert not errors
+    assert set(dims) == {8, 16}
+    info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
+    assert info.active_model.model_id == "other" and info.active_model.embedding_dim == 8
