@@ -134,6 +134,7 @@ class ModelRegistry:
         self._threads = intra_op_threads
         self._lock = threading.RLock()
         self._loaded: dict[str, OnnxEncoder] = {}   # by sha256
+        self._hashes: dict[Path, tuple[int, int, str]] = {}  # path -> (mtime, size, sha256)
         self._by_id: dict[str, OnnxEncoder] = {}
         self._active: OnnxEncoder | None = None
         self.problems: dict[str, str] = {}          # file name -> why it was skipped
@@ -146,7 +147,7 @@ class ModelRegistry:
             paths = sorted(self.models_dir.glob("*.onnx")) if self.models_dir.is_dir() else []
             for path in paths:
                 try:
-                    sha = file_sha256(path)
+                    sha = self._hash(path)
                     encoder = self._loaded.get(sha)
                     if encoder is None:
                         encoder = OnnxEncoder(path, intra_op_threads=self._threads)
@@ -165,6 +166,16 @@ class ModelRegistry:
                     log.warning("model file %s skipped: %s", name, why)
             self._by_id, self.problems = by_id, problems
             return [e.meta for e in by_id.values()]
+
+    def _hash(self, path: Path) -> str:
+        """sha256 of a model file, recomputed only when its mtime or size changed."""
+        stat = path.stat()
+        cached = self._hashes.get(path)
+        if cached and cached[:2] == (stat.st_mtime_ns, stat.st_size):
+            return cached[2]
+        sha = file_sha256(path)
+        self._hashes[path] = (stat.st_mtime_ns, stat.st_size, sha)
+        return sha
 
     def models(self) -> list[ModelMeta]:
         with self._lock:

@@ -18,6 +18,7 @@ from typing import Iterator, Sequence
 import lancedb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from envad.errors import InvalidInput
 
@@ -115,6 +116,7 @@ class EmbeddingStore:
     def __init__(self, db_dir: Path, model_id: str, dim: int):
         self.model_id = model_id
         self.dim = dim
+        self._env_counts: tuple[int, dict[str, int]] | None = None
         self._db = lancedb.connect(str(db_dir), read_consistency_interval=dt.timedelta(0))
         name = table_name(model_id)
         try:
@@ -195,10 +197,14 @@ class EmbeddingStore:
         return pa.concat_tables(tables)
 
     def env_counts(self) -> dict[str, int]:
-        envs = self._table.search().select(["env"]).limit(None).to_arrow().column("env")
-        values, counts = np.unique(np.asarray(envs.to_pylist(), dtype=object).astype(str),
-                                   return_counts=True)
-        return {str(v): int(c) for v, c in zip(values, counts)}
+        """Rows per environment (recounted only when the table version changed)."""
+        version = self.version
+        if self._env_counts is None or self._env_counts[0] != version:
+            envs = self._table.search().select(["env"]).limit(None).to_arrow().column("env")
+            counts = pa.compute.value_counts(envs).to_pylist()
+            self._env_counts = (version, {str(c["values"] or ""): int(c["counts"])
+                                          for c in counts})
+        return dict(self._env_counts[1])
 
     def refresh(self) -> bool:
         """Pick up versions committed by other writers; True when the version changed."""
