@@ -1,0 +1,168 @@
+"""What every algorithm shares: one constructor, `update(env_batches)`, `embed(x)`.
+
+An algorithm is an nn.Module holding the encoder (the only part exported), its heads,
+and its optimizer. Randomness inside an update (augmentations, mixup, env order) comes
+from a generator seeded by (seed, step), so a resumed run replays exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from envad.training.models import Encoder, EncoderConfig
+
+if TYPE_CHECKING:
+    from envad.training.batches import TrainData
+
+NUM_BUCKETS = 2   # the supervised task: normal_a vs normal_b
+
+
+@dataclass(frozen=True)
+class EnvBatch:
+    """A minibatch from one training environment.
+
+    x: float [n,3,S,S] in [0,1]; y: long [n] bucket (0 normal_a, 1 normal_b);
+    env: index of the environment; rows: long [n] positions in the TrainData.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    env: int
+    rows: torch.Tensor
+
+
+@dataclass(frozen=True)
+class OptimHparams:
+    """Adam settings shared by all trained algorithms.
+
+    lr 1e-3: DomainBed hparams_registry's value for small images, and the BENCHMARK.md
+    calibration (ResNet-18, Adam 1e-3). weight_decay 0: DomainBed's default.
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+
+
+def make_hparams(cls: type, values: Any) -> Any:
+    """An hparams dataclass from None, an instance, or a dict (unknown keys are errors)."""
+    if values is None:
+        return cls()
+    if isinstance(values, cls):
+        return values
+    if not isinstance(values, dict):
+        raise TypeError(f"hparams must be {cls.__name__} or a dict, got {type(values)}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; known: {sorted(known)}")
+    return cls(**values)
+
+
+class Algorithm(nn.Module):
+    """Base class. Subclasses set `name`, `hparams_class`, and implement `_update`."""
+
+    name: ClassVar[str] = ""
+    hparams_class: ClassVar[type] = OptimHparams
+    #: trains a classifier on the bucket task (has `predict`)
+    supervised: ClassVar[bool] = True
+    #: False for `random`: the run loop takes no steps
+    trains: ClassVar[bool] = True
+
+    def __init__(self, encoder: EncoderConfig | dict, hparams: Any = None, *, num_envs: int,
+                 total_steps: int, seed: int = 0, load_weights: bool = True):
+        super().__init__()
+        if isinstance(encoder, dict):
+            encoder = EncoderConfig(**{k: tuple(v) if isinstance(v, list) else v
+                                       for k, v in encoder.items()})
+        if num_envs < 1:
+            raise ValueError("need at least one training environment")
+        self.encoder_config = encoder
+        self.hparams = make_hparams(self.hparams_class, hparams)
+        self.num_envs = num_envs
+        self.total_steps = max(int(total_steps), 1)
+        self.seed = seed
+        self.encoder = Encoder(encoder, load_weights=load_weights)
+        self.register_buffer("step", torch.zeros((), dtype=torch.long))
+        self.optimizer: torch.optim.Optimizer | None = None
+
+    # ------------------------------------------------------------------ interface
+    def prepare(self, data: TrainData, progress: bool = False) -> None:
+        """Called once with the training data before the first update (default: nothing)."""
+
+    def update(self, env_batches: list[EnvBatch]) -> dict[str, float]:
+        """One training step on minibatches from several environments; returns losses."""
+        self.train()
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + int(self.step))
+        logs = self._update(env_batches, generator)
+        self.step += 1
+        return logs
+
+    def _update(self, env_batches: list[EnvBatch], generator: torch.Generator
+                ) -> dict[str, float]:
+        raise NotImplementedError
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """The 512-d embedding (the exported output) of float images in [0, 1]."""
+        return self.encoder(x)
+
+    # ------------------------------------------------------------------ checkpoints
+    def constructor_args(self) -> dict:
+        """Plain-data arguments that rebuild this algorithm (see checkpoint.py)."""
+        return {"encoder": dataclasses.asdict(self.encoder_config),
+                "hparams": dataclasses.asdict(self.hparams), "num_envs": self.num_envs,
+                "total_steps": self.total_steps, "seed": self.seed}
+
+    def training_state(self) -> dict:
+        state = {"model": self.state_dict()}
+        if self.optimizer is not None:
+            state["optimizer"] = self.optimizer.state_dict()
+        return state
+
+    def load_training_state(self, state: dict) -> None:
+        self.load_state_dict(state["model"])
+        if self.optimizer is not None and "optimizer" in state:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+    def _adam(self, params) -> torch.optim.Optimizer:
+        return torch.optim.Adam(params, lr=self.hparams.lr,
+                                weight_decay=self.hparams.weight_decay)
+
+
+class SupervisedAlgorithm(Algorithm):
+    """Encoder + linear classifier on the two normal buckets, trained with Adam."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.classifier = nn.Linear(self.encoder.dim, NUM_BUCKETS)
+        self.optimizer = self._adam(self.parameters())
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Bucket logits [N, 2]."""
+        return self.classifier(self.encoder(x))
+
+    def _step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+
+def concat(env_batches: list[EnvBatch]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """All minibatches as one batch: x, y, and the env index of each sample."""
+    x = torch.cat([b.x for b in env_batches])
+    y = torch.cat([b.y for b in env_batches])
+    envs = torch.cat([torch.full((len(b.y),), b.env, dtype=torch.long, device=b.y.device)
+                      for b in env_batches])
+    return x, y, envs
+
+
+def per_env_losses(logits: torch.Tensor, env_batches: list[EnvBatch]) -> list[torch.Tensor]:
+    """Cross-entropy of each env's slice of `logits` (rows ordered as `concat`)."""
+    sizes = [len(b.y) for b in env_batches]
+    return [F.cross_entropy(chunk, b.y)
+            for chunk, b in zip(torch.split(logits, sizes), env_batches)]

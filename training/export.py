@@ -1,0 +1,138 @@
+"""Export a run's encoder to one ONNX file in envad's model format (docs/model-format.md).
+
+The graph takes `images` uint8 [N,S,S,3] and returns `embedding` float32 [N,512]: the
+cast, /255, NHWC->NCHW transpose and mean/std normalisation are its first nodes, the
+batch axis is dynamic, metadata_props describe the model. Export fails unless ONNX
+Runtime (CPU) reproduces the torch encoder to within 1e-4 on real images.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envad.errors import FailedPrecondition, Internal
+from envad.training import checkpoint as ckpt
+
+OPSET = 17
+PARITY_TOLERANCE = 1e-4
+FORMAT_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """Where the file went, how close ONNX Runtime came to torch, and the model id."""
+
+    path: Path
+    max_abs_diff: float
+    model_id: str
+
+
+def default_model_id(algorithm: str, dataset: str, size: int, epochs: int, seed: int) -> str:
+    raw = f"{algorithm}-{dataset}-{size}px-e{epochs}-s{seed}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", raw).strip("-")
+
+
+def export_onnx(run_dir: str | Path, out_path: str | Path, *,
+                parity_images: np.ndarray | None = None,
+                model_id: str | None = None) -> ExportReport:
+    """Export the newest checkpoint of `run_dir` to `out_path`; check parity.
+
+    parity_images: uint8 [N,S,S,3] real images for the check; by default up to 32
+    images of the run's dataset (val split first), decoded like the server does.
+    """
+    run_dir, out_path = Path(run_dir), Path(out_path)
+    last = ckpt.latest_checkpoint(run_dir)
+    if last is None:
+        raise FailedPrecondition(f"{run_dir} has no checkpoint to export (train first)")
+    payload = ckpt.load_checkpoint(last)
+    algorithm = ckpt.build_algorithm(payload).eval()
+    meta = payload["meta"]
+    size = int(meta["input_size"])
+    model_id = model_id or default_model_id(payload["algorithm"], meta["dataset"], size,
+                                            int(meta["epochs"]), int(meta["seed"]))
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", model_id):
+        raise ValueError(f"model id {model_id!r} may hold only letters, digits, - _ .")
+
+    from envad.training.models import Uint8Encoder
+
+    graph = Uint8Encoder(algorithm.encoder).eval()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    with warnings.catch_warnings():
+        # the TorchScript exporter is deprecated in favour of the dynamo one, which
+        # needs onnxscript; this one works offline with torch alone
+        warnings.simplefilter("ignore")
+        torch.onnx.export(graph, (torch.zeros(2, size, size, 3, dtype=torch.uint8),),
+                          str(tmp), input_names=["images"], output_names=["embedding"],
+                          dynamic_axes={"images": {0: "N"}, "embedding": {0: "N"}},
+                          opset_version=OPSET, dynamo=False)
+    props = {
+        "envad.format_version": FORMAT_VERSION, "envad.model_id": model_id,
+        "envad.input_size": str(size), "envad.embedding_dim": str(algorithm.encoder.dim),
+        "envad.algorithm": payload["algorithm"],
+        "envad.training_envs": json.dumps(list(meta["train_envs"])),
+        "envad.dataset": str(meta["dataset"]),
+        "envad.created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "envad.mean": json.dumps(list(algorithm.encoder_config.mean)),
+        "envad.std": json.dumps(list(algorithm.encoder_config.std)),
+        "envad.seed": str(meta["seed"]), "envad.epochs": str(payload["epoch"]),
+    }
+    _finish_model(tmp, props)
+
+    images = parity_images if parity_images is not None else _parity_images(run_dir, size)
+    try:
+        diff = parity(graph, tmp, images)
+    except Exception:
+        tmp.unlink(missing_ok=True)
+        raise
+    print(f"envad export: {out_path.name}: max |torch - onnxruntime| = {diff:.3g} "
+          f"on {len(images)} images (tolerance {PARITY_TOLERANCE:g})")
+    if not diff <= PARITY_TOLERANCE:
+        tmp.unlink(missing_ok=True)
+        raise Internal(f"ONNX export parity failed: max abs difference {diff:.3g} > "
+                       f"{PARITY_TOLERANCE:g}")
+    os.replace(tmp, out_path)
+    return ExportReport(out_path, diff, model_id)
+
+
+def _finish_model(path: Path, props: dict[str, str]) -> None:
+    """Set metadata_props, run the ONNX checker, save in place."""
+    import onnx
+
+    model = onnx.load(str(path))
+    onnx.helper.set_model_props(model, props)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+@torch.no_grad()
+def parity(graph: torch.nn.Module, onnx_path: Path, images: np.ndarray) -> float:
+    """Max abs difference between the torch graph and ONNX Runtime (CPU) on `images`."""
+    import onnxruntime as ort
+
+    images = np.ascontiguousarray(images, dtype=np.uint8)
+    if images.ndim != 4 or len(images) == 0:
+        raise ValueError("parity images must be a non-empty uint8 [N,S,S,3] batch")
+    expected = graph(torch.from_numpy(images)).numpy()
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    (got,) = session.run(["embedding"], {"images": images})
+    return float(np.abs(got - expected).max())
+
+
+def _parity_images(run_dir: Path, size: int, count: int = 32) -> np.ndarray:
+    """Real images from the run's dataset: val split first, then test, then train."""
+    from envad.training.data import load_dataset
+    from envad.training.run import read_run
+
+    dataset = load_dataset(read_run(run_dir)["config"]["data"])
+    chosen = np.concatenate([dataset.indices(split) for split in ("val", "test", "train")])
+    return dataset.images(chosen[:count], size)

@@ -1,0 +1,248 @@
+"""`train(config)`: one pretraining run, from a dataset spec to an exported ONNX encoder.
+
+A run dir holds `run.json` (config, per-epoch metrics, status), one checkpoint per
+epoch (the newest `keep_checkpoints` are kept) and, when done, `encoder.onnx`.
+Deterministic for a seed on one machine; `resume=True` continues after the last
+complete epoch and gives the same weights as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from envad.errors import FailedPrecondition, InvalidInput
+from envad.training import checkpoint as ckpt
+from envad.training.algorithms import Algorithm, get, names
+from envad.training.batches import EnvBalancedSampler, TrainData
+from envad.training.data import MultiEnvDataset, load_dataset
+from envad.training.models import EncoderConfig
+from envad.training.validation import validate
+
+log = logging.getLogger(__name__)
+RUN_FILE = "run.json"
+ENCODER_FILE = "encoder.onnx"
+MAX_REFERENCE = 2000   # training images embedded for the k-NN validation metric
+MAX_VAL = 4000
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One run's settings.
+
+    epochs 5, batch_size 64: BENCHMARK.md's calibration and DomainBed's small-image batch.
+    envs_per_step 4: environments per step (WILDS draws `n_groups_per_batch` groups per
+    batch, 2 for iWildCam; 4 of PhotoDigits' 6 cameras gives 16 images per camera).
+    hparams: overrides of the algorithm's hyperparameter dataclass.
+    weights: optional local torchvision ResNet-18 state_dict to start from.
+    small_stem: None = automatic (3x3 stem for size <= 64).
+    keep_checkpoints: newest checkpoints kept (0 = all). knn_k: k of the val metric.
+    model_id: the exported model's id (default ALGORITHM-DATASET-SIZEpx-eEPOCHS-sSEED).
+    """
+
+    data: str
+    algorithm: str
+    out: Path
+    size: int = 32
+    epochs: int = 5
+    batch_size: int = 64
+    seed: int = 0
+    device: str = "cpu"
+    envs_per_step: int = 4
+    hparams: dict[str, Any] = field(default_factory=dict)
+    weights: str | None = None
+    small_stem: bool | None = None
+    keep_checkpoints: int = 2
+    knn_k: int = 10
+    model_id: str | None = None
+
+    def check(self) -> None:
+        """Raise InvalidInput naming the first bad setting."""
+        if self.algorithm not in names():
+            raise InvalidInput(f"unknown algorithm {self.algorithm!r}; known: "
+                               f"{', '.join(names())}")
+        if self.size < 8 or self.epochs < 1 or self.batch_size < 2 or self.envs_per_step < 1:
+            raise InvalidInput("need size >= 8, epochs >= 1, batch_size >= 2, "
+                               "envs_per_step >= 1")
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise InvalidInput(f"device must be cpu or cuda, got {self.device!r}")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise FailedPrecondition("--device cuda but torch sees no CUDA device")
+
+    def identity(self) -> dict:
+        """Everything that determines the result (all fields but `out`), as JSON data."""
+        data = dataclasses.asdict(self)
+        data.pop("out")
+        return json.loads(json.dumps(data))
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -> Path:
+    """Run (or resume, or return the cached result of) a training run; returns its dir."""
+    config.check()
+    run_dir = Path(config.out)
+    run = _read_run(run_dir)
+    if run is not None:
+        if run["config"] != config.identity():
+            raise FailedPrecondition(f"{run_dir} holds a run with a different config; "
+                                     "choose another output directory")
+        if run["status"] == "done" and (run_dir / ENCODER_FILE).is_file():
+            log.info("%s: finished run with this config, nothing to do", run_dir)
+            return run_dir
+        if not resume:
+            raise FailedPrecondition(f"{run_dir} holds an unfinished run; resume it "
+                                     "(--resume) or choose another output directory")
+    elif run_dir.exists() and any(run_dir.iterdir()):
+        raise FailedPrecondition(f"{run_dir} is not empty and holds no envad run")
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    seed_everything(config.seed)
+    dataset = load_dataset(config.data)
+    train_envs = dataset.envs("train")
+    data = TrainData(dataset, dataset.indices("train", normal_only=True), config.size,
+                     train_envs, progress=progress)
+    sampler = EnvBalancedSampler(data.envs, config.batch_size, config.envs_per_step,
+                                 config.seed)
+    cls = get(config.algorithm)
+    total_steps = sampler.steps_per_epoch * config.epochs if cls.trains else 0
+    algorithm = cls(EncoderConfig(config.size, config.small_stem, config.weights),
+                    config.hparams, num_envs=len(train_envs), total_steps=total_steps,
+                    seed=config.seed)
+    start_epoch, epochs_log = 1, []
+    last = ckpt.latest_checkpoint(run_dir) if run is not None else None
+    if last is not None:
+        payload = ckpt.load_checkpoint(last)
+        if payload["args"] != algorithm.constructor_args():
+            raise FailedPrecondition(f"{last} was written with other arguments")
+        algorithm.load_training_state(payload["state"])
+        start_epoch = payload["epoch"] + 1
+        epochs_log = [e for e in run["epochs"] if e["epoch"] <= payload["epoch"]]
+        log.info("resuming %s after epoch %d", run_dir, payload["epoch"])
+    algorithm.to(config.device)
+
+    run = {"config": config.identity(), "status": "running", "dataset": dataset.name,
+           "train_envs": train_envs, "n_train": len(data), "epochs": epochs_log,
+           "steps_per_epoch": sampler.steps_per_epoch if cls.trains else 0}
+    _write_run(run_dir, run)
+    reference, reference_y, val, val_y = _validation_sets(dataset, data, config)
+    meta = {"dataset": dataset.name, "train_envs": train_envs, "input_size": config.size,
+            "seed": config.seed, "epochs": config.epochs}
+
+    if cls.trains:
+        todo = list(range(start_epoch, config.epochs + 1))
+    else:
+        todo = [] if epochs_log else [0]     # `random`: one evaluation, no steps
+    if todo:
+        algorithm.prepare(data, progress=progress)
+    for epoch in todo:
+        started = time.monotonic()
+        losses = _train_epoch(algorithm, sampler, data, epoch, config, progress) \
+            if epoch > 0 else {}
+        seconds = time.monotonic() - started
+        metrics = validate(algorithm, reference, reference_y, val, val_y, config.device,
+                           config.knn_k)
+        entry = {"epoch": epoch, "train": losses, **metrics, "seconds": round(seconds, 2)}
+        if epoch > 0:
+            entry["images_per_s"] = round(sampler.steps_per_epoch * sampler.per_env *
+                                          sampler.envs_per_step / max(seconds, 1e-9), 1)
+        log.info("epoch %d: %s", epoch, _format(entry))
+        ckpt.save_checkpoint(ckpt.checkpoint_path(run_dir, epoch), algorithm, epoch=epoch,
+                             meta=meta)
+        ckpt.prune_checkpoints(run_dir, config.keep_checkpoints)
+        run["epochs"].append(entry)
+        _write_run(run_dir, run)
+
+    from envad.training.export import export_onnx
+
+    parity = val[:32] if len(val) else data.uint8(np.arange(min(32, len(data))))
+    report = export_onnx(run_dir, run_dir / ENCODER_FILE, parity_images=parity,
+                         model_id=config.model_id)
+    run.update(status="done", export={"file": ENCODER_FILE, "model_id": report.model_id,
+                                      "max_abs_diff": report.max_abs_diff})
+    _write_run(run_dir, run)
+    return run_dir
+
+
+def _train_epoch(algorithm: Algorithm, sampler: EnvBalancedSampler, data: TrainData,
+                 epoch: int, config: TrainConfig, progress: bool) -> dict[str, float]:
+    """One epoch of updates; returns the mean of each logged loss."""
+    sums: dict[str, float] = defaultdict(float)
+    steps = 0
+    per_step = sampler.per_env * sampler.envs_per_step
+    with tqdm(total=sampler.steps_per_epoch * per_step, unit="img", disable=not progress,
+              desc=f"{config.algorithm} epoch {epoch}/{config.epochs}",
+              dynamic_ncols=True) as bar:
+        for step in sampler.epoch(epoch):
+            batches = [data.batch(env, rows, config.device) for env, rows in step]
+            logs = algorithm.update(batches)
+            steps += 1
+            for key, value in logs.items():
+                sums[key] += float(value)
+            bar.update(per_step)
+            bar.set_postfix({k: f"{v / steps:.4f}" for k, v in sums.items()}, refresh=False)
+    means = {k: v / max(steps, 1) for k, v in sums.items()}
+    bad = [k for k, v in means.items() if not np.isfinite(v)]
+    if bad:
+        raise FloatingPointError(f"epoch {epoch}: non-finite training loss {bad}; lower the "
+                                 "learning rate (--hparam lr=...)")
+    return means
+
+
+def _validation_sets(dataset: MultiEnvDataset, data: TrainData, config: TrainConfig):
+    """Seeded subsets: training reference images and the val split's normals."""
+    rng = np.random.default_rng([config.seed, 99])
+    rows = np.sort(rng.permutation(len(data))[:MAX_REFERENCE])
+    val_positions = dataset.indices("val", normal_only=True)
+    if len(val_positions) > MAX_VAL:
+        val_positions = np.sort(rng.choice(val_positions, MAX_VAL, replace=False))
+    val = dataset.images(val_positions, config.size)
+    return data.uint8(rows), data.buckets[rows], val, dataset.buckets(val_positions)
+
+
+def _format(entry: dict) -> str:
+    parts = [f"{k}={v:.4f}" for k, v in entry.get("train", {}).items()]
+    parts += [f"{k}={entry[k]:.4f}" for k in ("val_knn_acc", "val_acc") if k in entry]
+    parts += [f"{entry['seconds']:.1f}s"]
+    if "images_per_s" in entry:
+        parts.append(f"{entry['images_per_s']:.1f} img/s")
+    return " ".join(parts)
+
+
+def read_run(run_dir: Path) -> dict:
+    """The run.json of a run dir (FileNotFoundError if there is none)."""
+    run = _read_run(Path(run_dir))
+    if run is None:
+        raise FileNotFoundError(f"{run_dir} holds no {RUN_FILE}: not an envad training run")
+    return run
+
+
+def _read_run(run_dir: Path) -> dict | None:
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def _write_run(run_dir: Path, run: dict) -> None:
+    tmp = run_dir / (RUN_FILE + ".tmp")
+    tmp.write_text(json.dumps(run, indent=1))
+    os.replace(tmp, run_dir / RUN_FILE)

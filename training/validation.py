@@ -1,0 +1,60 @@
+"""Per-epoch validation on the training cameras' `val` split (never the test cameras).
+
+`val_knn_acc`: bucket accuracy of a k-NN vote (cosine) of each val embedding among
+training embeddings: works for every algorithm, supervised or not, and measures what
+the detectors later use, the embedding. `val_acc`: the classifier's accuracy
+(supervised algorithms only).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from envad.training.models import to_float_nchw
+
+
+@torch.no_grad()
+def embed_uint8(algorithm, images: np.ndarray, device: str = "cpu",
+                batch_size: int = 256) -> torch.Tensor:
+    """Embeddings [N, 512] (eval mode) of uint8 NHWC images."""
+    algorithm.eval()
+    out = [algorithm.embed(to_float_nchw(images[i:i + batch_size]).to(device)).cpu()
+           for i in range(0, len(images), batch_size)]
+    return torch.cat(out) if out else torch.zeros(0, algorithm.encoder.dim)
+
+
+@torch.no_grad()
+def classifier_accuracy(algorithm, images: np.ndarray, buckets: np.ndarray,
+                        device: str = "cpu", batch_size: int = 256) -> float:
+    algorithm.eval()
+    correct = 0
+    for i in range(0, len(images), batch_size):
+        logits = algorithm.predict(to_float_nchw(images[i:i + batch_size]).to(device))
+        correct += int((logits.argmax(1).cpu().numpy() == buckets[i:i + batch_size]).sum())
+    return correct / max(len(images), 1)
+
+
+def knn_accuracy(reference: torch.Tensor, reference_y: np.ndarray, query: torch.Tensor,
+                 query_y: np.ndarray, k: int = 10) -> float:
+    """Majority vote of the k most cosine-similar reference rows (ties -> bucket 0)."""
+    if len(reference) == 0 or len(query) == 0:
+        return float("nan")
+    sims = F.normalize(query, dim=1) @ F.normalize(reference, dim=1).T
+    top = sims.topk(min(k, len(reference)), dim=1).indices.numpy()
+    votes = reference_y[top].mean(axis=1)
+    return float(((votes > 0.5).astype(np.int64) == query_y).mean())
+
+
+def validate(algorithm, reference: np.ndarray, reference_y: np.ndarray, val: np.ndarray,
+             val_y: np.ndarray, device: str = "cpu", k: int = 10) -> dict[str, float]:
+    """The epoch's validation metrics (empty when there is no val split)."""
+    if len(val) == 0:
+        return {}
+    metrics = {"val_knn_acc": knn_accuracy(embed_uint8(algorithm, reference, device),
+                                           reference_y, embed_uint8(algorithm, val, device),
+                                           val_y, k)}
+    if algorithm.supervised:
+        metrics["val_acc"] = classifier_accuracy(algorithm, val, val_y, device)
+    return metrics
