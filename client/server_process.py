@@ -51,6 +51,7 @@ class LocalServer:
     def start(self, timeout: float = 120.0, wait_service: bool = True) -> LocalServer:
         """Start the process; return once it listens (and, by default, once the scoring
         service reports SERVING, i.e. an encoder is loaded)."""
+        self._listening = False
         cmd = [sys.executable, "-m", "envad.client.cli", "serve", "--host", self.host,
                "--port", str(self.port), "--data-dir", str(self.data_dir),
                "--models-dir", str(self.models_dir)]

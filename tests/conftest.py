@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from envad.client.server_process import LocalServer
 from tiny_encoder import build_tiny_encoder
 
 SERVICE = "envad.v1.AnomalyService"
@@ -47,57 +43,12 @@ def wait_for_health(address: str, service: str = SERVICE, timeout: float = 60.0,
     return status
 
 
-@dataclass
-class ServerHandle:
-    """A real `envad serve` subprocess; restartable on the same data and models dirs."""
+class ServerHandle(LocalServer):
+    """A real `envad serve` subprocess on 127.0.0.1; restartable on the same dirs and port."""
 
-    data_dir: Path
-    models_dir: Path
-    extra_env: dict = field(default_factory=dict)
-    process: subprocess.Popen | None = None
-    port: int = 0
-    log: deque = field(default_factory=lambda: deque(maxlen=400))
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, *, wait_service: bool = True) -> "ServerHandle":
-        env = dict(os.environ, ENVAD_REFRESH_SECONDS="0.3", ENVAD_LOG_FORMAT="text",
-                   **self.extra_env)
-        cmd = [sys.executable, "-m", "envad.client.cli", "serve", "--port", str(self.port),
-               "--data-dir", str(self.data_dir), "--models-dir", str(self.models_dir)]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        text=True, env=env)
-        deadline = time.monotonic() + 60
-        for line in self.process.stdout:
-            self.log.append(line)
-            if line.startswith("envad serving on "):
-                self.port = int(line.rsplit(":", 1)[1])
-                break
-            if time.monotonic() > deadline:
-                break
-        else:
-            raise RuntimeError("server did not start:\n" + "".join(self.log))
-        threading.Thread(target=self._pump, daemon=True).start()
-        if wait_service:
-            status = wait_for_health(self.address, process=self.process)
-            assert status == health_pb2.HealthCheckResponse.SERVING, "".join(self.log)
-        return self
-
-    def _pump(self) -> None:
-        for line in self.process.stdout:
-            self.log.append(line)
-
-    def stop(self, timeout: float = 30) -> int:
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else 0
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
+    def __init__(self, data_dir: Path, models_dir: Path, extra_env: dict | None = None):
+        super().__init__(data_dir, models_dir,
+                         env={"ENVAD_REFRESH_SECONDS": "0.3", **(extra_env or {})})
 
     def restart(self) -> "ServerHandle":
         self.stop()
