@@ -21,3 +21,13 @@ def tiny_photodigits(tmp_path_factory) -> Path:
 @pytest.fixture
 def folder_dataset(tmp_path) -> Path:
     return write_folder_dataset(tmp_path / "ds", folder_rows())
+
+
+@pytest.fixture(scope="session")
+def tiny_train_data(tiny_photodigits):
+    """The tiny PhotoDigits training images at 16 px (108 images, 6 cameras)."""
+    from envad.training.batches import TrainData
+    from envad.training.data import load_folder
+
+    ds = load_folder(tiny_photodigits)
+    return TrainData(ds, ds.indices("train", normal_only=True), 16, ds.envs("train"))
