@@ -19,6 +19,7 @@ from envad.errors import EnvadError
 COMMAND_MODULES = (
     "envad.server.cli",
     "envad.training.cli",
+    "envad.training.evaluate_cli",
     "envad.client.commands",
 )
 

@@ -23,7 +23,7 @@ import numpy as np
 from envad.errors import InvalidInput, NotFound
 from envad.server.images import decode_image
 
-SPLITS = ("train", "val", "test")
+SPLITS = ("train", "val", "test", "id_test")
 REQUIRED_COLUMNS = ("path", "env", "label", "split")
 NORMAL_A, NORMAL_B, ANOMALY = 0, 1, -1
 _TRUE = {"1", "true", "yes", "y", "t"}

@@ -73,8 +73,14 @@ TEST_CAMERAS = (
 
 
 def generate(out_dir: str | Path, size: int = 32, seed: int = 0, *, progress: bool = True,
-             train_per_camera: int = 800, test_per_camera: int = 300) -> Path:
+             train_per_camera: int = 800, test_per_camera: int = 300,
+             id_test_per_camera: int | None = None) -> Path:
     """Write PhotoDigits to `out_dir` (replacing a previous PhotoDigits there); returns it.
+
+    Besides train/val (training cameras) and test (unseen cameras), the `id_test` split
+    holds held-out digit instances rendered by the training cameras, with the test mix of
+    anomalies: the in-distribution reference of evaluations. Its size per training camera
+    defaults to a third of `test_per_camera`.
 
     Deterministic for (size, seed, counts): the same call writes byte-identical files.
     """
@@ -101,6 +107,11 @@ def generate(out_dir: str | Path, size: int = 32, seed: int = 0, *, progress: bo
     for k, camera in enumerate(TEST_CAMERAS):
         plan += _test_camera_plan(camera, pools[1], test_per_camera,
                                   np.random.default_rng([seed, 2, k]))
+    if id_test_per_camera is None:
+        id_test_per_camera = max(int(round(test_per_camera / 3)), 1)
+    for k, camera in enumerate(TRAIN_CAMERAS):
+        plan += _test_camera_plan(camera, pools[1], id_test_per_camera,
+                                  np.random.default_rng([seed, 4, k]), split="id_test")
 
     cameras = {c.env: c for c in TRAIN_CAMERAS + TEST_CAMERAS}
     photos = {c.photo: _load_photo(c.photo) for c in cameras.values()}
@@ -129,6 +140,7 @@ def generate(out_dir: str | Path, size: int = 32, seed: int = 0, *, progress: bo
     (out / "photodigits.json").write_text(json.dumps({
         "name": f"photodigits-{size}", "version": VERSION, "size": size, "seed": seed,
         "train_per_camera": train_per_camera, "test_per_camera": test_per_camera,
+        "id_test_per_camera": id_test_per_camera,
         "train_cameras": [asdict(c) for c in TRAIN_CAMERAS],
         "test_cameras": [asdict(c) for c in TEST_CAMERAS],
     }, indent=1))
@@ -161,14 +173,15 @@ def _train_camera_plan(camera: Camera, pool, count: int, rng: np.random.Generato
             for y, s in zip(labels, splits)]
 
 
-def _test_camera_plan(camera: Camera, pool, count: int, rng: np.random.Generator):
+def _test_camera_plan(camera: Camera, pool, count: int, rng: np.random.Generator,
+                      split: str = "test"):
     n_anomalies = int(round(TEST_ANOMALY_FRACTION * count))
     n_normal = count - n_anomalies
     labels = np.concatenate([rng.choice(NORMAL_A, n_normal // 2),
                              rng.choice(NORMAL_B, n_normal - n_normal // 2),
                              rng.choice(ANOMALIES, n_anomalies)])
     labels = labels[rng.permutation(count)]
-    return [(camera.env, int(y), "test", int(rng.choice(pool[int(y)]))) for y in labels]
+    return [(camera.env, int(y), split, int(rng.choice(pool[int(y)]))) for y in labels]
 
 
 def _load_photo(name: str) -> np.ndarray:

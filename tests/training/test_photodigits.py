@@ -24,11 +24,14 @@ def test_layout_and_loader(tiny_photodigits):
     assert ds.envs("train") == sorted(c.env for c in TRAIN_CAMERAS)
     assert ds.envs("test") == sorted(c.env for c in TEST_CAMERAS) == \
         ["cam-coins", "cam-moon", "cam-rocket"]
-    assert len(ds) == 6 * 20 + 3 * 10
-    # training cameras: normals only, 10% val; test cameras: 40% anomalies
-    assert not any(r.is_anomaly for r in ds.records if r.split != "test")
+    assert len(ds) == 6 * 20 + 3 * 10 + 6 * 3   # + id_test: a third of test_per_camera
+    # training cameras: normals only in train/val, 10% val; test cameras: 40% anomalies
+    assert not any(r.is_anomaly for r in ds.records if r.split in ("train", "val"))
+    id_test = [r for r in ds.records if r.split == "id_test"]
+    assert {r.env for r in id_test} == set(ds.envs("train"))
+    assert sum(r.is_anomaly for r in id_test) == 6 * 1
     assert Counter(r.split for r in ds.records if r.env == "cam-grass") == \
-        {"train": 18, "val": 2}
+        {"train": 18, "val": 2, "id_test": 3}
     test = [r for r in ds.records if r.split == "test"]
     assert sum(r.is_anomaly for r in test) == 3 * 4
     assert all((int(r.label) in ANOMALIES) == r.is_anomaly for r in ds.records)
@@ -54,8 +57,8 @@ def test_content_side_file_matches_ids(tiny_photodigits):
 def test_test_cameras_never_reuse_training_digits(tiny_photodigits):
     content = load_content(tiny_photodigits)
     ds = load_folder(tiny_photodigits)
-    train = {content[r.id].tobytes() for r in ds.records if r.split != "test"}
-    test = {content[r.id].tobytes() for r in ds.records if r.split == "test"}
+    train = {content[r.id].tobytes() for r in ds.records if r.split in ("train", "val")}
+    test = {content[r.id].tobytes() for r in ds.records if r.split in ("test", "id_test")}
     assert train and test and not train & test
 
 

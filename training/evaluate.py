@@ -1,0 +1,185 @@
+"""The paper's Table 1 on any dataset: pretrainings x detectors, ROC-AUC on unseen cameras.
+
+Per (algorithm, seed): train (or reuse the cached run), embed with the exported ONNX file
+through the server's encoder, fit the detectors through the server's bundle code on the
+training cameras' normal `train` rows only, score the `test` split (unseen cameras) and,
+when the dataset has one, the `id_test` split (held-out instances from training cameras).
+A second variant drops Stylist-selected dimensions first; its drop fraction is chosen on
+`val` (training cameras), never on test. Each finished (algorithm, seed) is written to
+`OUT/results/` at once, so an interrupted evaluation resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from envad.errors import InvalidInput
+from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.stylist import select_features
+from envad.server.encoder import OnnxEncoder
+from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
+
+log = logging.getLogger(__name__)
+ENSEMBLE = "Ensemble"
+VARIANTS = ("plain", "stylist")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to evaluate; `runs_dir` defaults to OUT/runs (trained encoders are reused)."""
+
+    data: str
+    algorithms: tuple[str, ...]
+    detectors: tuple[str, ...]
+    seeds: tuple[int, ...]
+    out: Path
+    size: int = 32
+    epochs: int = 5
+    batch_size: int = 64
+    device: str = "cpu"
+    runs_dir: Path | None = None
+    stylist_fractions: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
+    max_fit: int = 20000
+
+    def identity(self) -> dict:
+        """Settings that determine a run's results (for the resume cache)."""
+        data = dataclasses.asdict(self)
+        for key in ("out", "runs_dir", "algorithms", "seeds", "device"):
+            data.pop(key)
+        return json.loads(json.dumps(data, default=str))
+
+
+def fit_indices(dataset) -> np.ndarray:
+    """Rows detectors are fitted on: normal `train` images of the training cameras."""
+    return dataset.indices(split="train", normal_only=True)
+
+
+def embed(encoder: OnnxEncoder, dataset, indices: np.ndarray, batch: int = 256) -> np.ndarray:
+    parts = [encoder.embed(dataset.images(indices[i:i + batch], encoder.input_size))
+             for i in range(0, len(indices), batch)]
+    return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), np.float32)
+
+
+def choose_stylist_fraction(X_fit: np.ndarray, fit_envs: np.ndarray, fit_buckets: np.ndarray,
+                            X_val: np.ndarray, val_envs: np.ndarray, val_buckets: np.ndarray,
+                            fractions: tuple[float, ...], k: int = 10) -> tuple[float, dict]:
+    """Pick the drop fraction whose embeddings carry content best across cameras.
+
+    Leave-one-camera-out on training cameras only: for each camera, a k-NN vote among the
+    other cameras' `train` rows predicts the bucket of this camera's `val` rows. The
+    fraction with the best mean accuracy wins (ties: the smaller fraction).
+    """
+    from sklearn.neighbors import KNeighborsClassifier
+
+    scores = {}
+    for fraction in fractions:
+        kept = select_features(X_fit, fit_envs, fraction)
+        accuracies = []
+        for camera in np.unique(val_envs):
+            ref, query = fit_envs != camera, val_envs == camera
+            knn = KNeighborsClassifier(n_neighbors=k).fit(X_fit[ref][:, kept], fit_buckets[ref])
+            accuracies.append(float((knn.predict(X_val[query][:, kept])
+                                     == val_buckets[query]).mean()))
+        scores[fraction] = float(np.mean(accuracies))
+    best = max(fractions, key=lambda f: (scores[f], -f))
+    return best, scores
+
+
+def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray) -> dict:
+    scores = bundle.score(X)
+    named = {**scores.raw, ENSEMBLE: scores.ensemble}
+    return {name: {"pooled": roc_auc(labels, s), "per_camera_mean": mean_per_camera_auc(
+        labels, s, envs), "per_camera": per_camera_auc(labels, s, envs)}
+        for name, s in named.items()}, named
+
+
+def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
+                 progress: bool = True) -> dict:
+    """Train/reuse one encoder, fit and score every detector; returns the result record."""
+    from envad.training.run import ENCODER_FILE, TrainConfig, train
+
+    runs_dir = Path(config.runs_dir or Path(config.out) / "runs")
+    run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
+                                out=runs_dir / f"{algorithm}-{config.size}px-s{seed}",
+                                size=config.size, epochs=config.epochs,
+                                batch_size=config.batch_size, seed=seed, device=config.device),
+                    progress=progress, resume=True)
+    encoder = OnnxEncoder(run_dir / ENCODER_FILE)
+    records = dataset.records
+    fit_idx = fit_indices(dataset)
+    val_idx = dataset.indices(split="val", normal_only=True)
+    test_idx = dataset.indices(split="test")
+    X_fit, X_val, X_test = (embed(encoder, dataset, idx) for idx in (fit_idx, val_idx, test_idx))
+    fit_envs = np.array([records[i].env for i in fit_idx])
+    test_labels = np.array([records[i].is_anomaly for i in test_idx], dtype=bool)
+    test_envs = np.array([records[i].env for i in test_idx])
+    result = {"algorithm": algorithm, "seed": seed, "model_id": encoder.meta.model_id,
+              "n_fit": len(fit_idx), "n_test": len(test_idx), "variants": {}}
+    fraction, fraction_scores = 0.0, {}
+    if config.stylist_fractions and len(val_idx):
+        fraction, fraction_scores = choose_stylist_fraction(
+            X_fit, fit_envs, dataset.buckets(fit_idx), X_val,
+            np.array([records[i].env for i in val_idx]), dataset.buckets(val_idx),
+            config.stylist_fractions)
+    result["stylist"] = {"fraction": fraction, "val_scores": {str(k): v for k, v in
+                                                              fraction_scores.items()}}
+    id_idx = dataset.indices(split="id_test")
+    raw_scores = {}
+    for variant in VARIANTS if config.stylist_fractions else ("plain",):
+        drop = fraction if variant == "stylist" and fraction > 0 else None
+        bundle = fit_bundle(X_fit, detectors=list(config.detectors), seed=seed,
+                            max_samples=config.max_fit, envs=fit_envs,
+                            stylist_drop_fraction=drop, model_id=encoder.meta.model_id)
+        ood, named = _score_split(bundle, X_test, test_labels, test_envs)
+        entry = {"ood": ood}
+        if len(id_idx):
+            id_labels = np.array([records[i].is_anomaly for i in id_idx], dtype=bool)
+            id_envs = np.array([records[i].env for i in id_idx])
+            entry["id"] = _score_split(bundle, embed(encoder, dataset, id_idx), id_labels,
+                                       id_envs)[0]
+        result["variants"][variant] = entry
+        if variant == "plain":
+            raw_scores = named
+    return result, {"labels": test_labels, "envs": test_envs,
+                    **{f"score:{k}": v for k, v in raw_scores.items()}}
+
+
+def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
+    """Evaluate every (algorithm, seed), resuming finished ones; write the report."""
+    from envad.training.algorithms import names as algorithm_names
+    from envad.training.data import load_dataset
+    from envad.training.report import write_report
+
+    unknown = [a for a in config.algorithms if a not in algorithm_names()]
+    if unknown:
+        raise InvalidInput(f"unknown algorithm(s) {unknown}; known: {algorithm_names()}")
+    out = Path(config.out)
+    results_dir = out / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    dataset = load_dataset(config.data)
+    identity = config.identity()
+    jobs = [(a, s) for a in config.algorithms for s in config.seeds]
+    results = []
+    for algorithm, seed in tqdm(jobs, desc="evaluate", disable=not progress):
+        path = results_dir / f"{algorithm}-s{seed}.json"
+        if path.is_file():
+            cached = json.loads(path.read_text())
+            if cached.get("config") == identity:
+                results.append(cached)
+                continue
+        result, scores = evaluate_run(config, dataset, algorithm, seed, progress)
+        result["config"] = identity
+        np.savez_compressed(results_dir / f"{algorithm}-s{seed}.npz", **scores)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(path)
+        results.append(result)
+    write_report(config, dataset, results, out)
+    return out

@@ -1,0 +1,119 @@
+"""PNG plots of an evaluation: grid heatmap, Mean AD with error bars, ROC curves, and
+per-camera score histograms of normals vs anomalies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from envad.training.metrics import roc_auc, roc_curve_points
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def heatmap(path: Path, cells: dict, rows: list[str], algorithms: list[str]) -> None:
+    plt = _pyplot()
+    values = np.array([[cells[(r, a)][0] * 100 for a in algorithms] for r in rows])
+    fig, ax = plt.subplots(figsize=(1.2 * len(algorithms) + 2.5, 0.5 * len(rows) + 1.5))
+    image = ax.imshow(values, cmap="viridis", aspect="auto", vmin=np.nanmin(values),
+                      vmax=np.nanmax(values))
+    ax.set_xticks(range(len(algorithms)), algorithms, rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), rows)
+    for i in range(len(rows)):
+        for j in range(len(algorithms)):
+            ax.text(j, i, f"{values[i, j]:.1f}", ha="center", va="center", fontsize=8,
+                    color="white")
+    fig.colorbar(image, ax=ax, label="ROC-AUC (%)")
+    ax.set_title("ROC-AUC on unseen cameras (mean over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def mean_ad_bars(path: Path, tables: dict, algorithms: list[str]) -> None:
+    plt = _pyplot()
+    from envad.training.report import MEAN_AD
+
+    variants = [v for v in ("plain", "stylist") if (v, "ood", "pooled") in tables]
+    fig, ax = plt.subplots(figsize=(1.1 * len(algorithms) + 2, 4))
+    width = 0.8 / len(variants)
+    x = np.arange(len(algorithms))
+    for k, variant in enumerate(variants):
+        cells = tables[(variant, "ood", "pooled")]
+        means = [cells[(MEAN_AD, a)][0] * 100 for a in algorithms]
+        stds = [cells[(MEAN_AD, a)][1] * 100 for a in algorithms]
+        ax.bar(x + k * width, means, width, yerr=stds, capsize=3,
+               label="embedding" if variant == "plain" else "+ Stylist")
+    ax.set_xticks(x + width * (len(variants) - 1) / 2, algorithms, rotation=30, ha="right")
+    ax.axhline(50, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel("Mean AD ROC-AUC (%)")
+    ax.set_title("Mean over detectors, unseen cameras (error bars: std over seeds)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def roc_curves(path: Path, curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for name, (labels, scores) in curves.items():
+        fpr, tpr = roc_curve_points(labels, scores)
+        ax.plot(fpr, tpr, label=f"{name} ({100 * roc_auc(labels, scores):.1f})")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.set_title("Ensemble ROC on unseen cameras (first seed)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def camera_histograms(path: Path, runs: dict[str, dict]) -> None:
+    plt = _pyplot()
+    algorithms = list(runs)
+    cameras = sorted(set(np.concatenate([r["envs"] for r in runs.values()])))
+    fig, axes = plt.subplots(len(algorithms), len(cameras), squeeze=False,
+                             figsize=(3 * len(cameras), 2.2 * len(algorithms)))
+    for i, algorithm in enumerate(algorithms):
+        data = runs[algorithm]
+        for j, camera in enumerate(cameras):
+            ax = axes[i][j]
+            mask = data["envs"] == camera
+            scores, labels = data["scores"][mask], data["labels"][mask]
+            bins = np.linspace(0, 1, 21)
+            ax.hist(scores[~labels], bins=bins, alpha=0.6, label="normal")
+            ax.hist(scores[labels], bins=bins, alpha=0.6, label="anomaly")
+            ax.set_title(f"{algorithm} · {camera}", fontsize=8)
+            ax.tick_params(labelsize=7)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Ensemble score per unseen camera: normals vs anomalies (first seed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_plots(out: Path, tables: dict, detectors: list[str], algorithms: list[str],
+                results: list[dict]) -> None:
+    from envad.training.evaluate import ENSEMBLE
+    from envad.training.report import MEAN_AD
+
+    heatmap(out / "heatmap.png", tables[("plain", "ood", "pooled")],
+            detectors + [ENSEMBLE, MEAN_AD], algorithms)
+    mean_ad_bars(out / "mean_ad.png", tables, algorithms)
+    first = {}
+    for algorithm in algorithms:
+        seeds = sorted(r["seed"] for r in results if r["algorithm"] == algorithm)
+        archive = np.load(out / "results" / f"{algorithm}-s{seeds[0]}.npz")
+        first[algorithm] = {"labels": archive["labels"], "envs": archive["envs"],
+                            "scores": archive[f"score:{ENSEMBLE}"]}
+    roc_curves(out / "roc.png", {a: (d["labels"], d["scores"]) for a, d in first.items()})
+    camera_histograms(out / "camera_histograms.png", first)

@@ -1,0 +1,122 @@
+"""Write an evaluation's table.md, table.csv, results.json and plots from its results."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from envad.training.metrics import mean_std
+
+MEAN_AD = "Mean AD"
+
+
+def grid(results: list[dict], detectors: list[str], algorithms: list[str], variant: str,
+         split: str = "ood", metric: str = "pooled") -> dict[tuple[str, str], tuple]:
+    """{(row, algorithm): (mean, std, n)} with rows = detectors + Ensemble + Mean AD.
+
+    Mean AD is the mean over the detectors (not the ensemble) within a seed, then mean ±
+    std over seeds.
+    """
+    from envad.training.evaluate import ENSEMBLE
+
+    cells = {}
+    for algorithm in algorithms:
+        runs = [r for r in results if r["algorithm"] == algorithm
+                and split in r["variants"].get(variant, {})]
+        for row in detectors + [ENSEMBLE]:
+            values = [r["variants"][variant][split][row][metric] for r in runs]
+            cells[(row, algorithm)] = (*mean_std(values), len(values))
+        per_seed = [np.nanmean([r["variants"][variant][split][d][metric] for d in detectors])
+                    for r in runs]
+        cells[(MEAN_AD, algorithm)] = (*mean_std(per_seed), len(per_seed))
+    return cells
+
+
+def _fmt(cell: tuple) -> str:
+    mean, std, n = cell
+    if n == 0 or math.isnan(mean):
+        return "–"
+    return f"{100 * mean:.1f} ± {100 * std:.1f}" if n > 1 else f"{100 * mean:.1f}"
+
+
+def markdown_table(cells: dict, rows: list[str], algorithms: list[str],
+                   labels: dict[str, str] | None = None) -> str:
+    labels = labels or {}
+    head = "| detector | " + " | ".join(labels.get(a, a) for a in algorithms) + " |"
+    lines = [head, "| --- |" + " --- |" * len(algorithms)]
+    for row in rows:
+        values = [_fmt(cells[(row, a)]) for a in algorithms]
+        if row == MEAN_AD:
+            lines.append(f"| **{row}** | " + " | ".join(f"**{v}**" for v in values) + " |")
+        else:
+            lines.append(f"| {row} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def write_report(config, dataset, results: list[dict], out: Path) -> None:
+    from envad.training.evaluate import ENSEMBLE, fit_indices
+    from envad.training.plots import write_plots
+    from envad.training.references import reference_rows
+
+    detectors = list(config.detectors)
+    algorithms = [a for a in config.algorithms if any(r["algorithm"] == a for r in results)]
+    rows = detectors + [ENSEMBLE, MEAN_AD]
+    ref_path = out / "references.json"
+    if ref_path.is_file():
+        references = json.loads(ref_path.read_text())
+    else:
+        references = reference_rows(dataset, fit_indices(dataset),
+                                    dataset.indices(split="test"), config.size)
+        ref_path.write_text(json.dumps(references, indent=1))
+    variants = ["plain"] + (["stylist"] if config.stylist_fractions else [])
+    has_id = any("id" in r["variants"]["plain"] for r in results)
+    sections = []
+    tables = {}
+    for variant in variants:
+        for split in ["ood"] + (["id"] if has_id else []):
+            for metric in ("pooled", "per_camera_mean"):
+                tables[(variant, split, metric)] = grid(results, detectors, algorithms,
+                                                        variant, split, metric)
+    seeds = sorted({r["seed"] for r in results})
+    sections.append(f"# Evaluation: {dataset.name}\n\nROC-AUC (%), anomaly = positive class, "
+                    f"mean ± std over seeds {seeds}; {config.size} px, {config.epochs} "
+                    f"epoch(s). Detectors are fitted on the training cameras' normal `train` "
+                    f"images only.\n")
+    titles = {("ood", "pooled"): "Unseen cameras (test), pooled ROC-AUC",
+              ("ood", "per_camera_mean"): "Unseen cameras (test), mean per-camera ROC-AUC",
+              ("id", "pooled"): "Training cameras, held-out instances (id_test), pooled",
+              ("id", "per_camera_mean"): "Training cameras, held-out instances, per camera"}
+    for (variant, split, metric), cells in tables.items():
+        name = titles[(split, metric)] + (" — with Stylist feature selection"
+                                          if variant == "stylist" else "")
+        labels = {a: f"{a}+Stylist" for a in algorithms} if variant == "stylist" else None
+        sections.append(f"## {name}\n\n{markdown_table(cells, rows, algorithms, labels)}\n")
+    if config.stylist_fractions:
+        chosen = {a: sorted({r['stylist']['fraction'] for r in results if r['algorithm'] == a})
+                  for a in algorithms}
+        sections.append("Stylist drop fraction chosen on `val` per run: " + ", ".join(
+            f"{a} {v}" for a, v in chosen.items()) + "\n")
+    if references:
+        lines = ["## Reference rows (KNN)\n", "| reference | pooled | mean per camera |",
+                 "| --- | --- | --- |"]
+        lines += [f"| {k} | {100 * v['pooled']:.1f} | {100 * v['per_camera']:.1f} |"
+                  for k, v in references.items()]
+        sections.append("\n".join(lines) + "\n")
+    (out / "table.md").write_text("\n".join(sections))
+    with open(out / "table.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["variant", "split", "metric", "detector", "algorithm", "mean", "std",
+                         "n_seeds"])
+        for (variant, split, metric), cells in tables.items():
+            for (row, algorithm), (mean, std, n) in cells.items():
+                writer.writerow([variant, split, metric, row, algorithm, mean, std, n])
+    (out / "results.json").write_text(json.dumps({
+        "config": {**config.identity(), "algorithms": list(config.algorithms),
+                   "seeds": list(config.seeds)},
+        "dataset": dataset.name, "references": references, "runs": results,
+    }, indent=1))
+    write_plots(out, tables, detectors, algorithms, results)
