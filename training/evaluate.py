@@ -165,7 +165,7 @@ def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
     results_dir.mkdir(parents=True, exist_ok=True)
     dataset = load_dataset(config.data)
     identity = config.identity()
-    jobs = [(a, s) for a in config.algorithms for s in config.seeds]
+    jobs = [(a, s) for s in config.seeds for a in config.algorithms]  # every algorithm per seed first
     results = []
     for algorithm, seed in tqdm(jobs, desc="evaluate", disable=not progress):
         path = results_dir / f"{algorithm}-s{seed}.json"
