@@ -29,8 +29,8 @@ class DiffusionAEConfig:
     width: int = 16
     resolution: int = 32
     timesteps: int = 200
-    steps: int = 300
-    batch_size: int = 64
+    steps: int = 250
+    batch_size: int = 32
     lr: float = 2e-3
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tiny_algorithms import tiny_config
 from training_datasets import folder_rows, write_folder_dataset
 
 
@@ -31,3 +32,12 @@ def tiny_train_data(tiny_photodigits):
 
     ds = load_folder(tiny_photodigits)
     return TrainData(ds, ds.indices("train", normal_only=True), 16, ds.envs("train"))
+
+
+@pytest.fixture(scope="session")
+def finished_run(tiny_photodigits, tmp_path_factory):
+    """A finished 2-epoch ERM run on tiny PhotoDigits (16 px)."""
+    from envad.training.run import train
+
+    return train(tiny_config(tiny_photodigits, tmp_path_factory.mktemp("runs") / "erm"),
+                 progress=False)

@@ -1,4 +1,5 @@
-"""Helpers for algorithm tests: small hyperparameters and a few env-balanced steps."""
+"""Helpers for training tests: small hyperparameters, a few env-balanced steps, tiny
+run configs."""
 
 from __future__ import annotations
 
@@ -37,3 +38,12 @@ def steps(data, count: int, *, batch_size: int = 16, envs_per_step: int = 4, see
 
 def float_params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in module.named_parameters()}
+
+
+def tiny_config(data, out, algorithm="erm", **overrides):
+    """A TrainConfig small enough for tests: 16 px, batch 16, 2 epochs, all checkpoints."""
+    from envad.training.run import TrainConfig
+
+    values = dict(size=16, epochs=2, batch_size=16, keep_checkpoints=0)
+    values.update(overrides)
+    return TrainConfig(data=str(data), algorithm=algorithm, out=out, **values)

@@ -1,0 +1,61 @@
+"""The ResNet-18 encoder: 512-d output, small-image stem, local weights, uint8 wrapper."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from envad.training.models import Encoder, EncoderConfig, Uint8Encoder, to_float_nchw
+
+
+@pytest.mark.parametrize("size, small", [(32, True), (64, True), (96, False)])
+def test_embedding_and_stem(size, small):
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(size)).eval()
+    assert encoder.config.uses_small_stem is small
+    assert encoder.net.conv1.kernel_size == ((3, 3) if small else (7, 7))
+    with torch.no_grad():
+        out = encoder(torch.rand(2, 3, size, size))
+    assert out.shape == (2, 512)
+
+
+def test_stem_choice_is_checked():
+    assert not EncoderConfig(32, small_stem=False).uses_small_stem
+    with pytest.raises(ValueError, match="small-image stem"):
+        EncoderConfig(128, small_stem=True)
+    with pytest.raises(ValueError, match="at least 8"):
+        EncoderConfig(4)
+
+
+def test_weights_from_a_local_file(tmp_path, caplog):
+    from torchvision.models import resnet18
+
+    torch.manual_seed(1)
+    reference = resnet18(weights=None)
+    path = tmp_path / "resnet18.pt"
+    torch.save(reference.state_dict(), path)
+    big = Encoder(EncoderConfig(96, weights=str(path)))
+    for key, value in big.net.state_dict().items():
+        assert torch.equal(value, reference.state_dict()[key]), key
+    with caplog.at_level(logging.WARNING):
+        small = Encoder(EncoderConfig(32, weights=str(path)))
+    assert "conv1.weight" in caplog.text                  # 7x7 kernel does not fit the stem
+    assert torch.equal(small.net.layer4[1].conv2.weight, reference.layer4[1].conv2.weight)
+    assert not Encoder(EncoderConfig(32, weights=str(path)), load_weights=False) \
+        .net.layer1[0].conv1.weight.equal(reference.layer1[0].conv1.weight)
+    with pytest.raises(FileNotFoundError):
+        Encoder(EncoderConfig(32, weights=str(tmp_path / "missing.pt")))
+
+
+def test_uint8_wrapper_matches_float_path():
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(32)).eval()
+    pixels = np.random.default_rng(0).integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)
+    with torch.no_grad():
+        direct = encoder(to_float_nchw(pixels))
+        wrapped = Uint8Encoder(encoder)(torch.from_numpy(pixels))
+    torch.testing.assert_close(direct, wrapped)
+    assert to_float_nchw(pixels).max() <= 1.0

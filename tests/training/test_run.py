@@ -1,0 +1,105 @@
+"""`train()`: run dir contents, per-epoch metrics, cache, determinism, resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from envad.errors import FailedPrecondition, InvalidInput
+from envad.training import checkpoint as ckpt
+from envad.training.run import read_run, train
+from tiny_algorithms import FAST, tiny_config
+
+
+def _weights(run_dir, epoch):
+    return ckpt.load_checkpoint(ckpt.checkpoint_path(run_dir, epoch))["state"]["model"]
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_run_dir_holds_metrics_checkpoints_and_the_encoder(finished_run):
+    run = read_run(finished_run)
+    assert run["status"] == "done" and run["dataset"] == "photodigits"
+    assert run["train_envs"] == ["cam-astronaut", "cam-brick", "cam-camera", "cam-coffee",
+                                 "cam-grass", "cam-gravel"]
+    assert run["config"]["algorithm"] == "erm" and run["n_train"] == 108
+    assert [e["epoch"] for e in run["epochs"]] == [1, 2]
+    for entry in run["epochs"]:
+        assert 0 <= entry["val_knn_acc"] <= 1 and 0 <= entry["val_acc"] <= 1
+        assert entry["train"]["loss"] > 0 and entry["images_per_s"] > 0
+    assert [e for e, _ in ckpt.checkpoints(finished_run)] == [1, 2]
+    assert (finished_run / "encoder.onnx").is_file()
+    assert run["export"]["max_abs_diff"] <= 1e-4
+    assert run["export"]["model_id"] == "erm-photodigits-16px-e2-s0"
+
+
+def test_finished_run_is_cached_and_other_configs_refused(finished_run, tiny_photodigits):
+    before = {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()}
+    config = tiny_config(tiny_photodigits, finished_run)
+    assert train(config, progress=False) == finished_run
+    assert {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()} == before
+    with pytest.raises(FailedPrecondition, match="different config"):
+        train(tiny_config(tiny_photodigits, finished_run, seed=1), progress=False)
+
+
+def test_same_seed_gives_identical_weights(finished_run, tiny_photodigits, tmp_path):
+    again = train(tiny_config(tiny_photodigits, tmp_path / "again"), progress=False)
+    for epoch in (1, 2):
+        assert _same(_weights(again, epoch), _weights(finished_run, epoch))
+    assert read_run(again)["epochs"][1]["val_knn_acc"] == \
+        read_run(finished_run)["epochs"][1]["val_knn_acc"]
+
+
+def test_resume_continues_after_the_last_complete_epoch(finished_run, tiny_photodigits,
+                                                        tmp_path):
+    interrupted = tmp_path / "interrupted"
+    shutil.copytree(finished_run, interrupted)
+    (interrupted / "checkpoint-epoch002.pt").unlink()
+    (interrupted / "encoder.onnx").unlink()
+    run = json.loads((interrupted / "run.json").read_text())
+    run.update(status="running", epochs=run["epochs"][:1])
+    run.pop("export")
+    (interrupted / "run.json").write_text(json.dumps(run))
+    config = tiny_config(tiny_photodigits, interrupted)
+    with pytest.raises(FailedPrecondition, match="unfinished run"):
+        train(config, progress=False)
+    train(config, progress=False, resume=True)
+    assert _same(_weights(interrupted, 2), _weights(finished_run, 2))
+    assert [e["epoch"] for e in read_run(interrupted)["epochs"]] == [1, 2]
+    assert (interrupted / "encoder.onnx").is_file()
+
+
+def test_random_takes_no_steps(tiny_photodigits, tmp_path):
+    run_dir = train(tiny_config(tiny_photodigits, tmp_path / "random", "random"),
+                    progress=False)
+    run = read_run(run_dir)
+    assert [e["epoch"] for e in run["epochs"]] == [0] and run["epochs"][0]["train"] == {}
+    assert "val_knn_acc" in run["epochs"][0] and "val_acc" not in run["epochs"][0]
+    assert [e for e, _ in ckpt.checkpoints(run_dir)] == [0]
+    assert (run_dir / "encoder.onnx").is_file()
+
+
+def test_ea_mocov3_run_prepares_positives(tiny_photodigits, tmp_path):
+    run_dir = train(tiny_config(tiny_photodigits, tmp_path / "ea", "ea_mocov3", epochs=1,
+                                hparams=FAST["ea_mocov3"], keep_checkpoints=1),
+                    progress=False)
+    weights = _weights(run_dir, 1)
+    assert len(weights["positives"]) == 108
+    assert "val_acc" not in read_run(run_dir)["epochs"][0]
+
+
+def test_bad_settings(tiny_photodigits, tmp_path):
+    with pytest.raises(InvalidInput, match="unknown algorithm"):
+        train(tiny_config(tiny_photodigits, tmp_path / "x", "vrex"), progress=False)
+    with pytest.raises(InvalidInput, match="batch_size"):
+        train(tiny_config(tiny_photodigits, tmp_path / "x", batch_size=1), progress=False)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(FailedPrecondition, match="not empty"):
+        train(tiny_config(tiny_photodigits, busy), progress=False)
