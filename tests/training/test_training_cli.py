@@ -1,0 +1,75 @@
+"""`envad data`, `envad train`, `envad export` on the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from envad.client.cli import build_parser, main
+from envad.training.algorithms import names
+from envad.training.cli import ALGORITHMS, parse_hparams
+from envad.training.run import read_run
+
+
+def test_cli_lists_the_registry():
+    assert list(ALGORITHMS) == names()
+
+
+def test_help_does_not_import_torch():
+    code = ("import sys; from envad.client.cli import build_parser; build_parser(); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    for command in ("data", "train", "export"):
+        result = subprocess.run([sys.executable, "-m", "envad.client.cli", command, "--help"],
+                                capture_output=True, text=True, check=True)
+        assert "usage: envad " + command in result.stdout
+
+
+def test_parse_hparams():
+    assert parse_hparams(["lr=1e-4", "momentum_cosine=false", "name=abc"]) == \
+        {"lr": 1e-4, "momentum_cosine": False, "name": "abc"}
+    with pytest.raises(Exception, match="KEY=VALUE"):
+        parse_hparams(["lr"])
+
+
+def test_data_photodigits_command(tmp_path, capsys):
+    assert main(["data", "photodigits", "--out", str(tmp_path / "pd"), "--seed", "2",
+                 "--quiet"]) == 0
+    assert "written to" in capsys.readouterr().out
+    from envad.training.data import load_folder
+
+    ds = load_folder(tmp_path / "pd")
+    assert len(ds.indices(split="train")) + len(ds.indices(split="val")) == 4800
+    assert len(ds.indices(split="test")) == 900
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["data", "photodigits", "--out", "x", "--size", "48"])
+
+
+def test_train_resume_and_export(tiny_photodigits, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", "--data", str(tiny_photodigits), "--algorithm", "groupdro",
+            "--out", str(run), "--size", "16", "--epochs", "1", "--batch-size", "16",
+            "--seed", "4", "--hparam", "eta=0.05", "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "encoder:" in out and "groupdro-photodigits-16px-e1-s4" in out
+    config = read_run(run)["config"]
+    assert config["hparams"] == {"eta": 0.05} and config["seed"] == 4
+    assert main(argv + ["--resume"]) == 0                 # finished: nothing to do
+    assert main(["export", str(run), "--out", str(tmp_path / "m.onnx")]) == 0
+    assert "max abs diff" in capsys.readouterr().out
+    assert (tmp_path / "m.onnx").is_file()
+
+
+def test_errors_are_reported_cleanly(tiny_photodigits, tmp_path, capsys):
+    assert main(["train", "--data", str(tmp_path / "missing"), "--algorithm", "erm",
+                 "--out", str(tmp_path / "r"), "--quiet"]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["train", "--data", str(tiny_photodigits), "--algorithm", "erm",
+                 "--out", str(tmp_path / "r2"), "--hparam", "nope=1", "--quiet"]) == 1
+    assert "unknown" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "none"), "--out", str(tmp_path / "x.onnx")]) == 1
+    with pytest.raises(SystemExit):
+        main(["train", "--data", "x", "--algorithm", "vrex", "--out", "y"])
