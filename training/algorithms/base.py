@@ -130,8 +130,9 @@ class Algorithm(nn.Module):
             self.optimizer.load_state_dict(state["optimizer"])
 
     def _adam(self, params) -> torch.optim.Optimizer:
+        # the fused kernel runs on CPU and CUDA and is ~3x faster than the per-tensor loop
         return torch.optim.Adam(params, lr=self.hparams.lr,
-                                weight_decay=self.hparams.weight_decay)
+                                weight_decay=self.hparams.weight_decay, fused=True)
 
 
 class SupervisedAlgorithm(Algorithm):

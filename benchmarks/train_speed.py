@@ -1,0 +1,101 @@
+"""Training speed per algorithm and image size: images/s on real PhotoDigits batches.
+
+One JSON line per (algorithm, size): images per second of `update()` (env-balanced
+batches, default hyperparameters), its ratio to ERM measured in the same run, the FLOPs
+of one update (torch's FlopCounterMode) and the achieved GFLOP/s as a fraction of this
+machine's float32 GEMM rate. EA-MoCo's one-off preparation (diffusion autoencoder +
+positive mining) is timed separately with `--ae-steps` autoencoder steps.
+
+    nice python -m benchmarks.train_speed --sizes 32 64 --steps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks.common import emit, gemm_gflops, log
+
+
+def measure(name: str, data, batch_size: int, steps: int, ae_steps: int) -> dict:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from envad.training.algorithms import get
+    from envad.training.batches import EnvBalancedSampler
+    from envad.training.models import EncoderConfig
+
+    sampler = EnvBalancedSampler(data.envs, batch_size, 4, seed=0)
+    batches = [[data.batch(e, r) for e, r in step] for step in sampler.epoch(0)]
+    batches = (batches * (steps + 2))[:steps + 2]
+    hparams = {"ae_steps": ae_steps} if name == "ea_mocov3" else None
+    torch.manual_seed(0)
+    algorithm = get(name)(EncoderConfig(data.size), hparams, num_envs=len(data.env_names),
+                          total_steps=1000, seed=0)
+    record = {"algorithm": name, "size": data.size, "batch_size": batch_size,
+              "steps": steps}
+    started = time.perf_counter()
+    algorithm.prepare(data)
+    if name == "ea_mocov3":
+        record["prepare_seconds"] = round(time.perf_counter() - started, 2)
+        record["prepare_ae_steps"] = ae_steps
+    if not algorithm.trains:
+        return record
+    images = sum(len(b.y) for b in batches[0])
+    with FlopCounterMode(display=False) as counter:
+        algorithm.update(batches[0])                       # also the warm-up
+    algorithm.update(batches[1])
+    started = time.perf_counter()
+    for step in batches[2:]:
+        algorithm.update(step)
+    seconds = time.perf_counter() - started
+    record["images_per_s"] = round(steps * images / seconds, 1)
+    record["gflop_per_image"] = round(counter.get_total_flops() / images / 1e9, 3)
+    record["achieved_gflops"] = round(record["images_per_s"] * record["gflop_per_image"], 1)
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
+    parser.add_argument("--algorithms", nargs="+", default=None, help="default: all")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per algorithm")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--ae-steps", type=int, default=20,
+                        help="autoencoder steps for EA-MoCo's timed preparation")
+    args = parser.parse_args(argv)
+
+    from envad.training.algorithms import names
+    from envad.training.batches import TrainData
+    from envad.training.data import load_folder
+    from envad.training.photodigits import generate
+
+    gemm = gemm_gflops()
+    log(f"float32 GEMM: {gemm:.1f} GFLOP/s, torch threads {torch.get_num_threads()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes:
+            root = generate(Path(tmp) / f"pd{size}", size, 0, progress=False,
+                            train_per_camera=100, test_per_camera=5)
+            ds = load_folder(root)
+            data = TrainData(ds, ds.indices("train", normal_only=True), size,
+                             ds.envs("train"))
+            erm_rate = None
+            for name in args.algorithms or names():
+                log(f"{name} at {size} px ...")
+                record = measure(name, data, args.batch_size, args.steps, args.ae_steps)
+                if name == "erm":
+                    erm_rate = record["images_per_s"]
+                if "images_per_s" in record:
+                    record["fraction_of_gemm"] = round(record["achieved_gflops"] / gemm, 3)
+                    if erm_rate:
+                        record["relative_to_erm"] = round(record["images_per_s"] / erm_rate,
+                                                          3)
+                emit({"benchmark": "train_speed", **record, "gemm_gflops": round(gemm, 1),
+                      "torch_threads": torch.get_num_threads()})
+
+
+if __name__ == "__main__":
+    main()
