@@ -135,8 +135,8 @@ def generate(out_dir: str | Path, size: int = 32, seed: int = 0, *, progress: bo
         writer.writerows(rows)
     (out / "ad_spec.json").write_text(json.dumps(
         {"normal_a": [str(d) for d in NORMAL_A], "normal_b": [str(d) for d in NORMAL_B]}))
-    np.savez_compressed(out / "digits.npz", ids=np.array([r["id"] for r in rows]),
-                        digits=np.stack(contents))
+    write_npz(out / "digits.npz", ids=np.array([r["id"] for r in rows]),
+              digits=np.stack(contents))
     (out / "photodigits.json").write_text(json.dumps({
         "name": f"photodigits-{size}", "version": VERSION, "size": size, "seed": seed,
         "train_per_camera": train_per_camera, "test_per_camera": test_per_camera,
@@ -151,6 +151,18 @@ def load_content(root: str | Path) -> dict[str, np.ndarray]:
     """The clean 8x8 digit (0..16) behind each image id, from `digits.npz`."""
     with np.load(Path(root) / "digits.npz") as data:
         return dict(zip(data["ids"].tolist(), data["digits"]))
+
+
+def write_npz(path: Path, **arrays: np.ndarray) -> None:
+    """Like np.savez_compressed, but byte-identical across runs (fixed zip timestamps)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with archive.open(info, "w", force_zip64=True) as handle:
+                np.lib.format.write_array(handle, np.asarray(array), allow_pickle=False)
 
 
 def _digit_pools(targets: np.ndarray, rng: np.random.Generator):
