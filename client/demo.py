@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_EPOCHS = 3
+DEFAULT_EPOCHS = 1
 DESCRIPTION = (
     "What this measures: detectors are fit on embeddings of normal images (digits 0-5) "
     "from 6 training cameras, then score 900 images from 3 unseen cameras, 40% of which "
@@ -34,8 +34,13 @@ def log(message: str) -> None:
 
 
 def run_demo(workdir: Path, *, epochs: int = DEFAULT_EPOCHS, algorithm: str = "erm",
-             seed: int = 0, keep_encoder: bool = False) -> dict:
-    """Run every stage in `workdir`; returns the report (also written to report.json)."""
+             seed: int = 0, fresh: bool = False) -> dict:
+    """Run every stage in `workdir`; returns the report (also written to report.json).
+
+    PhotoDigits is regenerated every time (deterministic). The training run lives in
+    `workdir/runs/ALGORITHM-eEPOCHS-sSEED`: training reuses a finished run with the same
+    settings and resumes an interrupted one; `fresh` deletes the whole workdir first.
+    """
     from envad.client.backfill import BackfillOptions, run_backfill
     from envad.client.demo_report import auc_table, format_table, load_scores, plot_roc
     from envad.client.library import EnvadClient
@@ -46,13 +51,16 @@ def run_demo(workdir: Path, *, epochs: int = DEFAULT_EPOCHS, algorithm: str = "e
 
     started = time.monotonic()
     timings: dict[str, float] = {}
+    if fresh:
+        shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True, exist_ok=True)
     dataset, models, data = workdir / "photodigits", workdir / "models", workdir / "data"
     encoder = models / "encoder.onnx"
     # a fresh store, checkpoints and outputs on every run (results must not mix runs)
     for stale in (data, workdir / "checkpoints"):
         shutil.rmtree(stale, ignore_errors=True)
-    for stale in (workdir / "scores.jsonl", workdir / "roc.png", workdir / "report.json"):
+    for stale in (workdir / "scores.jsonl", workdir / "roc.png", workdir / "report.json",
+                  workdir / "server.log"):
         stale.unlink(missing_ok=True)
 
     def stage(name: str, t0: float) -> None:
@@ -60,23 +68,21 @@ def run_demo(workdir: Path, *, epochs: int = DEFAULT_EPOCHS, algorithm: str = "e
         log(f"{name}: {timings[name]:.1f}s")
 
     t0 = time.monotonic()
-    if not (keep_encoder and encoder.exists()):
-        from envad.training.photodigits import generate
+    from envad.training.photodigits import generate
 
-        shutil.rmtree(dataset, ignore_errors=True)
-        log(f"generating PhotoDigits (32 px) in {dataset}")
-        generate(dataset, size=32, seed=seed)
-        stage("generate", t0)
+    log(f"generating PhotoDigits (32 px) in {dataset}")
+    generate(dataset, size=32, seed=seed, progress=False)
+    stage("generate", t0)
 
-        t0 = time.monotonic()
-        log(f"training a {algorithm} encoder for {epochs} epoch(s)")
-        run_dir = train_encoder(dataset, workdir / "run", algorithm=algorithm, epochs=epochs,
-                                seed=seed, image_size=32)
-        models.mkdir(parents=True, exist_ok=True)
-        export_encoder(run_dir, encoder)
-        stage("train+export", t0)
-    else:
-        log(f"reusing {encoder} (--keep-encoder)")
+    t0 = time.monotonic()
+    run_dir = workdir / "runs" / f"{algorithm}-e{epochs}-s{seed}"
+    log(f"training a {algorithm} encoder for {epochs} epoch(s) in {run_dir}")
+    run_dir = train_encoder(dataset, run_dir, algorithm=algorithm, epochs=epochs, seed=seed,
+                            image_size=32)
+    shutil.rmtree(models, ignore_errors=True)
+    export_encoder(run_dir, encoder)
+    log(f"encoder: {encoder}")
+    stage("train+export", t0)
 
     t0 = time.monotonic()
     server = LocalServer(data, models, log_path=workdir / "server.log")
@@ -149,11 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS, help="training epochs")
     parser.add_argument("--algorithm", default="erm", help="pretraining algorithm")
     parser.add_argument("--seed", type=int, default=0, help="data and training seed")
-    parser.add_argument("--keep-encoder", action="store_true",
-                        help="reuse the dataset and encoder of a previous run")
+    parser.add_argument("--fresh", action="store_true",
+                        help="delete the workdir first (otherwise a finished training run "
+                             "with the same settings is reused)")
     args = parser.parse_args(argv)
     run_demo(args.workdir, epochs=args.epochs, algorithm=args.algorithm, seed=args.seed,
-             keep_encoder=args.keep_encoder)
+             fresh=args.fresh)
     return 0
 
 

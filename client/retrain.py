@@ -121,7 +121,8 @@ def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> di
     from envad.client.training_bridge import train_encoder
 
     run_dir = train_encoder(spec.dataset, Path(spec.workdir) / "run", algorithm=spec.algorithm,
-                            epochs=spec.epochs, seed=spec.seed, image_size=spec.image_size)
+                            epochs=spec.epochs, seed=spec.seed, image_size=spec.image_size,
+                            model_id=spec.model_id or None, progress=progress)
     return {"run_dir": str(run_dir)}
 
 
@@ -132,7 +133,7 @@ def _export(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> d
     else:
         from envad.client.training_bridge import export_encoder
 
-        export_encoder(Path(state.done["train"]["run_dir"]), out, model_id=spec.model_id or None)
+        export_encoder(Path(state.done["train"]["run_dir"]), out)
     meta = onnx_metadata(out)
     if "envad.model_id" not in meta:
         raise InvalidInput(f"{out} is not an envad encoder (no envad.model_id metadata; see "

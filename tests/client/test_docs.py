@@ -20,12 +20,12 @@ def test_client_doc_example_runs(envad_server, tmp_path, monkeypatch, capsys) ->
     (block,) = python_blocks(DOC.read_text())
     images = tmp_path / "images"
     images.mkdir()
-    for n in range(12):
+    for n in range(24):
         (images / f"img{n:02d}.png").write_bytes(png_bytes(n, 32))
     monkeypatch.setenv("ENVAD_SERVER", envad_server.address)
     monkeypatch.chdir(tmp_path)
     exec(compile(block, str(DOC), "exec"), {"DEMO_IMAGES": str(images)})
     out = capsys.readouterr().out
-    assert out.startswith("12 new rows, 0 already stored")
+    assert out.startswith("24 new rows, 0 already stored")
     assert "evidence:" in out
-    assert pq.read_table(tmp_path / "embeddings.parquet").num_rows == 6
+    assert pq.read_table(tmp_path / "embeddings.parquet").num_rows == 12

@@ -18,7 +18,7 @@ from tiny_encoder import build_tiny_encoder
 
 
 def test_rollout_of_a_new_encoder(envad_server, tmp_path) -> None:
-    dataset = make_folder_dataset(tmp_path / "ds", per_env=8)
+    dataset = make_folder_dataset(tmp_path / "ds", per_env=12)
     new_model = build_tiny_encoder(tmp_path / "new.onnx", model_id="tiny-v2", dim=8, seed=1)
     spec = RetrainSpec(dataset="", workdir=str(tmp_path / "job"), model_file=str(new_model),
                        detectors=("KNN",))
@@ -30,7 +30,7 @@ def test_rollout_of_a_new_encoder(envad_server, tmp_path) -> None:
 
         state = run_retrain(client, spec, until="snapshot", progress=False, say=lambda m: None)
         assert list(state.done) == ["train", "export", "install", "snapshot"]
-        assert state.done["snapshot"]["rows"] == 16
+        assert state.done["snapshot"]["rows"] == 24
         assert client.info().active_model.model_id == "tiny-test"  # not switched yet
         assert "tiny-v2" in {m.model_id for m in client.list_models().models}
 
@@ -40,8 +40,8 @@ def test_rollout_of_a_new_encoder(envad_server, tmp_path) -> None:
         assert sum("done before" in m for m in said) == 4
         info = client.info()
         assert info.active_model.model_id == "tiny-v2" and info.active_model.embedding_dim == 8
-        assert info.total_rows == 16 and info.env_counts == {"cam0": 8, "cam1": 8}
-        assert info.bundle is not None and info.bundle.n_samples == 16
+        assert info.total_rows == 24 and info.env_counts == {"cam0": 12, "cam1": 12}
+        assert info.bundle is not None and info.bundle.n_samples == 24
         new_ids = sorted(i for b in client.export(with_vectors=False)
                          for i in b.column("id").to_pylist())
         assert new_ids == old_ids
