@@ -68,8 +68,9 @@ def test_ray_rows_are_served(local_ray, envad_server, tmp_path) -> None:
     again = run_ray_backfill(source, target, tmp_path / "ck.jsonl", BackfillOptions(), options,
                              resume=True, progress=False)
     assert again.already_done == 20 and again.processed == 0
+    one_chunk = RayOptions(workers=2, batch_size=10, chunk_size=64)
     fresh = run_ray_backfill(source, target, tmp_path / "other.jsonl", BackfillOptions(),
-                             options, progress=False)
+                             one_chunk, progress=False)
     assert fresh.ok == 20 and fresh.inserted == 0  # ids already stored are not written twice
     table = lance.dataset(target.table_uri).to_table(columns=["id"])
     assert table.num_rows == 20 and len(set(table.column("id").to_pylist())) == 20
