@@ -9,7 +9,7 @@ import pytest
 
 from client_archives import make_folder_dataset
 from envad.client import EnvadClient
-from envad.client.backfill import run_backfill
+from envad.client.backfill import BackfillOptions, run_backfill
 from envad.client.results import RowFilter
 from envad.client.retrain import STEPS, RetrainSpec, run_retrain
 from envad.client.sources import open_source
@@ -64,3 +64,24 @@ def test_another_job_in_the_same_workdir_is_refused(envad_server, tmp_path) -> N
                         say=lambda m: None)
         with pytest.raises(InvalidInput, match="unknown step"):
             run_retrain(client, spec, until="deploy", progress=False)
+
+
+def test_retrain_trains_a_new_encoder_through_the_cli(envad_server, tmp_path, capsys) -> None:
+    pytest.importorskip("torch")
+    from envad.client.cli import main
+    from envad.training.photodigits import generate
+
+    dataset = generate(tmp_path / "pd", size=32, progress=False, train_per_camera=12,
+                       test_per_camera=5)
+    with EnvadClient(envad_server.address) as client:
+        run_backfill(client, open_source(dataset), tmp_path / "ck.jsonl",
+                     BackfillOptions(splits=("train", "val")), progress=False)
+    code = main(["retrain", "--server", envad_server.address, "--data", str(dataset),
+                 "--workdir", str(tmp_path / "job"), "--epochs", "1", "--detectors", "KNN",
+                 "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0 and "retrained: model erm-pd-32px-e1-s0 active, 72 rows re-embedded" in out
+    with EnvadClient(envad_server.address) as client:
+        info = client.info()
+    assert info.active_model.algorithm == "erm" and info.active_model.embedding_dim == 512
+    assert info.total_rows == 72 and info.bundle.n_samples == 66
