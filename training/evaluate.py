@@ -14,6 +14,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import platform
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,17 +103,47 @@ def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray) ->
         for name, s in named.items()}, named
 
 
+def _run_dir(config: EvalConfig, algorithm: str, seed: int) -> Path:
+    runs_dir = Path(config.runs_dir or Path(config.out) / "runs")
+    return runs_dir / f"{algorithm}-{config.size}px-s{seed}"
+
+
+def machine() -> dict:
+    """Where the numbers came from (quoted in reports)."""
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"platform": platform.platform(), "processor": platform.machine(),
+            "cpu_count": os.cpu_count(), "gpu": gpu, "torch": torch.__version__}
+
+
+def training_summary(run_dir: Path) -> dict:
+    """Training time and last validation metrics of a finished run (from its run.json)."""
+    from envad.training.run import read_run
+
+    run = read_run(run_dir)
+    last = run["epochs"][-1] if run["epochs"] else {}
+    return {"run_dir": str(run_dir), "train_seconds": round(sum(
+        e.get("seconds", 0.0) for e in run["epochs"]), 2),
+        **{k: last[k] for k in ("val_knn_acc", "val_acc") if last.get(k) is not None}}
+
+
 def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
-                 progress: bool = True) -> dict:
-    """Train/reuse one encoder, fit and score every detector; returns the result record."""
+                 progress: bool = True) -> tuple[dict, dict]:
+    """Train/reuse one encoder, fit and score every detector.
+
+    Returns the result record (JSON) and the test labels, cameras and plain scores
+    (arrays for the .npz next to it).
+    """
     from envad.training.run import ENCODER_FILE, TrainConfig, train
 
-    runs_dir = Path(config.runs_dir or Path(config.out) / "runs")
+    started = time.monotonic()
     run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
-                                out=runs_dir / f"{algorithm}-{config.size}px-s{seed}",
+                                out=_run_dir(config, algorithm, seed),
                                 size=config.size, epochs=config.epochs,
                                 batch_size=config.batch_size, seed=seed, device=config.device),
                     progress=progress, resume=True)
+    trained = time.monotonic()
     encoder = OnnxEncoder(run_dir / ENCODER_FILE)
     records = dataset.records
     fit_idx = fit_indices(dataset)
@@ -147,6 +180,10 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
         result["variants"][variant] = entry
         if variant == "plain":
             raw_scores = named
+    result["training"] = training_summary(run_dir)
+    result["seconds"] = {"train_call": round(trained - started, 2),
+                         "evaluate": round(time.monotonic() - trained, 2)}
+    result["machine"] = machine()
     return result, {"labels": test_labels, "envs": test_envs,
                     **{f"score:{k}": v for k, v in raw_scores.items()}}
 
@@ -172,6 +209,9 @@ def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
         if path.is_file():
             cached = json.loads(path.read_text())
             if cached.get("config") == identity:
+                run_dir = _run_dir(config, algorithm, seed)
+                if "training" not in cached and run_dir.is_dir():  # written before it existed
+                    cached["training"] = training_summary(run_dir)
                 results.append(cached)
                 continue
         result, scores = evaluate_run(config, dataset, algorithm, seed, progress)

@@ -57,21 +57,44 @@ def markdown_table(cells: dict, rows: list[str], algorithms: list[str],
     return "\n".join(lines)
 
 
+def summary_table(tables: dict, results: list[dict], algorithms: list[str]) -> str:
+    """One row per pretraining: Mean AD on unseen cameras (pooled, per camera) beside the
+    in-distribution reference, the ensemble, the Stylist variant and the encoder's val
+    bucket accuracy (k-NN), so the OOD numbers can be read against the ID ones."""
+    from envad.training.evaluate import ENSEMBLE
+
+    columns = [("OOD pooled", ("plain", "ood", "pooled"), MEAN_AD),
+               ("OOD per camera", ("plain", "ood", "per_camera_mean"), MEAN_AD),
+               ("ID pooled", ("plain", "id", "pooled"), MEAN_AD),
+               ("Ensemble OOD", ("plain", "ood", "pooled"), ENSEMBLE),
+               ("+Stylist OOD", ("stylist", "ood", "pooled"), MEAN_AD)]
+    columns = [c for c in columns if c[1] in tables]
+    head = ["pretraining"] + [c[0] for c in columns] + ["Stylist fraction", "val k-NN acc"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for algorithm in algorithms:
+        runs = [r for r in results if r["algorithm"] == algorithm]
+        cells = [_fmt(tables[key][(row, algorithm)]) for _, key, row in columns]
+        fractions = sorted({r["stylist"]["fraction"] for r in runs if "stylist" in r})
+        accuracy = [r["training"]["val_knn_acc"] for r in runs
+                    if "val_knn_acc" in r.get("training", {})]
+        acc = mean_std(accuracy)
+        cells += [", ".join(f"{f:g}" for f in fractions) or "–",
+                  _fmt((acc[0], acc[1], len(accuracy)))]
+        lines.append(f"| {algorithm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def write_report(config, dataset, results: list[dict], out: Path) -> None:
     from envad.training.evaluate import ENSEMBLE, fit_indices
     from envad.training.plots import write_plots
-    from envad.training.references import reference_rows
+    from envad.training.references import cached_reference_rows
 
     detectors = list(config.detectors)
     algorithms = [a for a in config.algorithms if any(r["algorithm"] == a for r in results)]
     rows = detectors + [ENSEMBLE, MEAN_AD]
-    ref_path = out / "references.json"
-    if ref_path.is_file():
-        references = json.loads(ref_path.read_text())
-    else:
-        references = reference_rows(dataset, fit_indices(dataset),
-                                    dataset.indices(split="test"), config.size)
-        ref_path.write_text(json.dumps(references, indent=1))
+    references = cached_reference_rows(dataset, fit_indices(dataset),
+                                       dataset.indices(split="test"), config.size,
+                                       out / "references.json", config.max_fit)
     variants = ["plain"] + (["stylist"] if config.stylist_fractions else [])
     has_id = any("id" in r["variants"]["plain"] for r in results)
     sections = []
@@ -86,6 +109,8 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
                     f"mean ± std over seeds {seeds}; {config.size} px, {config.epochs} "
                     f"epoch(s). Detectors are fitted on the training cameras' normal `train` "
                     f"images only.\n")
+    sections.append("## Summary: Mean AD per pretraining\n\n"
+                    + summary_table(tables, results, algorithms) + "\n")
     titles = {("ood", "pooled"): "Unseen cameras (test), pooled ROC-AUC",
               ("ood", "per_camera_mean"): "Unseen cameras (test), mean per-camera ROC-AUC",
               ("id", "pooled"): "Training cameras, held-out instances (id_test), pooled",

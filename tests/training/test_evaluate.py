@@ -11,7 +11,9 @@ from sklearn.metrics import roc_auc_score
 
 from envad.server.detectors import registry
 from envad.training.data import load_dataset
-from envad.training.evaluate import ENSEMBLE, EvalConfig, fit_indices, run_evaluation
+from envad.training.evaluate import (
+    ENSEMBLE, EvalConfig, choose_stylist_fraction, fit_indices, run_evaluation,
+)
 
 ALGORITHMS = ("random", "erm")
 
@@ -34,6 +36,7 @@ def test_report_files_and_structure(smoke_report):
     table = (out / "table.md").read_text()
     assert "| detector | random | erm |" in table and "**Mean AD**" in table
     assert "random+Stylist" in table and "raw pixels" in table and "content oracle" in table
+    assert "## Summary: Mean AD per pretraining" in table and "| ID pooled |" in table
     for row in registry.names() + [ENSEMBLE]:
         assert f"| {row} |" in table
     results = json.loads((out / "results.json").read_text())
@@ -45,6 +48,10 @@ def test_report_files_and_structure(smoke_report):
         assert 0.0 <= scores["pooled"] <= 1.0
         assert set(scores["per_camera"]) == {"cam-rocket", "cam-moon", "cam-coins"}
     assert 0.0 <= run["stylist"]["fraction"] < 1.0
+    assert set(run["stylist"]["val_scores"]) == {str(f) for f in config.stylist_fractions}
+    assert set(run["variants"]["plain"]["id"]) == set(ood)  # the ID reference beside OOD
+    assert 0.0 <= run["training"]["val_knn_acc"] <= 1.0 and run["seconds"]["evaluate"] > 0
+    assert run["machine"]["cpu_count"] >= 1
     assert set(results["references"]) == {"raw pixels", "content oracle"}
     with open(out / "table.csv") as handle:
         rows = list(csv.DictReader(handle))
@@ -71,21 +78,38 @@ def test_detectors_never_see_test_or_anomalous_images(tiny_photodigits):
 
 
 def test_fit_rows_are_exactly_the_normal_train_rows(smoke_report, monkeypatch):
-    """Spy on the bundle fit inside a run: it receives the train normals and nothing else."""
+    """Spy on embedding and bundle fitting inside a run: every detector fit receives the
+    embeddings of the training cameras' normal `train` rows, and of nothing else."""
     import envad.training.evaluate as evaluate
 
-    config, out = smoke_report
+    config, _ = smoke_report
     dataset = load_dataset(config.data)
-    seen = []
-    real_fit = evaluate.fit_bundle
+    embedded, fitted = [], []
+    real_embed, real_fit = evaluate.embed, evaluate.fit_bundle
 
-    def spy(X, **kwargs):
-        seen.append(len(X))
+    def embed_spy(encoder, data, indices, *args, **kwargs):
+        X = real_embed(encoder, data, indices, *args, **kwargs)
+        embedded.append((np.asarray(indices).copy(), X))
+        return X
+
+    def fit_spy(X, **kwargs):
+        fitted.append(np.asarray(X))
         return real_fit(X, **kwargs)
 
-    monkeypatch.setattr(evaluate, "fit_bundle", spy)
+    monkeypatch.setattr(evaluate, "embed", embed_spy)
+    monkeypatch.setattr(evaluate, "fit_bundle", fit_spy)
     evaluate.evaluate_run(config, dataset, "random", 0, progress=False)
-    assert seen and set(seen) == {len(fit_indices(dataset))}
+    assert len(fitted) == 2  # plain and Stylist
+    test_envs = set(dataset.envs("test"))
+    for X in fitted:
+        sources = [idx for idx, E in embedded if E.shape == X.shape and np.array_equal(E, X)]
+        assert len(sources) == 1
+        rows = [dataset.records[i] for i in sources[0]]
+        assert sorted(sources[0]) == sorted(fit_indices(dataset))
+        assert all(r.split == "train" and not r.is_anomaly and r.env not in test_envs
+                   for r in rows)
+    scored = {dataset.records[i].split for idx, _ in embedded for i in idx}
+    assert {"test", "id_test"} <= scored  # the other splits were embedded, only for scoring
 
 
 def test_interrupted_evaluation_resumes_from_finished_runs(smoke_report, monkeypatch):
@@ -100,3 +124,35 @@ def test_interrupted_evaluation_resumes_from_finished_runs(smoke_report, monkeyp
     monkeypatch.setattr(evaluate, "evaluate_run", must_not_run)
     run_evaluation(config, progress=False)
     assert (out / "table.md").is_file()
+
+
+def _camera_embeddings(rng, style_dims: int, per_camera: int):
+    """6 cameras with skewed bucket mixes; 8 content dims follow the bucket, `style_dims`
+    dims are the camera's style: its own offset plus strong per-image variation."""
+    X, envs, buckets = [], [], []
+    offsets = np.random.default_rng(42).normal(0, 4.0, (6, style_dims))
+    for camera, p_a in enumerate((0.9, 0.8, 0.7, 0.3, 0.2, 0.1)):
+        b = (rng.random(per_camera) > p_a).astype(int)
+        content = 2.0 * b[:, None] + rng.normal(0, 0.5, (per_camera, 8))
+        style = offsets[camera] + rng.normal(0, 2.0, (per_camera, style_dims))
+        X.append(np.hstack([content, style]))
+        envs += [f"cam{camera}"] * per_camera
+        buckets.append(b)
+    return np.vstack(X), np.array(envs), np.concatenate(buckets)
+
+
+@pytest.mark.parametrize("style_dims", [8, 0])
+def test_stylist_fraction_is_chosen_on_training_cameras_only(style_dims):
+    """Camera-style dimensions hide content from a camera left out: the criterion drops
+    some when present, and drops nothing when every dimension carries content."""
+    rng = np.random.default_rng(0)
+    X_fit, fit_envs, fit_b = _camera_embeddings(rng, style_dims, 60)
+    X_val, val_envs, val_b = _camera_embeddings(rng, style_dims, 20)
+    best, scores = choose_stylist_fraction(X_fit, fit_envs, fit_b, X_val, val_envs, val_b,
+                                           (0.0, 0.25, 0.5))
+    assert set(scores) == {0.0, 0.25, 0.5}
+    assert scores[best] == max(scores.values())
+    if style_dims:
+        assert best > 0.0 and scores[best] > scores[0.0] + 0.05
+    else:
+        assert best == 0.0

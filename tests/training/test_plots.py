@@ -1,0 +1,50 @@
+"""Evaluation plots are written as readable PNGs from synthetic results."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from envad.training import plots
+from envad.training.report import MEAN_AD
+
+ALGORITHMS = ["erm", "ea_mocov3"]
+ROWS = ["KNN", "KDE", MEAN_AD]
+
+
+def _tables():
+    cells = {(r, a): (0.5 + 0.1 * i + 0.05 * j, 0.02, 3)
+             for i, r in enumerate(ROWS) for j, a in enumerate(ALGORITHMS)}
+    return {(v, "ood", "pooled"): cells for v in ("plain", "stylist")}
+
+
+def _runs():
+    rng = np.random.default_rng(0)
+    labels = rng.random(120) < 0.4
+    envs = np.array(["cam-rocket", "cam-moon", "cam-coins"] * 40)
+    return {a: {"labels": labels, "envs": envs,
+                "scores": np.clip(rng.random(120) * 0.8 + 0.2 * labels, 0, 1)}
+            for a in ALGORITHMS}
+
+
+def _png(path):
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.width > 200 and image.height > 200
+
+
+def test_every_plot_is_a_png(tmp_path):
+    tables, runs = _tables(), _runs()
+    plots.heatmap(tmp_path / "h.png", tables[("plain", "ood", "pooled")], ROWS, ALGORITHMS)
+    plots.mean_ad_bars(tmp_path / "m.png", tables, ALGORITHMS)
+    plots.roc_curves(tmp_path / "r.png", {a: (d["labels"], d["scores"]) for a, d in runs.items()})
+    plots.camera_histograms(tmp_path / "c.png", runs)
+    for name in ("h.png", "m.png", "r.png", "c.png"):
+        _png(tmp_path / name)
+
+
+def test_histogram_grid_has_a_panel_per_algorithm_and_camera(tmp_path):
+    runs = _runs()
+    plots.camera_histograms(tmp_path / "one.png", {"erm": runs["erm"]})
+    plots.camera_histograms(tmp_path / "two.png", runs)
+    with Image.open(tmp_path / "one.png") as one, Image.open(tmp_path / "two.png") as two:
+        assert two.height > one.height and two.width == one.width

@@ -1,0 +1,212 @@
+"""Assemble docs/RESULTS.md from `envad evaluate` report directories.
+
+Every number comes from a report's results.json / table.md (and its runs' run.json for
+training times); the paper's Table 1 (arXiv 2210.03103, iWildCam) is quoted for the
+side-by-side. Claims are judged against the spread over seeds, not the mean alone.
+
+    python -m envad.training.report_results --report var/results/pd32 \\
+        --command "envad evaluate ..." --wall-time "1h 52m" --out docs/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from envad.training.metrics import mean_std
+
+# The paper's Table 1 (ROC-AUC %, iWildCam), columns that have an envad algorithm.
+PAPER_TABLE1 = {
+    "random": [65.2, 50.1, 65.1, 57.9, 64.1, 43.2, 73.2, 62.6, 60.2],
+    "erm": [63.1, 67.7, 63.8, 67.5, 40.4, 61.0, 75.7, 65.1, 63.0],
+    "fish": [68.0, 66.1, 66.7, 65.5, 63.3, 59.7, 72.0, 59.4, 65.1],
+    "irm": [64.3, 68.7, 66.2, 64.5, 64.4, 61.3, 77.7, 67.0, 66.8],
+    "lisa": [75.2, 76.5, 73.9, 78.4, 55.6, 65.1, 66.9, 77.4, 71.1],
+    "ea_mocov3": [70.9, 77.0, 71.1, 71.4, 67.7, 60.9, 77.0, 77.8, 71.7],
+    "mocov3": [68.4, 71.9, 66.9, 68.5, 63.9, 68.3, 78.9, 76.3, 70.4],
+}
+PAPER_ROWS = ["IsoForest", "INNE", "LODA", "OCSVM", "PCA", "LOF5", "KNN", "KDE", "Mean AD"]
+DISPLAY = {"random": "Random", "erm": "ERM", "irm": "IRM", "fish": "Fish", "lisa": "LISA",
+           "groupdro": "GroupDRO", "coral": "CORAL", "mocov3": "MoCo v3",
+           "ea_mocov3": "EA-MoCo"}
+SUPERVISED_ENV_AWARE = ("irm", "fish", "lisa", "groupdro", "coral")
+PLOTS = ("heatmap.png", "mean_ad.png", "roc.png", "camera_histograms.png")
+
+
+def per_seed(report: dict, algorithm: str, row: str = "Mean AD", variant: str = "plain",
+             split: str = "ood", metric: str = "pooled") -> list[float]:
+    """One value per seed (in %): a detector's ROC-AUC or Mean AD over the detectors."""
+    detectors = report["config"]["detectors"]
+    values = []
+    for run in report["runs"]:
+        if run["algorithm"] != algorithm or split not in run["variants"].get(variant, {}):
+            continue
+        cells = run["variants"][variant][split]
+        names = detectors if row == "Mean AD" else [row]
+        values.append(100 * float(np.nanmean([cells[d][metric] for d in names])))
+    return values
+
+
+def compare(a: list[float], b: list[float]) -> str:
+    """'holds' if a's mean exceeds b's by more than the larger std over seeds, 'direction
+    only' if it exceeds it by less, 'does not hold' otherwise."""
+    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
+    if ma > mb + max(sa, sb):
+        return "holds"
+    return "direction only (gap within seed noise)" if ma > mb else "does not hold"
+
+
+def _cell(values: list[float]) -> str:
+    mean, std = mean_std(values)
+    return "–" if math.isnan(mean) else f"{mean:.1f} ± {std:.1f}"
+
+
+def claims(report: dict) -> list[str]:
+    """The paper's two claims, judged on Mean AD (pooled, unseen cameras)."""
+    algorithms = report["config"]["algorithms"]
+    scores = {a: per_seed(report, a) for a in algorithms}
+    scores = {a: v for a, v in scores.items() if v}
+    lines = []
+    if "erm" in scores:
+        for a in ("fish", "irm", "lisa"):
+            if a in scores:
+                lines.append(f"- {DISPLAY[a]} > ERM: {_cell(scores[a])} vs "
+                             f"{_cell(scores['erm'])} -> **{compare(scores[a], scores['erm'])}**")
+    if "ea_mocov3" in scores and "mocov3" in scores:
+        lines.append(f"- EA-MoCo > MoCo v3: {_cell(scores['ea_mocov3'])} vs "
+                     f"{_cell(scores['mocov3'])} -> "
+                     f"**{compare(scores['ea_mocov3'], scores['mocov3'])}**")
+    if "ea_mocov3" in scores and len(scores) > 1:
+        best = max(scores, key=lambda a: mean_std(scores[a])[0])
+        others = [a for a in scores if a != "ea_mocov3"]
+        runner = max(others, key=lambda a: mean_std(scores[a])[0])
+        verdict = compare(scores["ea_mocov3"], scores[runner]) if best == "ea_mocov3" else \
+            f"does not hold (best: {DISPLAY.get(best, best)} {_cell(scores[best])})"
+        lines.append(f"- EA-MoCo best of all pretrainings: {_cell(scores['ea_mocov3'])} -> "
+                     f"**{verdict}**")
+    return lines
+
+
+def beyond(report: dict) -> list[str]:
+    """Stylist, ensemble and the raw-pixel floor, averaged over pretrainings."""
+    algorithms = [a for a in report["config"]["algorithms"] if per_seed(report, a)]
+    lines = []
+    gains = [np.mean(per_seed(report, a, variant="stylist")) - np.mean(per_seed(report, a))
+             for a in algorithms if per_seed(report, a, variant="stylist")]
+    if gains:
+        lines.append(f"- Stylist feature selection changes Mean AD by {np.mean(gains):+.1f} "
+                     f"points on average over pretrainings (range {min(gains):+.1f} to "
+                     f"{max(gains):+.1f}).")
+    ens = [np.mean(per_seed(report, a, "Ensemble")) - np.mean(per_seed(report, a))
+           for a in algorithms]
+    if ens:
+        lines.append(f"- The ensemble differs from Mean AD by {np.mean(ens):+.1f} points on "
+                     f"average (range {min(ens):+.1f} to {max(ens):+.1f}).")
+    raw = report.get("references", {}).get("raw pixels")
+    if raw and algorithms:
+        knn = {a: np.mean(per_seed(report, a, "KNN")) for a in algorithms}
+        best = max(knn, key=knn.get)
+        lines.append(f"- KNN on raw pixels scores {100 * raw['pooled']:.1f}; the best encoder "
+                     f"under KNN ({DISPLAY.get(best, best)}) {knn[best]:.1f}.")
+    return lines
+
+
+def side_by_side(report: dict) -> str:
+    """The paper's Table 1 next to ours, cell by cell: 'paper / ours (mean over seeds)'."""
+    algorithms = [a for a in PAPER_TABLE1 if a in report["config"]["algorithms"]
+                  and per_seed(report, a)]
+    lines = ["| detector | " + " | ".join(DISPLAY[a] for a in algorithms) + " |",
+             "| --- |" + " --- |" * len(algorithms)]
+    for k, row in enumerate(PAPER_ROWS):
+        if row != "Mean AD" and row not in report["config"]["detectors"]:
+            continue
+        cells = [f"{PAPER_TABLE1[a][k]:.1f} / {np.mean(per_seed(report, a, row)):.1f}"
+                 for a in algorithms]
+        name = f"**{row}**" if row == "Mean AD" else row
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def training_times(report_dir: Path, report: dict) -> str:
+    """Mean training seconds per run and algorithm, from the runs' run.json."""
+    size = report["config"]["size"]
+    parts = []
+    for algorithm in report["config"]["algorithms"]:
+        seconds = []
+        for run in report["runs"]:
+            path = report_dir / "runs" / f"{algorithm}-{size}px-s{run['seed']}" / "run.json"
+            if run["algorithm"] == algorithm and path.is_file():
+                epochs = json.loads(path.read_text())["epochs"]
+                seconds.append(sum(e.get("seconds", 0.0) for e in epochs))
+        if seconds:
+            parts.append(f"{algorithm} {np.mean(seconds):.0f} s")
+    return ", ".join(parts)
+
+
+def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
+                   wall_time: str, machine: str) -> str:
+    """One report's part of RESULTS.md: setup, claims, side-by-side, full grid, plots."""
+    report = json.loads((report_dir / "results.json").read_text())
+    config, tag = report["config"], report_dir.name
+    seeds = sorted({r["seed"] for r in report["runs"]})
+    done = sorted({r["algorithm"] for r in report["runs"]}, key=config["algorithms"].index)
+    parts = [f"## {report['dataset']}, {config['size']} px\n",
+             f"- command: `{command}`" if command else "",
+             f"- wall time: {wall_time}; machine: {machine}" if wall_time else
+             f"- machine: {machine}",
+             f"- seeds {seeds}, {config['epochs']} epoch(s), batch {config['batch_size']}; "
+             f"pretrainings: {', '.join(done)}",
+             f"- training time per run (mean over seeds): {training_times(report_dir, report)}",
+             f"- every number below: `{report_dir}/results.json` and `table.md`\n"]
+    missing = [f"{a} s{s}" for a in config["algorithms"] for s in config["seeds"]
+               if not any(r["algorithm"] == a and r["seed"] == s for r in report["runs"])]
+    if missing:
+        parts.append(f"**Partial**: not yet evaluated: {', '.join(missing)}.\n")
+    parts += ["### The paper's claims on this data (Mean AD, pooled, unseen cameras)\n",
+              "\n".join(claims(report)) + "\n",
+              "### Beyond the paper\n", "\n".join(beyond(report)) + "\n",
+              "### Side by side with the paper's Table 1 (paper on iWildCam / envad here)\n",
+              side_by_side(report) + "\n"]
+    table = (report_dir / "table.md").read_text().split("\n", 3)[3]
+    parts.append(table.replace("\n## ", "\n### "))
+    for plot in PLOTS:
+        if (report_dir / plot).is_file():
+            target = img_dir / f"{tag}-{plot}"
+            shutil.copy(report_dir / plot, target)
+            parts.append(f"![{tag} {plot}]({Path(target).resolve().relative_to(out.parent.resolve())})\n")
+    return "\n".join(p for p in parts if p)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", type=Path, action="append", required=True,
+                        help="an `envad evaluate` output directory (repeatable)")
+    parser.add_argument("--command", action="append", default=[],
+                        help="the exact command that produced each --report, in order")
+    parser.add_argument("--wall-time", action="append", default=[],
+                        help="its measured wall time, in order")
+    parser.add_argument("--machine", required=True, help="where the reports were computed")
+    parser.add_argument("--intro", type=Path, help="Markdown placed after the title")
+    parser.add_argument("--out", type=Path, default=Path("docs/RESULTS.md"))
+    parser.add_argument("--img-dir", type=Path, default=Path("docs/img"))
+    args = parser.parse_args(argv)
+    args.img_dir.mkdir(parents=True, exist_ok=True)
+    parts = ["# Results: env-aware pretraining for anomaly detection on unseen cameras\n"]
+    if args.intro:
+        parts.append(args.intro.read_text())
+    for k, report_dir in enumerate(args.report):
+        command = args.command[k] if k < len(args.command) else ""
+        wall = args.wall_time[k] if k < len(args.wall_time) else ""
+        parts.append(report_section(report_dir, args.out, args.img_dir, command, wall,
+                                    args.machine))
+    args.out.write_text("\n".join(parts))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
