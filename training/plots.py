@@ -53,6 +53,10 @@ def mean_ad_bars(path: Path, tables: dict, algorithms: list[str]) -> None:
                label="embedding" if variant == "plain" else "+ Stylist")
     ax.set_xticks(x + width * (len(variants) - 1) / 2, algorithms, rotation=30, ha="right")
     ax.axhline(50, color="grey", lw=0.8, ls="--")
+    ends = [100 * (c[0] + s * c[1]) for v in variants for (row, _), c in
+            tables[(v, "ood", "pooled")].items() if row == MEAN_AD for s in (-1, 1)]
+    ends = [e for e in ends if np.isfinite(e)] + [50.0]
+    ax.set_ylim(max(min(ends) - 5, 0), min(max(ends) + 5, 100))  # the differences, not 0..100
     ax.set_ylabel("Mean AD ROC-AUC (%)")
     ax.set_title("Mean over detectors, unseen cameras (error bars: std over seeds)")
     ax.legend()
@@ -96,7 +100,7 @@ def camera_histograms(path: Path, runs: dict[str, dict]) -> None:
             ax.tick_params(labelsize=7)
     axes[0][0].legend(fontsize=7)
     fig.suptitle("Ensemble score per unseen camera: normals vs anomalies (first seed)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (2.2 * len(algorithms))))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 

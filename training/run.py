@@ -34,7 +34,7 @@ from envad.training.validation import validate
 log = logging.getLogger(__name__)
 RUN_FILE = "run.json"
 ENCODER_FILE = "encoder.onnx"
-MAX_REFERENCE = 2000   # training images embedded for the k-NN validation metric
+MAX_REFERENCE = 1000   # training images embedded for the k-NN validation metric
 MAX_VAL = 4000
 
 
