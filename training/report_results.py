@@ -132,20 +132,30 @@ def side_by_side(report: dict) -> str:
     return "\n".join(lines)
 
 
-def training_times(report_dir: Path, report: dict) -> str:
-    """Mean training seconds per run and algorithm, from the runs' run.json."""
-    size = report["config"]["size"]
+def training_times(report: dict) -> str:
+    """Mean training seconds per run and algorithm (recorded with each result)."""
     parts = []
     for algorithm in report["config"]["algorithms"]:
-        seconds = []
-        for run in report["runs"]:
-            path = report_dir / "runs" / f"{algorithm}-{size}px-s{run['seed']}" / "run.json"
-            if run["algorithm"] == algorithm and path.is_file():
-                epochs = json.loads(path.read_text())["epochs"]
-                seconds.append(sum(e.get("seconds", 0.0) for e in epochs))
+        seconds = [run["training"]["train_seconds"] for run in report["runs"]
+                   if run["algorithm"] == algorithm and "train_seconds" in
+                   run.get("training", {})]
         if seconds:
             parts.append(f"{algorithm} {np.mean(seconds):.0f} s")
     return ", ".join(parts)
+
+
+def machines(report: dict) -> str:
+    """Where the runs were computed, from the machine record of each result."""
+    seen = []
+    for run in report["runs"]:
+        m = run.get("machine")
+        if not m:
+            continue
+        text = (f"{m.get('gpu') or 'no GPU'}, {m.get('cpu_count')} CPU cores "
+                f"({m.get('processor')}), torch {m.get('torch')}")
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen) or "not recorded"
 
 
 def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
@@ -153,6 +163,7 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
     """One report's part of RESULTS.md: setup, claims, side-by-side, full grid, plots."""
     report = json.loads((report_dir / "results.json").read_text())
     config, tag = report["config"], report_dir.name
+    machine = machine or f"{machines(report)} (recorded with each run)"
     seeds = sorted({r["seed"] for r in report["runs"]})
     done = sorted({r["algorithm"] for r in report["runs"]}, key=config["algorithms"].index)
     parts = [f"## {report['dataset']}, {config['size']} px\n",
@@ -161,7 +172,8 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
              f"- machine: {machine}",
              f"- seeds {seeds}, {config['epochs']} epoch(s), batch {config['batch_size']}; "
              f"pretrainings: {', '.join(done)}",
-             f"- training time per run (mean over seeds): {training_times(report_dir, report)}",
+             (f"- training time per run (sum of its epochs, mean over seeds; EA-MoCo's "
+              f"autoencoder preparation not included): {training_times(report)}"),
              f"- every number below: `{report_dir}/results.json` and `table.md`\n"]
     missing = [f"{a} s{s}" for a in config["algorithms"] for s in config["seeds"]
                if not any(r["algorithm"] == a and r["seed"] == s for r in report["runs"])]
@@ -175,9 +187,12 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
     table = (report_dir / "table.md").read_text().split("\n", 3)[3]
     parts.append(table.replace("\n## ", "\n### "))
     for plot in PLOTS:
-        if (report_dir / plot).is_file():
-            target = img_dir / f"{tag}-{plot}"
-            shutil.copy(report_dir / plot, target)
+        source = report_dir / plot
+        if source.is_file():
+            target = source       # a report kept in the docs tree is linked where it is
+            if not source.resolve().is_relative_to(out.parent.resolve()):
+                target = img_dir / f"{tag}-{plot}"
+                shutil.copy(source, target)
             parts.append(f"![{tag} {plot}]({Path(target).resolve().relative_to(out.parent.resolve())})\n")
     return "\n".join(p for p in parts if p)
 
@@ -190,7 +205,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="the exact command that produced each --report, in order")
     parser.add_argument("--wall-time", action="append", default=[],
                         help="its measured wall time, in order")
-    parser.add_argument("--machine", required=True, help="where the reports were computed")
+    parser.add_argument("--machine", default="",
+                        help="where the reports were computed (default: the machine "
+                             "recorded with each run)")
     parser.add_argument("--intro", type=Path, help="Markdown placed after the title")
     parser.add_argument("--out", type=Path, default=Path("docs/RESULTS.md"))
     parser.add_argument("--img-dir", type=Path, default=Path("docs/img"))

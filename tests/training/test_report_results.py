@@ -93,3 +93,28 @@ def test_results_document_from_a_report_dir(tmp_path):
     assert "### Summary" in text and "EA-MoCo > MoCo v3" in text
     assert "![pd32 heatmap.png](img/pd32-heatmap.png)" in text
     assert (img / "pd32-heatmap.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_machine_and_training_time_come_from_the_recorded_runs(tmp_path):
+    report_dir, report = _report(tmp_path)
+    for run in report["runs"]:
+        run["training"] = {"train_seconds": 10.0 + run["seed"]}
+        run["machine"] = {"gpu": "NVIDIA H100 80GB HBM3", "cpu_count": 16,
+                          "processor": "x86_64", "torch": "2.11.0+cu130"}
+    (report_dir / "results.json").write_text(json.dumps(report))
+    assert rr.training_times(report).startswith("random 11 s, erm 11 s")
+    out = tmp_path / "RESULTS.md"
+    rr.main(["--report", str(report_dir), "--out", str(out), "--img-dir",
+             str(tmp_path / "img")])
+    assert ("- machine: NVIDIA H100 80GB HBM3, 16 CPU cores (x86_64), torch 2.11.0+cu130 "
+            "(recorded with each run)") in out.read_text()
+
+
+def test_a_report_inside_the_docs_tree_is_linked_not_copied(tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "results").mkdir(parents=True)
+    report_dir, _ = _report(docs / "results")
+    rr.main(["--report", str(report_dir), "--out", str(docs / "RESULTS.md"),
+             "--img-dir", str(docs / "img")])
+    assert "![pd32 heatmap.png](results/pd32/heatmap.png)" in (docs / "RESULTS.md").read_text()
+    assert not (docs / "img").exists() or not any((docs / "img").iterdir())
