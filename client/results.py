@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from envad.records import ItemError, Provenance
+
+
 
 def sha256_hex(data: bytes) -> str:
     """The default envad id of an image: the lowercase hex sha256 of its bytes."""
@@ -49,27 +52,6 @@ class RowFilter:
     envs: tuple[str, ...] = ()
     splits: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ItemError:
-    """A problem with one item of a batch or stream (never aborts the batch)."""
-
-    index: int
-    id: str
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Which encoder, detector bundle and store version produced a result."""
-
-    model_id: str = ""
-    model_sha256: str = ""
-    bundle_id: str = ""
-    table_version: int = 0
-    server_version: str = ""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from envad.server.domain import (
-    EmbedOutcome, FitOptions, FitOutcome, ImageInput, ImageResult, IngestTotals, ItemFailure,
+    EmbedOutcome, FitOptions, FitOutcome, ImageInput, ImageResult, IngestTotals, ItemError,
     Provenance, ScoreOptions, ScoreOutcome, ServerInfo,
 )
 from envad.server.encoder import ModelMeta
@@ -67,7 +67,7 @@ def provenance_out(p: Provenance) -> pb.Provenance:
                          server_version=p.server_version)
 
 
-def failure_out(f: ItemFailure) -> pb.ItemError:
+def failure_out(f: ItemError) -> pb.ItemError:
     return pb.ItemError(index=f.index, id=f.id, code=f.code, message=f.message)
 
 

@@ -9,6 +9,7 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 
+from envad.records import ItemError, Provenance
 from envad.server.index import Hit
 from envad.server.store import RowFilter
 
@@ -36,23 +37,6 @@ class ImageInput:
 
 
 @dataclass(frozen=True)
-class ItemFailure:
-    index: int
-    id: str
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Provenance:
-    model_id: str = ""
-    model_sha256: str = ""
-    bundle_id: str = ""
-    table_version: int = 0
-    server_version: str = ""
-
-
-@dataclass(frozen=True)
 class ScoreOptions:
     threshold: float | None = None
     top_k: int = 0
@@ -67,7 +51,7 @@ class ImageResult:
     index: int
     id: str
     env: str
-    error: ItemFailure | None = None
+    error: ItemError | None = None
     raw: dict[str, float] = field(default_factory=dict)
     calibrated: dict[str, float] = field(default_factory=dict)
     ensemble: float = 0.0
@@ -86,7 +70,7 @@ class ScoreOutcome:
 @dataclass(frozen=True)
 class EmbedOutcome:
     vectors: list  # per item: np.ndarray or None
-    failures: list[ItemFailure]
+    failures: list[ItemError]
     ids: list[str]
     dim: int
     provenance: Provenance
@@ -97,7 +81,7 @@ class IngestTotals:
     received: int = 0
     inserted: int = 0
     duplicates: int = 0
-    failures: list[ItemFailure] = field(default_factory=list)
+    failures: list[ItemError] = field(default_factory=list)
     provenance: Provenance = field(default_factory=Provenance)
 
 

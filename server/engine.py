@@ -1,7 +1,7 @@
 """The server's domain logic: score, embed, ingest, search, fit, export, models, info.
 
 The gRPC servicer only translates messages and calls these methods. Per-item problems
-(an undecodable image) become ItemFailure entries; request-level problems raise envad
+(an undecodable image) become ItemError entries; request-level problems raise envad
 errors, mapped to status codes in one table (errors.py).
 """
 
@@ -23,7 +23,7 @@ from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.persistence import BundleStore
 from envad.server.domain import (
     DEFAULT_SPLIT, EmbedOutcome, FitOptions, FitOutcome, ImageInput, ImageResult,
-    IngestTotals, ItemFailure, Provenance, ScoreOptions, ScoreOutcome, ServerInfo, sha256_hex,
+    IngestTotals, ItemError, Provenance, ScoreOptions, ScoreOutcome, ServerInfo, sha256_hex,
 )
 from envad.server.encoder import ModelMeta, ModelRegistry
 from envad.server.images import DecodeLimits, decode_image
@@ -148,7 +148,7 @@ class Engine:
     # ------------------------------------------------------------ embedding
 
     def _decode_all(self, images: Sequence[ImageInput], size: int
-                    ) -> tuple[list[int], np.ndarray, list[ItemFailure]]:
+                    ) -> tuple[list[int], np.ndarray, list[ItemError]]:
         futures = [self._decoder.submit(decode_image, img.data, size, self.limits)
                    for img in images]
         good, arrays, failures = [], [], []
@@ -158,14 +158,14 @@ class Engine:
                 good.append(index)
             except EnvadError as exc:
                 label = img.id or img.uri or f"#{index}"
-                failures.append(ItemFailure(index, img.resolved_id(), exc.code,
+                failures.append(ItemError(index, img.resolved_id(), exc.code,
                                             f"image {label}: {exc}"))
         batch = (np.stack(arrays) if arrays
                  else np.zeros((0, size, size, 3), dtype=np.uint8))
         return good, batch, failures
 
     def _embed_images(self, space: ModelSpace, images: Sequence[ImageInput]
-                      ) -> tuple[list[int], np.ndarray, list[ItemFailure]]:
+                      ) -> tuple[list[int], np.ndarray, list[ItemError]]:
         good, batch, failures = self._decode_all(images, space.encoder.input_size)
         vectors = space.batcher.embed(batch) if len(good) else np.zeros((0, space.encoder.dim),
                                                                          np.float32)
@@ -240,7 +240,7 @@ class Engine:
             totals.received += len(chunk)
             good, vectors, failures = self._embed_images(space, chunk)
             totals.failures.extend(
-                ItemFailure(f.index + offset, f.id, f.code, f.message) for f in failures)
+                ItemError(f.index + offset, f.id, f.code, f.message) for f in failures)
             rows = [self._row(chunk[i], vectors[r]) for r, i in enumerate(good)]
             if rows:
                 pending.append((space.writer.submit(rows),
@@ -266,11 +266,11 @@ class Engine:
         try:
             result = future.result()
         except EnvadError as exc:
-            totals.failures.extend(ItemFailure(i, row_id, exc.code, str(exc))
+            totals.failures.extend(ItemError(i, row_id, exc.code, str(exc))
                                    for i, row_id in items)
             return
         except Exception as exc:  # a store failure: report, never acknowledge
-            totals.failures.extend(ItemFailure(i, row_id, "INTERNAL", f"store write failed: {exc}")
+            totals.failures.extend(ItemError(i, row_id, "INTERNAL", f"store write failed: {exc}")
                                    for i, row_id in items)
             return
         totals.inserted += len(result.inserted)

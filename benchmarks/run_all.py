@@ -1,0 +1,71 @@
+"""Run every benchmark and keep its JSON lines: `make bench`.
+
+Each benchmark runs as its own process, one after the other (they measure ratios on the
+same machine, so they must not overlap); its JSON lines go to OUT/NAME.jsonl and its
+log to OUT/NAME.log. The int8 benchmark needs a trained encoder and PhotoDigits; by
+default it takes the demo's (`make demo` first), otherwise pass --model and --data.
+
+    python -m benchmarks.run_all [--out var/bench] [--only serving detectors]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DEMO_MODEL = Path("var/demo/models/encoder.onnx")
+DEMO_DATA = Path("var/demo/photodigits")
+
+
+def plan(model: Path, data: Path) -> dict[str, list[str]]:
+    """Benchmark name -> module arguments, in the order they run."""
+    return {
+        "serving": ["benchmarks.serving", "--sizes", "224", "64"],
+        "detectors_10k": ["benchmarks.detectors", "--sizes", "10000"],
+        "detectors_100k": ["benchmarks.detectors", "--sizes", "100000", "--detectors",
+                           "KNN", "KDE", "PCA", "IsoForest", "LODA"],
+        "train_speed": ["benchmarks.train_speed", "--sizes", "32", "64", "--rounds", "5"],
+        "quantized": ["benchmarks.quantized", "--model", str(model), "--data", str(data)],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("var/bench"))
+    parser.add_argument("--only", nargs="+", help="run these benchmarks only")
+    parser.add_argument("--model", type=Path, default=DEMO_MODEL)
+    parser.add_argument("--data", type=Path, default=DEMO_DATA)
+    args = parser.parse_args(argv)
+    benchmarks = plan(args.model, args.data)
+    unknown = set(args.only or []) - set(benchmarks)
+    if unknown:
+        parser.error(f"unknown benchmark(s) {sorted(unknown)}; known: {list(benchmarks)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = []
+    for name, module_args in benchmarks.items():
+        if args.only and name not in args.only:
+            continue
+        if name == "quantized" and not (args.model.is_file() and args.data.is_dir()):
+            print(f"[bench] quantized: skipped, no {args.model} or {args.data} "
+                  f"(run `make demo` or pass --model/--data)", flush=True)
+            continue
+        print(f"[bench] {name} ...", flush=True)
+        started = time.monotonic()
+        with open(args.out / f"{name}.jsonl", "w") as lines, \
+                open(args.out / f"{name}.log", "w") as log:
+            code = subprocess.call([sys.executable, "-m", *module_args], stdout=lines,
+                                   stderr=log)
+        print(f"[bench] {name}: exit {code}, {time.monotonic() - started:.0f} s, "
+              f"{args.out / name}.jsonl", flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print(f"[bench] failed: {failed} (see their .log files)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
