@@ -8,6 +8,7 @@ machine's float32 GEMM rate. EA-MoCo's one-off preparation (diffusion autoencode
 positive mining) is timed separately with `--ae-steps` autoencoder steps.
 
     nice python -m benchmarks.train_speed --sizes 32 64 --rounds 5
+    python -m benchmarks.train_speed --sizes 32 64 --rounds 20 --device cuda
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 from benchmarks.common import emit, gemm_gflops, log
 
 
-def build(name: str, data, ae_steps: int):
+def build(name: str, data, ae_steps: int, device: str):
     """The algorithm with default hyperparameters, prepared; returns it and its record."""
     from envad.training.algorithms import get
     from envad.training.models import EncoderConfig
@@ -38,11 +39,31 @@ def build(name: str, data, ae_steps: int):
     if name == "ea_mocov3":
         record["prepare_seconds"] = round(time.perf_counter() - started, 2)
         record["prepare_ae_steps"] = ae_steps
+    algorithm.to(device)       # as `envad train` does: preparation on the CPU, then move
     return algorithm, record
 
 
-def measure(names: list[str], data, batch_size: int, rounds: int, ae_steps: int
-            ) -> list[dict]:
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def device_gemm_gflops(device: str, n: int = 4096, repeats: int = 10) -> float:
+    """Sustained float32 matrix-product rate of the GPU (torch's default precision)."""
+    a, b = (torch.randn(n, n, device=device) for _ in range(2))
+    a @ b
+    synchronize(device)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ b
+        synchronize(device)
+        best = min(best, time.perf_counter() - started)
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def measure(names: list[str], data, batch_size: int, rounds: int, ae_steps: int,
+            device: str = "cpu") -> list[dict]:
     """Round-robin timing: each round times one step of every algorithm; the best round
     counts, so other jobs on a shared machine disturb the ratios less."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -50,9 +71,9 @@ def measure(names: list[str], data, batch_size: int, rounds: int, ae_steps: int
     from envad.training.batches import EnvBalancedSampler
 
     sampler = EnvBalancedSampler(data.envs, batch_size, 4, seed=0)
-    steps = [[data.batch(e, r) for e, r in step] for step in sampler.epoch(0)]
+    steps = [[data.batch(e, r, device) for e, r in step] for step in sampler.epoch(0)]
     images = sum(len(b.y) for b in steps[0])
-    built = {name: build(name, data, ae_steps) for name in names}
+    built = {name: build(name, data, ae_steps, device) for name in names}
     trained = [name for name in names if built[name][0].trains]
     for name in trained:
         algorithm, record = built[name]
@@ -62,8 +83,10 @@ def measure(names: list[str], data, batch_size: int, rounds: int, ae_steps: int
     best = {name: float("inf") for name in trained}
     for r in range(rounds):
         for name in trained:
+            synchronize(device)
             started = time.perf_counter()
             built[name][0].update(steps[(r + 1) % len(steps)])
+            synchronize(device)
             best[name] = min(best[name], time.perf_counter() - started)
     records = []
     for name in names:
@@ -85,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--ae-steps", type=int, default=20,
                         help="autoencoder steps for EA-MoCo's timed preparation")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args(argv)
 
     from envad.training.algorithms import names
@@ -92,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     from envad.training.data import load_folder
     from envad.training.photodigits import generate
 
-    gemm = gemm_gflops()
+    gemm = gemm_gflops() if args.device == "cpu" else device_gemm_gflops(args.device)
     log(f"float32 GEMM: {gemm:.1f} GFLOP/s, torch threads {torch.get_num_threads()}")
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
@@ -102,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
             data = TrainData(ds, ds.indices("train", normal_only=True), size,
                              ds.envs("train"))
             records = measure(args.algorithms or names(), data, args.batch_size,
-                              args.rounds, args.ae_steps)
+                              args.rounds, args.ae_steps, args.device)
             erm_rate = next((r["images_per_s"] for r in records if r["algorithm"] == "erm"),
                             None)
             for record in records:
@@ -111,7 +135,8 @@ def main(argv: list[str] | None = None) -> None:
                     if erm_rate:
                         record["relative_to_erm"] = round(record["images_per_s"] / erm_rate,
                                                           3)
-                emit({"benchmark": "train_speed", **record, "gemm_gflops": round(gemm, 1),
+                emit({"benchmark": "train_speed", **record, "device": args.device,
+                      "gemm_gflops": round(gemm, 1),
                       "torch_threads": torch.get_num_threads()})
 
 

@@ -60,8 +60,8 @@ def _isolation_forest(seed: int):
 @register("INNE", uses_scaler=False, quadratic=False,
           description="isolation using nearest-neighbour ensembles, 51 estimators")
 def _inne(seed: int):
-    from pyod.models.inne import INNE
-    return INNE(n_estimators=51, random_state=seed)
+    from envad.server.detectors.inne import VectorizedINNE
+    return VectorizedINNE(n_estimators=51, random_state=seed)
 
 
 @register("LODA", uses_scaler=True, quadratic=False,
