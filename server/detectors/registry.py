@@ -57,8 +57,14 @@ def _isolation_forest(seed: int):
     return IForest(random_state=seed)
 
 
-@register("INNE", uses_scaler=False, quadratic=False,
-          description="isolation using nearest-neighbour ensembles, 51 estimators")
+def _pyod_inne(seed: int):
+    from pyod.models.inne import INNE
+    return INNE(n_estimators=51, random_state=seed)
+
+
+@register("INNE", uses_scaler=False, quadratic=False, reference=_pyod_inne,
+          description="isolation using nearest-neighbour ensembles, 51 estimators "
+                      "(pyod's fit, vectorised scoring)")
 def _inne(seed: int):
     from envad.server.detectors.inne import VectorizedINNE
     return VectorizedINNE(n_estimators=51, random_state=seed)
