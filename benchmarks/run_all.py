@@ -26,7 +26,8 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
         "serving": ["benchmarks.serving", "--sizes", "224", "64"],
         "detectors_10k": ["benchmarks.detectors", "--sizes", "10000"],
         "detectors_100k": ["benchmarks.detectors", "--sizes", "100000", "--detectors",
-                           "KNN", "KDE", "PCA", "IsoForest", "LODA"],
+                           "IsoForest", "INNE", "LODA", "PCA", "KNN", "KDE",
+                           "--no-reference", "KNN", "KDE"],
         "train_speed": ["benchmarks.train_speed", "--sizes", "32", "64", "--rounds", "5"],
         "quantized": ["benchmarks.quantized", "--model", str(model), "--data", str(data)],
     }

@@ -1,0 +1,57 @@
+"""Benchmark JSON lines render as the Markdown tables of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks import report
+
+MACHINE = {"cpu_count": 2, "machine": "x86_64", "python": "3.11.7"}
+
+
+def _write(tmp_path, name, records):
+    path = tmp_path / name
+    path.write_text("\n".join(json.dumps({**r, "machine": MACHINE}) for r in records) + "\n")
+    return path
+
+
+def test_detectors_table_shows_ratios_and_missing_references(tmp_path):
+    path = _write(tmp_path, "detectors.jsonl", [
+        {"benchmark": "detectors", "detector": "INNE", "n_reference": 10000, "n_queries": 1000,
+         "fit_seconds_envad": 0.5, "fit_seconds_pyod": 1.0, "score_seconds_envad": 0.01,
+         "score_seconds_pyod": 0.1, "single_query_ms_envad": 1.0,
+         "single_query_ms_pyod": 13.0, "spearman": 1.0},
+        {"benchmark": "detectors", "detector": "KDE", "n_reference": 100000,
+         "n_queries": 1000, "fit_seconds_envad": 0.2, "score_seconds_envad": 3.0,
+         "single_query_ms_envad": 9.0}])
+    text = report.render(path)
+    assert text.startswith("`detectors.jsonl` (2 CPU cores, x86_64, Python 3.11.7):")
+    assert ("| INNE | 10,000 | 0.50 / 1.00 (x0.50) | 0.010 / 0.100 (x0.10) | "
+            "1.00 / 13.00 (x0.08) | 1.0000 |") in text
+    assert "| KDE | 100,000 | 0.20 / – | 3.000 / – | 9.00 / – | – |" in text
+
+
+def test_serving_rows_merge_the_four_benchmarks_of_a_size(tmp_path):
+    path = _write(tmp_path, "serving.jsonl", [
+        {"benchmark": "serve_throughput", "size": 64, "jpeg": "640x480",
+         "served_images_per_s": 120.0, "raw_onnx_images_per_s": 180.0,
+         "ratio_served_over_raw": 0.667},
+        {"benchmark": "score_latency", "size": 64, "p50_ms": 30.0, "p99_ms": 40.0,
+         "raw_p50_ms": 7.0, "raw_p99_ms": 8.0},
+        {"benchmark": "ingest", "size": 64, "ratio_ingest_over_embed": 0.7}])
+    row = report.render(path).splitlines()[-1]
+    assert row == ("| 64 | 640x480 | 120.0 | 180.0 | 0.67 | 30.0 / 40.0 | 7.0 / 8.0 | "
+                   "0.70 | – |")
+
+
+def test_train_speed_table_has_a_column_pair_per_size(tmp_path):
+    path = _write(tmp_path, "train_speed.jsonl", [
+        {"benchmark": "train_speed", "algorithm": "random", "size": 32, "gemm_gflops": 100.0},
+        {"benchmark": "train_speed", "algorithm": "erm", "size": 32, "images_per_s": 110.0,
+         "relative_to_erm": 1.0, "gemm_gflops": 100.0},
+        {"benchmark": "train_speed", "algorithm": "erm", "size": 64, "images_per_s": 30.0,
+         "relative_to_erm": 1.0, "gemm_gflops": 100.0}])
+    text = report.render(path)
+    assert "| random | no training | – | no training | – |" in text
+    assert "| erm | 110.0 | 1.00 | 30.0 | 1.00 |" in text
+    assert text.endswith("float32 GEMM rate measured in the same run: 100.0 GFLOP/s")
