@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## run the default test suite (CPU-only, offline; slow and GPU checks are skipped)
+## (pytest's exit code 5, "no tests collected", is a failure here, not a pass)
 test: $(STAMP)
-	$(PY) -m pytest
+	@$(PY) -m pytest; code=$$?; \
+	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$code
 
 ## run the slow checks too
 test-slow: $(STAMP)
