@@ -50,11 +50,16 @@ def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str,
     return decorate
 
 
-@register("IsoForest", uses_scaler=False, quadratic=False,
-          description="isolation forest, 100 trees (ensemble-based)")
-def _isolation_forest(seed: int):
+def _pyod_isolation_forest(seed: int):
     from pyod.models.iforest import IForest
     return IForest(random_state=seed)
+
+
+@register("IsoForest", uses_scaler=False, quadratic=False, reference=_pyod_isolation_forest,
+          description="isolation forest, 100 trees (pyod's fit, direct tree walks)")
+def _isolation_forest(seed: int):
+    from envad.server.detectors.iforest import DirectIForest
+    return DirectIForest(random_state=seed)
 
 
 def _pyod_inne(seed: int):
