@@ -95,7 +95,9 @@ def render(path: Path) -> str:
         return f"({path}: no records)"
     machine = records[0].get("machine", {})
     renderer = RENDERERS[records[0]["benchmark"]]
-    return "\n".join([f"`{path.name}` ({machine.get('cpu_count')} CPU cores, "
+    device = records[0].get("device", "cpu")
+    where = f"{device} device, " if device != "cpu" else ""
+    return "\n".join([f"`{path.name}` ({where}{machine.get('cpu_count')} CPU cores, "
                       f"{machine.get('machine')}, Python {machine.get('python')}):", "",
                       *renderer(records)])
 
