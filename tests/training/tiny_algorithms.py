@@ -25,12 +25,13 @@ def build(name: str, data, *, total_steps: int = 4, seed: int = 0, **hparams):
                      num_envs=len(data.env_names), total_steps=total_steps, seed=seed)
 
 
-def steps(data, count: int, *, batch_size: int = 16, envs_per_step: int = 4, seed: int = 0):
+def steps(data, count: int, *, batch_size: int = 16, envs_per_step: int = 4, seed: int = 0,
+          device: str = "cpu"):
     """`count` steps of EnvBatches from the env-balanced sampler."""
     sampler = EnvBalancedSampler(data.envs, batch_size, envs_per_step, seed)
     out = []
     for step in sampler.epoch(0):
-        out.append([data.batch(env, rows) for env, rows in step])
+        out.append([data.batch(env, rows, device) for env, rows in step])
         if len(out) == count:
             break
     return out
