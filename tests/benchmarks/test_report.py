@@ -55,3 +55,14 @@ def test_train_speed_table_has_a_column_pair_per_size(tmp_path):
     assert "| random | no training | – | no training | – |" in text
     assert "| erm | 110.0 | 1.00 | 30.0 | 1.00 |" in text
     assert text.endswith("float32 GEMM rate measured in the same run: 100.0 GFLOP/s")
+
+
+def test_docs_tables_are_the_rendered_committed_results():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "benchmarks.md").read_text()
+    files = sorted((root / "docs" / "results" / "bench").glob("*.jsonl"))
+    assert len(files) >= 5
+    for path in files:
+        assert report.render(path) in doc, path.name
