@@ -5,18 +5,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from envad.records import ItemError, Provenance
-
-
-
-def sha256_hex(data: bytes) -> str:
-    """The default envad id of an image: the lowercase hex sha256 of its bytes."""
-    return hashlib.sha256(data).hexdigest()
+from envad.records import sha256_hex as sha256_hex  # the client's id rule, re-exported
 
 
 @dataclass(frozen=True)

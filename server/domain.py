@@ -6,18 +6,13 @@ No protobuf here: `convert.py` maps these to and from envad.v1 messages.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from dataclasses import dataclass, field
 
-from envad.records import ItemError, Provenance
+from envad.records import ItemError, Provenance, sha256_hex
 from envad.server.index import Hit
 from envad.server.store import RowFilter
 
 DEFAULT_SPLIT = "archive"
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ PAPER_ROWS = ["IsoForest", "INNE", "LODA", "OCSVM", "PCA", "LOF5", "KNN", "KDE",
 DISPLAY = {"random": "Random", "erm": "ERM", "irm": "IRM", "fish": "Fish", "lisa": "LISA",
            "groupdro": "GroupDRO", "coral": "CORAL", "mocov3": "MoCo v3",
            "ea_mocov3": "EA-MoCo"}
-SUPERVISED_ENV_AWARE = ("irm", "fish", "lisa", "groupdro", "coral")
 PLOTS = ("heatmap.png", "mean_ad.png", "roc.png", "camera_histograms.png")
 
 

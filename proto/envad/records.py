@@ -1,8 +1,14 @@
-"""Result records shared by the server and the client (mirrors of envad.v1 messages)."""
+"""Result records and the image-id rule shared by the server and the client."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+
+
+def sha256_hex(data: bytes) -> str:
+    """The default envad id of an image: the lowercase hex sha256 of its bytes."""
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,5 @@ class VectorizedINNE(INNE):
         covering = np.where(dist <= radius, radius, np.inf)
         nearest = np.argmin(covering, axis=2)                  # smallest covering radius
         covered = np.isfinite(np.take_along_axis(covering, nearest[..., None], 2))[..., 0]
-        ratio = np.take_along_axis(np.broadcast_to(self._ratio, covering.shape[:2] +
-                                                   (n_samples,)), nearest[..., None], 2)[..., 0]
+        ratio = self._ratio[np.arange(n_estimators), nearest]   # [rows, estimators]
         return np.where(covered, ratio, 1.0).mean(axis=1)
