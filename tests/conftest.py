@@ -2,62 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import time
 from pathlib import Path
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from envad.client.server_process import LocalServer
+from server_handle import ServerHandle
 from tiny_encoder import build_tiny_encoder
-
-SERVICE = "envad.v1.AnomalyService"
 
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> Path:
     """A small encoder file in the documented model format (32 px input, 16-d output)."""
     return build_tiny_encoder(tmp_path_factory.mktemp("models") / "tiny-test.onnx")
-
-
-def wait_for_health(address: str, service: str = SERVICE, timeout: float = 60.0,
-                    process: subprocess.Popen | None = None) -> int:
-    """Poll grpc.health.v1 until `service` reports SERVING; returns the final status."""
-    deadline = time.monotonic() + timeout
-    status = health_pb2.HealthCheckResponse.UNKNOWN
-    with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            if process is not None and process.poll() is not None:
-                raise RuntimeError(f"server exited with code {process.returncode}")
-            try:
-                status = stub.Check(health_pb2.HealthCheckRequest(service=service),
-                                    timeout=2).status
-                if status == health_pb2.HealthCheckResponse.SERVING:
-                    return status
-            except grpc.RpcError:
-                pass
-            time.sleep(0.1)
-    return status
-
-
-class ServerHandle(LocalServer):
-    """A real `envad serve` subprocess on 127.0.0.1; restartable on the same dirs and port."""
-
-    def __init__(self, data_dir: Path, models_dir: Path, extra_env: dict | None = None):
-        super().__init__(data_dir, models_dir,
-                         env={"ENVAD_REFRESH_SECONDS": "0.3", **(extra_env or {})})
-
-    def restart(self) -> "ServerHandle":
-        self.stop()
-        return self.start()
-
-    def channel(self) -> grpc.Channel:
-        limit = 256 * 1024 * 1024
-        return grpc.insecure_channel(self.address, options=[
-            ("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)])
 
 
 @pytest.fixture

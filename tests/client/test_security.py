@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import ServerHandle
+from server_handle import ServerHandle
 from envad.client import EnvadClient
 from envad.client.cli import main
 from envad.errors import PermissionDenied, Unavailable

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from conftest import ServerHandle, wait_for_health
+from server_handle import ServerHandle, wait_for_health
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 from tiny_encoder import synthetic_images
