@@ -122,3 +122,51 @@ def augment(x: torch.Tensor, c: AugmentConfig, g: torch.Generator) -> torch.Tens
     x = torch.where(_chance(n, c.blur_p, g, dev), gaussian_blur(x, sigma), x)
     x = torch.where(_chance(n, c.solarize_p, g, dev), torch.where(x >= 0.5, 1 - x, x), x)
     return x.contiguous()
+
+
+@dataclass(frozen=True)
+class StyleAugmentConfig:
+    """Per-image camera-style changes for supervised training: the content stays, the
+    look of the camera changes, so the encoder cannot lean on style. Brightness and
+    contrast factors, per-channel colour gain (white balance), greyscale (night / IR
+    cameras), sensor noise, lens blur (sigma in pixels at 32 px, scaled with the side),
+    a mild crop (area >= crop_min) and a horizontal flip."""
+
+    brightness: float = 0.4
+    contrast: float = 0.4
+    color_gain: float = 0.2
+    grayscale_p: float = 0.2
+    noise_max: float = 0.06
+    blur_p: float = 0.3
+    blur_sigma: tuple[float, float] = (0.1, 1.0)
+    crop_min: float = 0.8
+    flip_p: float = 0.5
+
+
+#: `--augment` choices: name -> config (None = no augmentation)
+STYLE_AUGMENTS: dict[str, StyleAugmentConfig | None] = {
+    "none": None,
+    "style": StyleAugmentConfig(),
+}
+
+
+def style_augment(x: torch.Tensor, name: str, g: torch.Generator) -> torch.Tensor:
+    """The `name` style augmentation of a batch (float [N,3,S,S] in [0, 1]); the input
+    is not modified, and draws come from `g` (reproducible for a seed)."""
+    c = STYLE_AUGMENTS[name]
+    if c is None:
+        return x
+    n, size, dev = len(x), x.shape[-1], x.device
+    view = (n, 1, 1, 1)
+    x = resized_crop_flip(x, c.crop_min, c.flip_p, g)
+    x = x * _uniform(n, 1 - c.brightness, 1 + c.brightness, g, dev).view(view)
+    mean = grey(x).mean(dim=(2, 3), keepdim=True)
+    x = (x - mean) * _uniform(n, 1 - c.contrast, 1 + c.contrast, g, dev).view(view) + mean
+    gain = (1 + c.color_gain * (2 * torch.rand(n, 3, generator=g) - 1)).to(dev)
+    x = (x * gain.view(n, 3, 1, 1)).clamp(0, 1)
+    x = torch.where(_chance(n, c.grayscale_p, g, dev), grey(x).expand_as(x), x)
+    sigma = _uniform(n, *c.blur_sigma, g) * size / 32
+    x = torch.where(_chance(n, c.blur_p, g, dev), gaussian_blur(x, sigma), x)
+    noise = torch.randn(x.shape, generator=g).to(dev) * _uniform(n, 0.0, c.noise_max, g,
+                                                                  dev).view(view)
+    return (x + noise).clamp(0, 1).contiguous()

@@ -21,14 +21,27 @@ from envad.training.models import to_float_nchw
 
 #: predecode the training set when its pixels take at most this many bytes
 DEFAULT_CACHE_BYTES = 4 * 1024**3
+#: what supervised algorithms learn: the paper's two normal buckets, or every normal class
+TASKS = ("bucket", "class")
+
+
+def class_targets(labels: Sequence[str], class_names: Sequence[str]) -> np.ndarray:
+    """Index of each label in `class_names` (every label must be one of them)."""
+    index = {name: i for i, name in enumerate(class_names)}
+    missing = sorted(set(labels) - set(index))
+    if missing:
+        raise ValueError(f"labels {missing[:5]} are not among the classes {list(class_names)}")
+    return np.array([index[label] for label in labels], dtype=np.int64)
 
 
 class TrainData:
-    """Images at `size` px of dataset records `positions`, with env index and bucket."""
+    """Images at `size` px of dataset records `positions`, with env index, bucket and the
+    training target of `task` (the bucket, or the index of the record's normal class in
+    `class_names`, the sorted normal labels of these records)."""
 
     def __init__(self, dataset: MultiEnvDataset, positions: Sequence[int], size: int,
-                 env_names: Sequence[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
-                 progress: bool = False):
+                 env_names: Sequence[str], *, task: str = "bucket",
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, progress: bool = False):
         self.dataset = dataset
         self.positions = np.asarray(positions, dtype=np.int64)
         self.size = size
@@ -39,6 +52,16 @@ class TrainData:
         self.buckets = dataset.buckets(self.positions)
         if (self.buckets < 0).any():
             raise ValueError("training data must hold normal images only")
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+        self.task = task
+        labels = [dataset.records[int(i)].label for i in self.positions]
+        self.class_names = sorted(set(labels))
+        if task == "class" and len(self.class_names) < 2:
+            raise ValueError("--task class needs at least two normal classes, found "
+                             f"{self.class_names}")
+        self.targets = (self.buckets if task == "bucket"
+                        else class_targets(labels, self.class_names))
         self._pixels: np.ndarray | None = None
         if len(self.positions) * size * size * 3 <= cache_bytes:
             self._pixels = np.empty((len(self.positions), size, size, 3), dtype=np.uint8)
@@ -49,6 +72,11 @@ class TrainData:
 
     def __len__(self) -> int:
         return len(self.positions)
+
+    @property
+    def num_classes(self) -> int:
+        """Number of training targets (2 buckets, or the normal classes)."""
+        return 2 if self.task == "bucket" else len(self.class_names)
 
     def uint8(self, rows) -> np.ndarray:
         """uint8 [n, size, size, 3] of training rows."""
@@ -65,7 +93,7 @@ class TrainData:
         """The EnvBatch of training rows `rows` from environment `env`."""
         rows = np.asarray(rows, dtype=np.int64)
         return EnvBatch(x=self.tensor(rows).to(device),
-                        y=torch.from_numpy(self.buckets[rows]).to(device),
+                        y=torch.from_numpy(self.targets[rows]).to(device),
                         env=int(env), rows=torch.from_numpy(rows))
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 #: (tests/training/test_training_cli.py checks they match the registry)
 ALGORITHMS = ("random", "erm", "irm", "fish", "lisa", "groupdro", "coral", "mocov3",
               "ea_mocov3")
+#: batches.TASKS and augment.STYLE_AUGMENTS (checked by the same test)
+TASKS = ("bucket", "class")
+AUGMENTS = ("none", "style")
 
 
 def register(subparsers) -> None:
@@ -54,8 +57,15 @@ def register(subparsers) -> None:
                    help="environments sampled per step")
     p.add_argument("--seed", type=int, default=0, help="seed (init, sampling, augmentation)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--task", choices=TASKS, default="bucket",
+                   help="what supervised algorithms learn: the paper's two normal buckets, "
+                        "or every normal class label")
+    p.add_argument("--augment", choices=AUGMENTS, default="none",
+                   help="per-image style augmentation of supervised batches (brightness, "
+                        "contrast, colour gain, greyscale, blur, noise, crop, flip)")
     p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
-                   help="override an algorithm hyperparameter (repeatable), e.g. lr=1e-4")
+                   help="override an algorithm hyperparameter (repeatable), e.g. lr=1e-4, "
+                        "schedule=cosine, warmup_fraction=0.05")
     p.add_argument("--weights", help="local torchvision ResNet-18 state_dict to start from")
     p.add_argument("--model-id", help="id of the exported model (default derived)")
     p.add_argument("--keep-checkpoints", type=int, default=2,
@@ -109,7 +119,7 @@ def cmd_train(args) -> int:
             epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
             device=args.device, envs_per_step=args.envs_per_step, hparams=hparams,
             weights=args.weights, keep_checkpoints=args.keep_checkpoints,
-            model_id=args.model_id)
+            model_id=args.model_id, task=args.task, augment=args.augment)
         run_dir = train(config, progress=not args.quiet, resume=args.resume)
     except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         raise InvalidInput(str(exc)) from exc

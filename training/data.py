@@ -102,6 +102,18 @@ class MultiEnvDataset:
     def env_names(self, indices) -> list[str]:
         return [self.records[int(i)].env for i in indices]
 
+    def without(self, envs: Sequence[str] = (), labels: Sequence[str] = ()
+                ) -> "MultiEnvDataset":
+        """The same dataset minus every record of cameras `envs` or content `labels`
+        (held out of training by pipeline selection); unknown names are errors."""
+        unknown = sorted(set(envs) - set(self._env)) + sorted(
+            set(labels) - {r.label for r in self.records})
+        if unknown:
+            raise DatasetError(f"cannot hold out {unknown}: not in {self.name}")
+        envs, labels = set(envs), set(labels)
+        kept = [r for r in self.records if r.env not in envs and r.label not in labels]
+        return MultiEnvDataset(self.name, self.root, kept)
+
 
 def load_dataset(spec: str | Path) -> MultiEnvDataset:
     """Open a dataset from a spec: a folder-format DIR, or `iwildcam:ROOT[?key=value&...]`."""

@@ -39,6 +39,26 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.set_defaults(func=run)
 
+    parser = subparsers.add_parser(
+        "select", help="choose a pipeline on the training cameras only",
+        description="Pipeline selection without test cameras: each fold holds one training "
+                    "camera and one normal class out of training, trains every candidate "
+                    "on the rest, and scores the held-out camera with the held-out class as "
+                    "the anomaly, for every space step and detector set. Writes "
+                    "selection.json (the chosen pipeline, usable as "
+                    "`envad evaluate --pipeline FILE`) and selection.md. Resumable.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--data", required=True, help="folder-format dataset DIR")
+    parser.add_argument("--candidates", default=None,
+                        help="JSON file {name: pipeline fields} (default: the built-in "
+                             "candidates of training/selection.py)")
+    parser.add_argument("--folds", type=int, default=3, help="(camera, class) folds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, default=32, help="input size in px")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--out", type=Path, required=True, help="selection directory")
+    parser.set_defaults(func=run_select)
+
 
 def run(args) -> int:
     from envad.server.detectors.registry import names as detector_names
@@ -55,4 +75,21 @@ def run(args) -> int:
     print((out / "table.md").read_text())
     print(f"report: {out}/table.md, table.csv, results.json, heatmap.png, mean_ad.png, "
           f"roc.png, camera_histograms.png")
+    return 0
+
+
+def run_select(args) -> int:
+    import json
+
+    from envad.training.pipeline import Pipeline
+    from envad.training.selection import DEFAULT_CANDIDATES, run_selection
+
+    candidates = DEFAULT_CANDIDATES
+    if args.candidates:
+        candidates = {name: Pipeline.from_json(fields) for name, fields in
+                      json.loads(Path(args.candidates).read_text()).items()}
+    summary = run_selection(args.data, candidates, args.out, n_folds=args.folds,
+                            seed=args.seed, size=args.size, device=args.device)
+    print((Path(args.out) / "selection.md").read_text())
+    print(f"chosen pipeline: {json.dumps(summary['chosen'])}")
     return 0

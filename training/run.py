@@ -26,7 +26,8 @@ from tqdm import tqdm
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.training import checkpoint as ckpt
 from envad.training.algorithms import Algorithm, get, names
-from envad.training.batches import EnvBalancedSampler, TrainData
+from envad.training.augment import STYLE_AUGMENTS
+from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
 from envad.training.data import MultiEnvDataset, load_dataset
 from envad.training.models import EncoderConfig
 from envad.training.validation import validate
@@ -50,6 +51,12 @@ class TrainConfig:
     small_stem: None = automatic (3x3 stem for size <= 64).
     keep_checkpoints: newest checkpoints kept (0 = all). knn_k: k of the val metric.
     model_id: the exported model's id (default ALGORITHM-DATASET-SIZEpx-eEPOCHS-sSEED).
+    task: what supervised algorithms learn: "bucket" (the paper's normal_a vs normal_b)
+    or "class" (every normal class label, as species labels in camera-trap data).
+    augment: per-image style augmentation of supervised batches ("none" or "style",
+    augment.STYLE_AUGMENTS); self-supervised algorithms make their own views.
+    exclude_envs, exclude_labels: cameras and content labels left out of the run
+    entirely (pipeline selection trains on the rest and tests on what was left out).
     """
 
     data: str
@@ -67,6 +74,10 @@ class TrainConfig:
     keep_checkpoints: int = 2
     knn_k: int = 10
     model_id: str | None = None
+    task: str = "bucket"
+    augment: str = "none"
+    exclude_envs: tuple[str, ...] = ()
+    exclude_labels: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Raise InvalidInput naming the first bad setting."""
@@ -76,15 +87,27 @@ class TrainConfig:
         if self.size < 8 or self.epochs < 1 or self.batch_size < 2 or self.envs_per_step < 1:
             raise InvalidInput("need size >= 8, epochs >= 1, batch_size >= 2, "
                                "envs_per_step >= 1")
+        if self.task not in TASKS:
+            raise InvalidInput(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.augment not in STYLE_AUGMENTS:
+            raise InvalidInput(f"augment must be one of {', '.join(STYLE_AUGMENTS)}, got "
+                               f"{self.augment!r}")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise InvalidInput(f"device must be cpu or cuda, got {self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise FailedPrecondition("--device cuda but torch sees no CUDA device")
 
     def identity(self) -> dict:
-        """Everything that determines the result (all fields but `out`), as JSON data."""
+        """Everything that determines the result (all fields but `out`), as JSON data.
+
+        `task` and `augment` are left out at their defaults, so runs written before
+        they existed keep their identity."""
         data = dataclasses.asdict(self)
         data.pop("out")
+        for key, default in (("task", "bucket"), ("augment", "none"), ("exclude_envs", ()),
+                             ("exclude_labels", ())):
+            if data[key] == default:
+                data.pop(key)
         return json.loads(json.dumps(data))
 
 
@@ -117,16 +140,18 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
 
     seed_everything(config.seed)
     dataset = load_dataset(config.data)
+    if config.exclude_envs or config.exclude_labels:
+        dataset = dataset.without(config.exclude_envs, config.exclude_labels)
     train_envs = dataset.envs("train")
     data = TrainData(dataset, dataset.indices("train", normal_only=True), config.size,
-                     train_envs, progress=progress)
+                     train_envs, task=config.task, progress=progress)
     sampler = EnvBalancedSampler(data.envs, config.batch_size, config.envs_per_step,
                                  config.seed)
     cls = get(config.algorithm)
     total_steps = sampler.steps_per_epoch * config.epochs if cls.trains else 0
     algorithm = cls(EncoderConfig(config.size, config.small_stem, config.weights),
                     config.hparams, num_envs=len(train_envs), total_steps=total_steps,
-                    seed=config.seed)
+                    seed=config.seed, num_classes=data.num_classes, augment=config.augment)
     start_epoch, epochs_log = 1, []
     last = ckpt.latest_checkpoint(run_dir) if run is not None else None
     if last is not None:
@@ -141,6 +166,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
 
     run = {"config": config.identity(), "status": "running", "dataset": dataset.name,
            "train_envs": train_envs, "n_train": len(data), "epochs": epochs_log,
+           "classes": data.class_names if config.task == "class" else ["normal_a", "normal_b"],
            "steps_per_epoch": sampler.steps_per_epoch if cls.trains else 0}
     _write_run(run_dir, run)
     reference, reference_y, val, val_y = _validation_sets(dataset, data, config)
@@ -208,14 +234,24 @@ def _train_epoch(algorithm: Algorithm, sampler: EnvBalancedSampler, data: TrainD
 
 
 def _validation_sets(dataset: MultiEnvDataset, data: TrainData, config: TrainConfig):
-    """Seeded subsets: training reference images and the val split's normals."""
+    """Seeded subsets: training reference images and the val split's normals, with their
+    targets (val images of a class absent from training are left out)."""
     rng = np.random.default_rng([config.seed, 99])
     rows = np.sort(rng.permutation(len(data))[:MAX_REFERENCE])
     val_positions = dataset.indices("val", normal_only=True)
+    if config.task == "class":
+        known = set(data.class_names)
+        val_positions = np.array([i for i in val_positions
+                                  if dataset.records[int(i)].label in known], dtype=np.int64)
     if len(val_positions) > MAX_VAL:
         val_positions = np.sort(rng.choice(val_positions, MAX_VAL, replace=False))
     val = dataset.images(val_positions, config.size)
-    return data.uint8(rows), data.buckets[rows], val, dataset.buckets(val_positions)
+    if config.task == "class":
+        val_y = class_targets([dataset.records[int(i)].label for i in val_positions],
+                              data.class_names)
+    else:
+        val_y = dataset.buckets(val_positions)
+    return data.uint8(rows), data.targets[rows], val, val_y
 
 
 def _format(entry: dict) -> str:

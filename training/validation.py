@@ -1,6 +1,6 @@
 """Per-epoch validation on the training cameras' `val` split (never the test cameras).
 
-`val_knn_acc`: bucket accuracy of a k-NN vote (cosine) of each val embedding among
+`val_knn_acc`: target (bucket or class) accuracy of a k-NN vote (cosine) of each val embedding among
 training embeddings: works for every algorithm, supervised or not, and measures what
 the detectors later use, the embedding. `val_acc`: the classifier's accuracy
 (supervised algorithms only).
@@ -26,25 +26,28 @@ def embed_uint8(algorithm, images: np.ndarray, device: str = "cpu",
 
 
 @torch.no_grad()
-def classifier_accuracy(algorithm, images: np.ndarray, buckets: np.ndarray,
+def classifier_accuracy(algorithm, images: np.ndarray, targets: np.ndarray,
                         device: str = "cpu", batch_size: int = 256) -> float:
     algorithm.eval()
     correct = 0
     for i in range(0, len(images), batch_size):
         logits = algorithm.predict(to_float_nchw(images[i:i + batch_size]).to(device))
-        correct += int((logits.argmax(1).cpu().numpy() == buckets[i:i + batch_size]).sum())
+        correct += int((logits.argmax(1).cpu().numpy() == targets[i:i + batch_size]).sum())
     return correct / max(len(images), 1)
 
 
 def knn_accuracy(reference: torch.Tensor, reference_y: np.ndarray, query: torch.Tensor,
                  query_y: np.ndarray, k: int = 10) -> float:
-    """Majority vote of the k most cosine-similar reference rows (ties -> bucket 0)."""
+    """Majority vote of the k most cosine-similar reference rows (ties -> lowest target)."""
     if len(reference) == 0 or len(query) == 0:
         return float("nan")
     sims = F.normalize(query, dim=1) @ F.normalize(reference, dim=1).T
     top = sims.topk(min(k, len(reference)), dim=1).indices.numpy()
-    votes = reference_y[top].mean(axis=1)
-    return float(((votes > 0.5).astype(np.int64) == query_y).mean())
+    n_targets = int(max(reference_y.max(), query_y.max())) + 1
+    votes = np.zeros((len(top), n_targets), dtype=np.int64)
+    np.add.at(votes, (np.repeat(np.arange(len(top)), top.shape[1]), reference_y[top].ravel()),
+              1)
+    return float((votes.argmax(axis=1) == query_y).mean())
 
 
 def validate(algorithm, reference: np.ndarray, reference_y: np.ndarray, val: np.ndarray,

@@ -7,6 +7,11 @@ held-out scores at or below it. Held-out scores are unbiased for every detector 
 or KNN scoring its own training points would look too normal). The ensemble is the mean
 calibrated score; the threshold is the (1 - contamination) quantile of the calibration
 part's ensemble scores.
+
+A space step (geometry.py) comes first: fitted on the same rows, it maps every embedding
+into the space the detectors were fitted in (`auto`: chosen on the fitting rows by
+space_selection.py's leave-one-camera-out novelty proxy when they carry >= 2 cameras and
+>= 2 content labels, else FALLBACK_SPACE).
 """
 
 from __future__ import annotations
@@ -21,10 +26,16 @@ from tqdm import tqdm
 
 from envad.errors import InvalidInput
 from envad.server.detectors import registry
+from envad.server.detectors.geometry import (
+    DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space)
+from envad.server.detectors.space_selection import choose_space, usable_for_selection
 from envad.server.detectors.stylist import select_features
 
 MIN_SAMPLES = 20
 DEFAULT_CALIBRATION_FRACTION = 0.2
+AUTO_SPACE = "auto"
+#: the space when `auto` cannot choose (no labels, or one camera)
+FALLBACK_SPACE = "l2"
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,7 @@ class BundleScores:
     raw: dict[str, np.ndarray]
     calibrated: dict[str, np.ndarray]
     ensemble: np.ndarray
+    adaptation: list[str] = field(default_factory=list)   # per row (geometry.ADAPTED_*)
 
 
 @dataclass
@@ -52,16 +64,39 @@ class DetectorBundle:
     created: str = ""
     fit_filter: dict = field(default_factory=dict)
     seed: int = 0
+    space: EmbeddingSpace = field(default_factory=EmbeddingSpace)
+    space_scores: dict[str, float] = field(default_factory=dict)   # auto: proxy per candidate
 
-    def score(self, X: np.ndarray) -> BundleScores:
-        """Raw, calibrated and ensemble scores of embeddings X [n, n_features]."""
+    def score(self, X: np.ndarray, envs=None, running=None) -> BundleScores:
+        """Raw, calibrated and ensemble scores of embeddings X [n, n_features] from cameras
+        `envs`; `running(env)` gives an unseen camera's running statistics (center_l2)."""
         X = _check_matrix(X, self.n_features)
+        X, adaptation = self.space.transform(X, envs, running)
         if self.kept_features is not None:
             X = X[:, self.kept_features]
         raw = {name: self.fitted[name].score(X) for name in self.detectors}
         calibrated = {name: calibrate(raw[name], self.reference[name]) for name in raw}
         ensemble = np.mean(np.stack(list(calibrated.values())), axis=0)
-        return BundleScores(raw, calibrated, ensemble)
+        return BundleScores(raw, calibrated, ensemble, adaptation)
+
+    def score_arrivals(self, X: np.ndarray, envs, chunk: int = 64) -> BundleScores:
+        """Score rows as a stream would deliver them: in order, `chunk` at a time, each
+        camera's running statistics updated with a chunk before it is scored (as the
+        server does). Used by evaluations to score a test set the way Score would."""
+        from envad.server.env_stats import EnvStatistics
+
+        envs = np.asarray(envs).astype(str)
+        stats = EnvStatistics(None, X.shape[1])
+        parts = []
+        for start in range(0, len(X), chunk):
+            rows = slice(start, start + chunk)
+            stats.update(envs[rows], X[rows])
+            parts.append(self.score(X[rows], envs[rows], stats.get))
+        return BundleScores(
+            {n: np.concatenate([p.raw[n] for p in parts]) for n in self.detectors},
+            {n: np.concatenate([p.calibrated[n] for p in parts]) for n in self.detectors},
+            np.concatenate([p.ensemble for p in parts]),
+            [a for p in parts for a in p.adaptation])
 
 
 def calibrate(raw: np.ndarray, reference_sorted: np.ndarray) -> np.ndarray:
@@ -93,8 +128,12 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
                stylist_drop_fraction: float | None = None, envs: np.ndarray | None = None,
                model_id: str = "", fit_filter: dict | None = None,
                calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION,
+               space: str | EmbeddingSpace = "raw", labels: np.ndarray | None = None,
+               min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS,
                progress: bool = False) -> DetectorBundle:
-    """Fit the named detectors (default: all) on embeddings X of normal images."""
+    """Fit the space step and the named detectors (default: all) on embeddings X of
+    normal images from cameras `envs` with content `labels` (both optional unless the
+    space needs them)."""
     X = _check_matrix(X)
     names = list(detectors) if detectors else registry.names()
     for name in names:
@@ -114,13 +153,22 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
     if len(X) > max_samples:
         rows = np.sort(rng.choice(len(X), size=max_samples, replace=False))
     n_features = X.shape[1]
+    if envs is not None:
+        envs = np.asarray(envs).astype(str)
+        if len(envs) != len(X):
+            raise InvalidInput(f"{len(envs)} environments for {len(X)} rows")
+    fitted_space, space_scores = _fit_space(space, X[rows],
+                                            None if envs is None else envs[rows],
+                                            None if labels is None else
+                                            np.asarray(labels).astype(str)[rows],
+                                            min_camera_rows, seed)
+    data, _ = fitted_space.transform(X[rows], None if envs is None else envs[rows])
     kept = None
     if stylist_drop_fraction is not None:
         if envs is None:
             raise InvalidInput("Stylist feature selection needs the rows' environments")
-        envs = np.asarray(envs).astype(str)
-        kept = select_features(X[rows], envs[rows], stylist_drop_fraction)
-    data = X[rows] if kept is None else X[rows][:, kept]
+        kept = select_features(data, envs[rows], stylist_drop_fraction)
+    data = data if kept is None else data[:, kept]
     shuffled = rng.permutation(len(data))
     n_cal = max(int(round(calibration_fraction * len(data))), MIN_SAMPLES // 2)
     cal_part, fit_part = data[shuffled[:n_cal]], data[shuffled[n_cal:]]
@@ -140,5 +188,27 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         contamination=contamination, n_samples=len(data), n_features=n_features,
         kept_features=kept, stats=stats,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        fit_filter=dict(fit_filter or {}), seed=seed,
+        fit_filter=dict(fit_filter or {}), seed=seed, space=fitted_space,
+        space_scores=space_scores,
     )
+
+
+def _fit_space(space: str | EmbeddingSpace, X: np.ndarray, envs: np.ndarray | None,
+               labels: np.ndarray | None, min_camera_rows: int, seed: int
+               ) -> tuple[EmbeddingSpace, dict[str, float]]:
+    """The fitted space step (choosing it first for `auto`) and the proxy scores."""
+    scores: dict[str, float] = {}
+    if isinstance(space, EmbeddingSpace):
+        chosen = space
+    elif space == AUTO_SPACE:
+        if envs is not None and labels is not None and usable_for_selection(envs, labels):
+            choice = choose_space(X, envs, labels, seed=seed, min_camera_rows=min_camera_rows)
+            chosen, scores = choice.space, choice.scores
+        else:
+            chosen = parse_space(FALLBACK_SPACE, min_camera_rows=min_camera_rows)
+    else:
+        chosen = parse_space(space or "raw", min_camera_rows=min_camera_rows)
+    if chosen.name in ("style_l2", "center_l2") and (envs is None or len(set(envs)) < 2):
+        raise InvalidInput(f"space {chosen.name} needs fitting rows from at least 2 "
+                           "cameras (env)")
+    return chosen.fit(X, envs), scores

@@ -22,8 +22,10 @@ import numpy as np
 
 from envad.errors import Internal, InvalidInput, NotFound
 from envad.server.detectors.bundle import DetectorBundle
+from envad.server.detectors.geometry import EmbeddingSpace
 
 MANIFEST = "manifest.json"
+SPACE_FILE = "space.npz"
 FORMAT_VERSION = 1
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -68,6 +70,8 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
         if bundle.kept_features is not None:
             np.save(staging / "kept_features.npy", bundle.kept_features)
             files["kept_features.npy"] = ""
+        np.savez(staging / SPACE_FILE, **bundle.space.arrays())
+        files[SPACE_FILE] = ""
         for file_name in files:
             files[file_name] = _sha256(staging / file_name)
         manifest = {
@@ -76,7 +80,8 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
             "threshold": bundle.threshold, "contamination": bundle.contamination,
             "n_samples": bundle.n_samples, "n_features": bundle.n_features,
             "stats": bundle.stats, "created": bundle.created, "fit_filter": bundle.fit_filter,
-            "seed": bundle.seed, "files": files,
+            "seed": bundle.seed, "space": bundle.space.params(),
+            "space_scores": bundle.space_scores, "files": files,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
         for path in staging.iterdir():
@@ -108,6 +113,10 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
                            "refusing to load it")
     names = manifest["detectors"]
     kept = path / "kept_features.npy"
+    space = EmbeddingSpace()            # bundles written before space steps: raw
+    if "space" in manifest:
+        with np.load(path / SPACE_FILE, allow_pickle=False) as arrays:
+            space = EmbeddingSpace.from_arrays(manifest["space"], arrays)
     return DetectorBundle(
         bundle_id=manifest["bundle_id"], model_id=manifest["model_id"], detectors=names,
         fitted={n: joblib.load(path / f"{n}.joblib") for n in names},
@@ -116,6 +125,7 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         n_samples=manifest["n_samples"], n_features=manifest["n_features"],
         kept_features=np.load(kept) if kept.exists() else None, stats=manifest["stats"],
         created=manifest["created"], fit_filter=manifest["fit_filter"], seed=manifest["seed"],
+        space=space, space_scores=manifest.get("space_scores", {}),
     )
 
 

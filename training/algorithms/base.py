@@ -8,6 +8,7 @@ from a generator seeded by (seed, step), so a resumed run replays exactly.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -15,19 +16,22 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from envad.training.augment import STYLE_AUGMENTS, style_augment
 from envad.training.models import Encoder, EncoderConfig
 
 if TYPE_CHECKING:
     from envad.training.batches import TrainData
 
-NUM_BUCKETS = 2   # the supervised task: normal_a vs normal_b
+NUM_BUCKETS = 2   # the paper's supervised task: normal_a vs normal_b
+SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
 class EnvBatch:
     """A minibatch from one training environment.
 
-    x: float [n,3,S,S] in [0,1]; y: long [n] bucket (0 normal_a, 1 normal_b);
+    x: float [n,3,S,S] in [0,1]; y: long [n] target: the bucket (0 normal_a, 1 normal_b)
+    for the paper's task, the normal class index for `--task class`;
     env: index of the environment; rows: long [n] positions in the TrainData.
     """
 
@@ -43,10 +47,32 @@ class OptimHparams:
 
     lr 1e-3: DomainBed hparams_registry's value for small images, and the BENCHMARK.md
     calibration (ResNet-18, Adam 1e-3). weight_decay 0: DomainBed's default.
+    schedule: "constant" (DomainBed) or "cosine" (linear warm-up over `warmup_fraction`
+    of the steps, then a half cosine to 0, as moco-v3's `adjust_learning_rate`).
     """
 
     lr: float = 1e-3
     weight_decay: float = 0.0
+    schedule: str = "constant"
+    warmup_fraction: float = 0.0
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+
+
+def scheduled_lr(step: int, total_steps: int, base_lr: float, schedule: str = "constant",
+                 warmup_fraction: float = 0.0) -> float:
+    """Learning rate of step `step` (0-based) of `total_steps`."""
+    if schedule == "constant":
+        return base_lr
+    warmup = int(warmup_fraction * total_steps)
+    if step < warmup:
+        return base_lr * (step + 1) / warmup
+    progress = (step - warmup) / max(total_steps - warmup, 1)
+    return base_lr * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
 def make_hparams(cls: type, values: Any) -> Any:
@@ -75,18 +101,25 @@ class Algorithm(nn.Module):
     trains: ClassVar[bool] = True
 
     def __init__(self, encoder: EncoderConfig | dict, hparams: Any = None, *, num_envs: int,
-                 total_steps: int, seed: int = 0, load_weights: bool = True):
+                 total_steps: int, seed: int = 0, num_classes: int = NUM_BUCKETS,
+                 augment: str = "none", load_weights: bool = True):
         super().__init__()
         if isinstance(encoder, dict):
             encoder = EncoderConfig(**{k: tuple(v) if isinstance(v, list) else v
                                        for k, v in encoder.items()})
         if num_envs < 1:
             raise ValueError("need at least one training environment")
+        if num_classes < 2:
+            raise ValueError(f"need at least two target classes, got {num_classes}")
+        if augment not in STYLE_AUGMENTS:
+            raise ValueError(f"augment must be one of {sorted(STYLE_AUGMENTS)}, got {augment!r}")
         self.encoder_config = encoder
         self.hparams = make_hparams(self.hparams_class, hparams)
         self.num_envs = num_envs
         self.total_steps = max(int(total_steps), 1)
         self.seed = seed
+        self.num_classes = num_classes
+        self.augment = augment
         self.encoder = Encoder(encoder, load_weights=load_weights)
         self.register_buffer("step", torch.zeros((), dtype=torch.long))
         self.optimizer: torch.optim.Optimizer | None = None
@@ -99,9 +132,25 @@ class Algorithm(nn.Module):
         """One training step on minibatches from several environments; returns losses."""
         self.train()
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + int(self.step))
+        self._apply_schedule()
+        if self.supervised and self.augment != "none":
+            env_batches = [dataclasses.replace(b, x=style_augment(b.x, self.augment, generator))
+                           for b in env_batches]
         logs = self._update(env_batches, generator)
         self.step += 1
         return logs
+
+    def current_lr(self) -> float:
+        hp = self.hparams
+        return scheduled_lr(int(self.step), self.total_steps, hp.lr, hp.schedule,
+                            hp.warmup_fraction)
+
+    def _apply_schedule(self) -> None:
+        if self.optimizer is None or self.hparams.schedule == "constant":
+            return
+        lr = self.current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
 
     def _update(self, env_batches: list[EnvBatch], generator: torch.Generator
                 ) -> dict[str, float]:
@@ -116,7 +165,8 @@ class Algorithm(nn.Module):
         """Plain-data arguments that rebuild this algorithm (see checkpoint.py)."""
         return {"encoder": dataclasses.asdict(self.encoder_config),
                 "hparams": dataclasses.asdict(self.hparams), "num_envs": self.num_envs,
-                "total_steps": self.total_steps, "seed": self.seed}
+                "total_steps": self.total_steps, "seed": self.seed,
+                "num_classes": self.num_classes, "augment": self.augment}
 
     def training_state(self) -> dict:
         state = {"model": self.state_dict()}
@@ -131,20 +181,21 @@ class Algorithm(nn.Module):
 
     def _adam(self, params) -> torch.optim.Optimizer:
         # the fused kernel runs on CPU and CUDA and is ~3x faster than the per-tensor loop
-        return torch.optim.Adam(params, lr=self.hparams.lr,
+        return torch.optim.Adam(params, lr=self.current_lr(),
                                 weight_decay=self.hparams.weight_decay, fused=True)
 
 
 class SupervisedAlgorithm(Algorithm):
-    """Encoder + linear classifier on the two normal buckets, trained with Adam."""
+    """Encoder + linear classifier on the training targets (the two normal buckets, or
+    every normal class), trained with Adam."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.classifier = nn.Linear(self.encoder.dim, NUM_BUCKETS)
+        self.classifier = nn.Linear(self.encoder.dim, self.num_classes)
         self.optimizer = self._adam(self.parameters())
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
-        """Bucket logits [N, 2]."""
+        """Target logits [N, num_classes]."""
         return self.classifier(self.encoder(x))
 
     def _step(self, loss: torch.Tensor) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from envad.training.algorithms.base import NUM_BUCKETS, OptimHparams, SupervisedAlgorithm, concat
+from envad.training.algorithms.base import OptimHparams, SupervisedAlgorithm, concat
 from envad.training.algorithms.registry import register
 
 
@@ -57,7 +57,7 @@ class LISA(SupervisedAlgorithm):
         lam = torch.as_tensor(rng.beta(self.hparams.alpha, self.hparams.alpha, len(y)),
                               dtype=x.dtype, device=x.device)
         mixed = lam.view(-1, 1, 1, 1) * x + (1 - lam.view(-1, 1, 1, 1)) * x[partner]
-        targets = F.one_hot(y, NUM_BUCKETS).to(x.dtype)
+        targets = F.one_hot(y, self.num_classes).to(x.dtype)
         soft = lam[:, None] * targets + (1 - lam[:, None]) * targets[partner]
         loss = -(soft * F.log_softmax(self.predict(mixed), dim=1)).sum(1).mean()
         self._step(loss)

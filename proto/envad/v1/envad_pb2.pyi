@@ -56,18 +56,20 @@ class ItemError(_message.Message):
     def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Provenance(_message.Message):
-    __slots__ = ("model_id", "model_sha256", "bundle_id", "table_version", "server_version")
+    __slots__ = ("model_id", "model_sha256", "bundle_id", "table_version", "server_version", "space")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     TABLE_VERSION_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     model_sha256: str
     bundle_id: str
     table_version: int
     server_version: str
-    def __init__(self, model_id: _Optional[str] = ..., model_sha256: _Optional[str] = ..., bundle_id: _Optional[str] = ..., table_version: _Optional[int] = ..., server_version: _Optional[str] = ...) -> None: ...
+    space: str
+    def __init__(self, model_id: _Optional[str] = ..., model_sha256: _Optional[str] = ..., bundle_id: _Optional[str] = ..., table_version: _Optional[int] = ..., server_version: _Optional[str] = ..., space: _Optional[str] = ...) -> None: ...
 
 class Neighbor(_message.Message):
     __slots__ = ("id", "env", "label", "split", "uri", "distance")
@@ -114,7 +116,7 @@ class DetectorScore(_message.Message):
     def __init__(self, detector: _Optional[str] = ..., raw: _Optional[float] = ..., calibrated: _Optional[float] = ...) -> None: ...
 
 class ImageScore(_message.Message):
-    __slots__ = ("index", "id", "env", "error", "detectors", "ensemble", "is_anomaly", "threshold", "neighbors", "stored")
+    __slots__ = ("index", "id", "env", "error", "detectors", "ensemble", "is_anomaly", "threshold", "neighbors", "stored", "adaptation")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +127,7 @@ class ImageScore(_message.Message):
     THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
     STORED_FIELD_NUMBER: _ClassVar[int]
+    ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     index: int
     id: str
     env: str
@@ -135,7 +138,8 @@ class ImageScore(_message.Message):
     threshold: float
     neighbors: _containers.RepeatedCompositeFieldContainer[Neighbor]
     stored: bool
-    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., env: _Optional[str] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., detectors: _Optional[_Iterable[_Union[DetectorScore, _Mapping]]] = ..., ensemble: _Optional[float] = ..., is_anomaly: _Optional[bool] = ..., threshold: _Optional[float] = ..., neighbors: _Optional[_Iterable[_Union[Neighbor, _Mapping]]] = ..., stored: _Optional[bool] = ...) -> None: ...
+    adaptation: str
+    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., env: _Optional[str] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., detectors: _Optional[_Iterable[_Union[DetectorScore, _Mapping]]] = ..., ensemble: _Optional[float] = ..., is_anomaly: _Optional[bool] = ..., threshold: _Optional[float] = ..., neighbors: _Optional[_Iterable[_Union[Neighbor, _Mapping]]] = ..., stored: _Optional[bool] = ..., adaptation: _Optional[str] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
     __slots__ = ("results", "provenance")
@@ -244,7 +248,7 @@ class StylistOptions(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., drop_fraction: _Optional[float] = ...) -> None: ...
 
 class FitRequest(_message.Message):
-    __slots__ = ("filter", "detectors", "max_samples", "contamination", "stylist", "seed", "no_activate")
+    __slots__ = ("filter", "detectors", "max_samples", "contamination", "stylist", "seed", "no_activate", "space", "min_camera_rows")
     FILTER_FIELD_NUMBER: _ClassVar[int]
     DETECTORS_FIELD_NUMBER: _ClassVar[int]
     MAX_SAMPLES_FIELD_NUMBER: _ClassVar[int]
@@ -252,6 +256,8 @@ class FitRequest(_message.Message):
     STYLIST_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     NO_ACTIVATE_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
+    MIN_CAMERA_ROWS_FIELD_NUMBER: _ClassVar[int]
     filter: Filter
     detectors: _containers.RepeatedScalarFieldContainer[str]
     max_samples: int
@@ -259,7 +265,9 @@ class FitRequest(_message.Message):
     stylist: StylistOptions
     seed: int
     no_activate: bool
-    def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., detectors: _Optional[_Iterable[str]] = ..., max_samples: _Optional[int] = ..., contamination: _Optional[float] = ..., stylist: _Optional[_Union[StylistOptions, _Mapping]] = ..., seed: _Optional[int] = ..., no_activate: _Optional[bool] = ...) -> None: ...
+    space: str
+    min_camera_rows: int
+    def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., detectors: _Optional[_Iterable[str]] = ..., max_samples: _Optional[int] = ..., contamination: _Optional[float] = ..., stylist: _Optional[_Union[StylistOptions, _Mapping]] = ..., seed: _Optional[int] = ..., no_activate: _Optional[bool] = ..., space: _Optional[str] = ..., min_camera_rows: _Optional[int] = ...) -> None: ...
 
 class DetectorFitStats(_message.Message):
     __slots__ = ("detector", "fit_seconds", "n_samples")
@@ -272,7 +280,7 @@ class DetectorFitStats(_message.Message):
     def __init__(self, detector: _Optional[str] = ..., fit_seconds: _Optional[float] = ..., n_samples: _Optional[int] = ...) -> None: ...
 
 class FitResponse(_message.Message):
-    __slots__ = ("bundle_id", "stats", "n_samples", "n_features", "threshold", "activated", "provenance")
+    __slots__ = ("bundle_id", "stats", "n_samples", "n_features", "threshold", "activated", "provenance", "space")
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     N_SAMPLES_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +288,7 @@ class FitResponse(_message.Message):
     THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     ACTIVATED_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     bundle_id: str
     stats: _containers.RepeatedCompositeFieldContainer[DetectorFitStats]
     n_samples: int
@@ -287,7 +296,8 @@ class FitResponse(_message.Message):
     threshold: float
     activated: bool
     provenance: Provenance
-    def __init__(self, bundle_id: _Optional[str] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., activated: _Optional[bool] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
+    space: str
+    def __init__(self, bundle_id: _Optional[str] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., activated: _Optional[bool] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., space: _Optional[str] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("filter", "format", "batch_size", "without_vectors")
@@ -404,6 +414,20 @@ class GetInfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class ResetCameraStatsRequest(_message.Message):
+    __slots__ = ("envs",)
+    ENVS_FIELD_NUMBER: _ClassVar[int]
+    envs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, envs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ResetCameraStatsResponse(_message.Message):
+    __slots__ = ("reset", "provenance")
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    reset: _containers.RepeatedScalarFieldContainer[str]
+    provenance: Provenance
+    def __init__(self, reset: _Optional[_Iterable[str]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
+
 class EnvCount(_message.Message):
     __slots__ = ("env", "rows")
     ENV_FIELD_NUMBER: _ClassVar[int]
@@ -413,7 +437,7 @@ class EnvCount(_message.Message):
     def __init__(self, env: _Optional[str] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class BundleInfo(_message.Message):
-    __slots__ = ("bundle_id", "model_id", "detectors", "n_samples", "n_features", "threshold", "created", "filter", "stats")
+    __slots__ = ("bundle_id", "model_id", "detectors", "n_samples", "n_features", "threshold", "created", "filter", "stats", "space")
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     DETECTORS_FIELD_NUMBER: _ClassVar[int]
@@ -423,6 +447,7 @@ class BundleInfo(_message.Message):
     CREATED_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
+    SPACE_FIELD_NUMBER: _ClassVar[int]
     bundle_id: str
     model_id: str
     detectors: _containers.RepeatedScalarFieldContainer[str]
@@ -432,7 +457,8 @@ class BundleInfo(_message.Message):
     created: str
     filter: Filter
     stats: _containers.RepeatedCompositeFieldContainer[DetectorFitStats]
-    def __init__(self, bundle_id: _Optional[str] = ..., model_id: _Optional[str] = ..., detectors: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., created: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ...) -> None: ...
+    space: str
+    def __init__(self, bundle_id: _Optional[str] = ..., model_id: _Optional[str] = ..., detectors: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., created: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., space: _Optional[str] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
     __slots__ = ("server_version", "active_model", "bundle", "env_counts", "total_rows", "table_version", "data_dir", "hint", "index_rows")

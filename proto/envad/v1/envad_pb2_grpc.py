@@ -84,6 +84,11 @@ class AnomalyServiceStub:
                 request_serializer=envad_dot_v1_dot_envad__pb2.GetInfoRequest.SerializeToString,
                 response_deserializer=envad_dot_v1_dot_envad__pb2.GetInfoResponse.FromString,
                 _registered_method=True)
+        self.ResetCameraStats = channel.unary_unary(
+                '/envad.v1.AnomalyService/ResetCameraStats',
+                request_serializer=envad_dot_v1_dot_envad__pb2.ResetCameraStatsRequest.SerializeToString,
+                response_deserializer=envad_dot_v1_dot_envad__pb2.ResetCameraStatsResponse.FromString,
+                _registered_method=True)
 
 
 class AnomalyServiceServicer:
@@ -162,6 +167,14 @@ class AnomalyServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResetCameraStats(self, request, context):
+        """Forget the running per-camera statistics that the center_l2 space re-centres unseen
+        cameras on (for a camera that was moved or re-aimed).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AnomalyServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -214,6 +227,11 @@ def add_AnomalyServiceServicer_to_server(servicer, server):
                     servicer.GetInfo,
                     request_deserializer=envad_dot_v1_dot_envad__pb2.GetInfoRequest.FromString,
                     response_serializer=envad_dot_v1_dot_envad__pb2.GetInfoResponse.SerializeToString,
+            ),
+            'ResetCameraStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetCameraStats,
+                    request_deserializer=envad_dot_v1_dot_envad__pb2.ResetCameraStatsRequest.FromString,
+                    response_serializer=envad_dot_v1_dot_envad__pb2.ResetCameraStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -486,6 +504,33 @@ class AnomalyService:
             '/envad.v1.AnomalyService/GetInfo',
             envad_dot_v1_dot_envad__pb2.GetInfoRequest.SerializeToString,
             envad_dot_v1_dot_envad__pb2.GetInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetCameraStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/envad.v1.AnomalyService/ResetCameraStats',
+            envad_dot_v1_dot_envad__pb2.ResetCameraStatsRequest.SerializeToString,
+            envad_dot_v1_dot_envad__pb2.ResetCameraStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -77,3 +77,40 @@ def test_bad_data():
     bundle = fit_bundle(data(), detectors=["KNN"])
     with pytest.raises(InvalidInput, match="16"):
         bundle.score(np.zeros((2, 8)))
+
+
+def test_space_step_is_fitted_and_applied_before_the_detectors():
+    rng = np.random.default_rng(0)
+    envs = np.repeat(["cam-a", "cam-b"], 100)
+    X = rng.normal(size=(200, 8)) + np.where(envs == "cam-a", 0.0, 10.0)[:, None]
+    bundle = fit_bundle(X, detectors=["KNN"], envs=envs, space="center_l2")
+    assert bundle.space.name == "center_l2"
+    query = X[:5]
+    expected, _ = bundle.space.transform(query, envs[:5])
+    np.testing.assert_allclose(bundle.score(query, envs[:5]).raw["KNN"],
+                               bundle.fitted["KNN"].score(expected))
+    raw = fit_bundle(X, detectors=["KNN"], envs=envs, space="raw")
+    assert not np.allclose(raw.score(query).raw["KNN"], bundle.score(query, envs[:5]).raw["KNN"])
+
+
+def test_auto_space_is_chosen_on_labels_or_falls_back():
+    rng = np.random.default_rng(1)
+    envs = np.repeat(["c0", "c1", "c2"], 60)
+    labels = np.tile(np.repeat(["x", "y", "z"], 20), 3)
+    X = rng.normal(size=(180, 6))
+    X[:, 0] += np.select([labels == "x", labels == "y"], [5.0, -5.0], 0.0)
+    X[:, 1:] += np.repeat(rng.normal(scale=10, size=(3, 5)), 60, axis=0)
+    chosen = fit_bundle(X, detectors=["KNN"], envs=envs, labels=labels, space="auto")
+    assert chosen.space_scores and set(chosen.space_scores) >= {"raw", "l2", "center_l2"}
+    fallback = fit_bundle(X, detectors=["KNN"], envs=envs, space="auto")
+    assert fallback.space.name == "l2" and not fallback.space_scores
+
+
+def test_score_arrivals_adapts_an_unseen_camera_after_enough_images():
+    rng = np.random.default_rng(2)
+    envs = np.repeat(["a", "b"], 60)
+    bundle = fit_bundle(rng.normal(size=(120, 4)), detectors=["KNN"], envs=envs,
+                        space="center_l2", min_camera_rows=20)
+    scores = bundle.score_arrivals(rng.normal(size=(40, 4)) + 3, np.array(["new"] * 40),
+                                   chunk=10)
+    assert scores.adaptation == ["global"] * 10 + ["camera"] * 30

@@ -1,0 +1,201 @@
+"""The embedding space detectors score in: a step fitted with the detectors of a bundle.
+
+Camera style moves embeddings as a whole; content moves them within. A space step
+removes what the fitting rows say is camera, before any detector sees the vectors:
+
+- `raw`: the encoder's output as it is (the paper's setting);
+- `l2`: unit length (Sun et al., ICML 2022: k-NN out-of-distribution detection works on
+  normalised features);
+- `style_l2`: the `n_style` leading directions of the between-camera scatter of the
+  fitting rows' per-camera means are projected out, then unit length;
+- `center_l2`: each camera is centred on its own mean, then unit length. Cameras of the
+  fit set use their fit-row mean; another camera uses its own running mean once it has
+  sent `min_camera_rows` images (per-camera adaptation at score time), the fit rows'
+  global mean before that. Each row says which (`adaptation`).
+
+Every step is a pure function of the fitted state and, for `center_l2`, of the running
+per-camera statistics the caller passes in (server/env_stats.py keeps them durable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envad.errors import InvalidInput
+
+#: the registered space steps, in the order reports list them
+SPACES = ("raw", "l2", "style_l2", "center_l2")
+#: space steps that read the query's camera
+CAMERA_AWARE = frozenset({"center_l2"})
+DEFAULT_MIN_CAMERA_ROWS = 32
+
+#: values of `adaptation` per scored row
+ADAPTED_FIT = "fit"          # a camera of the fit set: its fit-row mean
+ADAPTED_CAMERA = "camera"    # an unseen camera with enough images: its own running mean
+ADAPTED_GLOBAL = "global"    # too few images from this camera yet: the fit rows' mean
+
+
+@dataclass(frozen=True)
+class CameraStats:
+    """Running statistics of one camera's raw embeddings."""
+
+    count: int
+    mean: np.ndarray
+
+
+def unit_length(X: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (a zero row stays zero)."""
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.where(norms > 0, norms, 1.0)
+
+
+def camera_means(X: np.ndarray, envs: np.ndarray) -> dict[str, np.ndarray]:
+    """Mean row of each camera."""
+    return {str(e): X[envs == e].mean(axis=0) for e in np.unique(envs)}
+
+
+def style_directions(X: np.ndarray, envs: np.ndarray, n: int) -> np.ndarray:
+    """Orthonormal rows [k, d], k = min(n, cameras - 1): the leading eigenvectors of the
+    between-camera scatter of the per-camera means (each camera weighs the same)."""
+    means = np.stack(list(camera_means(X, envs).values()))
+    centred = means - means.mean(axis=0)
+    k = min(n, len(means) - 1)
+    if k <= 0:
+        return np.zeros((0, X.shape[1]))
+    # right singular vectors of the centred means = eigenvectors of their scatter
+    _, singular, vt = np.linalg.svd(centred, full_matrices=False)
+    keep = singular[:k] > 1e-9 * max(singular[0], 1e-300)
+    return vt[:k][keep]
+
+
+def project_out(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """X minus its component in the span of the orthonormal rows of `basis`."""
+    if len(basis) == 0:
+        return X
+    return X - (X @ basis.T) @ basis
+
+
+@dataclass
+class EmbeddingSpace:
+    """A fitted space step (scikit-learn style: parameters in __init__, state ends in _)."""
+
+    name: str = "raw"
+    n_style: int = 0
+    min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
+    global_mean_: np.ndarray | None = field(default=None, repr=False)
+    camera_means_: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    basis_: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.name not in SPACES:
+            raise InvalidInput(f"unknown space {self.name!r}; known: {', '.join(SPACES)}")
+        if self.name == "style_l2" and self.n_style < 1:
+            raise InvalidInput("style_l2 needs n_style >= 1 (directions to remove)")
+        if self.min_camera_rows < 1:
+            raise InvalidInput("min_camera_rows must be at least 1")
+
+    @property
+    def camera_aware(self) -> bool:
+        return self.name in CAMERA_AWARE
+
+    def describe(self) -> str:
+        """Short name with its parameter, as reports and provenance show it."""
+        if self.name == "style_l2":
+            return f"style_l2(n_style={self.n_style})"
+        if self.name == "center_l2":
+            return f"center_l2(min_camera_rows={self.min_camera_rows})"
+        return self.name
+
+    def fit(self, X: np.ndarray, envs: Sequence[str] | np.ndarray | None = None
+            ) -> "EmbeddingSpace":
+        X = np.asarray(X, dtype=np.float64)
+        self.global_mean_ = X.mean(axis=0)
+        if self.name in ("style_l2", "center_l2"):
+            if envs is None:
+                raise InvalidInput(f"space {self.name} needs each fitting row's camera (env)")
+            envs = np.asarray(envs).astype(str)
+            if len(np.unique(envs)) < 2:
+                raise InvalidInput(f"space {self.name} needs rows from at least 2 cameras")
+            if self.name == "style_l2":
+                self.basis_ = style_directions(X, envs, self.n_style)
+            else:
+                self.camera_means_ = camera_means(X, envs)
+        return self
+
+    def transform(self, X: np.ndarray, envs: Sequence[str] | np.ndarray | None = None,
+                  running: Callable[[str], CameraStats | None] | None = None
+                  ) -> tuple[np.ndarray, list[str]]:
+        """The rows in this space, and per row how its camera was adapted ("" when the
+        space ignores cameras). `running(env)` gives an unseen camera's running stats."""
+        X = np.asarray(X, dtype=np.float64)
+        if self.name == "raw":
+            return X, [""] * len(X)
+        if self.name == "l2":
+            return unit_length(X), [""] * len(X)
+        if self.name == "style_l2":
+            return unit_length(project_out(X, self.basis_)), [""] * len(X)
+        envs = [""] * len(X) if envs is None else [str(e) for e in envs]
+        centres, adaptation = self.centres(envs, running)
+        return unit_length(X - centres), adaptation
+
+    def centres(self, envs: Sequence[str], running: Callable[[str], CameraStats | None] | None
+                ) -> tuple[np.ndarray, list[str]]:
+        """center_l2: the mean each row is centred on, and which mean it is."""
+        centres = np.empty((len(envs), len(self.global_mean_)))
+        adaptation = []
+        for i, env in enumerate(envs):
+            if env in self.camera_means_:
+                centres[i], kind = self.camera_means_[env], ADAPTED_FIT
+            else:
+                stats = running(env) if (running is not None and env) else None
+                if stats is not None and stats.count >= self.min_camera_rows:
+                    centres[i], kind = stats.mean, ADAPTED_CAMERA
+                else:
+                    centres[i], kind = self.global_mean_, ADAPTED_GLOBAL
+            adaptation.append(kind)
+        return centres, adaptation
+
+    # ------------------------------------------------------------ persistence
+    def params(self) -> dict:
+        return {"name": self.name, "n_style": self.n_style,
+                "min_camera_rows": self.min_camera_rows}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Fitted state as named arrays (np.savez), read back by `from_arrays`."""
+        cams = sorted(self.camera_means_)
+        d = len(self.global_mean_)
+        return {"global_mean": self.global_mean_,
+                "basis": self.basis_ if self.basis_ is not None else np.zeros((0, d)),
+                "camera_names": np.array(cams, dtype=np.str_),
+                "camera_means": (np.stack([self.camera_means_[c] for c in cams]) if cams
+                                 else np.zeros((0, d)))}
+
+    @classmethod
+    def from_arrays(cls, params: Mapping, arrays: Mapping[str, np.ndarray]
+                    ) -> "EmbeddingSpace":
+        space = cls(**params)
+        space.global_mean_ = np.asarray(arrays["global_mean"], dtype=np.float64)
+        basis = np.asarray(arrays["basis"], dtype=np.float64)
+        space.basis_ = basis if space.name == "style_l2" else None
+        space.camera_means_ = {str(c): np.asarray(m, dtype=np.float64) for c, m in
+                               zip(arrays["camera_names"], arrays["camera_means"])}
+        return space
+
+
+def parse_space(text: str, *, min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
+                ) -> EmbeddingSpace:
+    """An unfitted space from its name: `raw`, `l2`, `center_l2`, `style_l2` (n_style 1) or
+    `style_l2:N`."""
+    name, _, arg = text.strip().partition(":")
+    if name == "style_l2":
+        try:
+            n_style = int(arg) if arg else 1
+        except ValueError:
+            raise InvalidInput(f"style_l2:N needs an integer N, got {text!r}") from None
+        return EmbeddingSpace(name, n_style=n_style, min_camera_rows=min_camera_rows)
+    if arg:
+        raise InvalidInput(f"space {name!r} takes no parameter, got {text!r}")
+    return EmbeddingSpace(name, min_camera_rows=min_camera_rows)

@@ -1,0 +1,118 @@
+"""Space steps: L2, style-subspace removal, per-camera centring with adaptation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envad.errors import InvalidInput
+from envad.server.detectors.geometry import (
+    ADAPTED_CAMERA, ADAPTED_FIT, ADAPTED_GLOBAL, SPACES, CameraStats, EmbeddingSpace,
+    parse_space, project_out, style_directions, unit_length)
+
+
+def cameras(seed=0, per=50, dim=6, offsets=None):
+    """Rows from three cameras whose means differ along known directions."""
+    rng = np.random.default_rng(seed)
+    offsets = offsets if offsets is not None else np.array(
+        [[0, 0, 0, 0, 0, 0], [8, 0, 0, 0, 0, 0], [0, 8, 0, 0, 0, 0]], dtype=float)
+    X = np.concatenate([rng.normal(size=(per, dim)) + o for o in offsets])
+    envs = np.repeat([f"cam-{k}" for k in range(len(offsets))], per)
+    return X, envs
+
+
+def test_unit_length_keeps_direction_and_zero_rows():
+    X = np.array([[3.0, 4.0], [0.0, 0.0]])
+    np.testing.assert_allclose(unit_length(X), [[0.6, 0.8], [0.0, 0.0]])
+
+
+def test_style_directions_span_exactly_the_between_camera_offsets():
+    X, envs = cameras()
+    basis = style_directions(X, envs, 5)
+    assert basis.shape == (2, 6)          # 3 cameras: at most 2 directions
+    np.testing.assert_allclose(basis @ basis.T, np.eye(2), atol=1e-10)
+    # the camera means' differences lie in the span: projecting them out leaves ~0
+    means = np.stack([X[envs == e].mean(0) for e in np.unique(envs)])
+    residual = project_out(means - means.mean(0), basis)
+    np.testing.assert_allclose(residual, 0, atol=1e-9)
+    # a direction orthogonal to the offsets survives untouched
+    probe = np.zeros((1, 6))
+    probe[0, 4] = 1.0
+    direction = project_out(probe, basis)
+    assert abs(np.linalg.norm(direction) - 1.0) < 0.05
+
+
+def test_style_l2_removes_n_directions_then_normalises():
+    X, envs = cameras()
+    space = EmbeddingSpace("style_l2", n_style=1).fit(X, envs)
+    assert space.basis_.shape == (1, 6)
+    out, adaptation = space.transform(X)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0)
+    np.testing.assert_allclose(out @ space.basis_.T, 0, atol=1e-9)
+    assert adaptation == [""] * len(X)
+
+
+def test_l2_and_raw():
+    X, envs = cameras()
+    np.testing.assert_allclose(EmbeddingSpace("raw").fit(X).transform(X)[0], X)
+    np.testing.assert_allclose(EmbeddingSpace("l2").fit(X).transform(X)[0], unit_length(X))
+
+
+def test_center_l2_uses_fit_means_running_means_from_n_and_global_below():
+    X, envs = cameras()
+    space = EmbeddingSpace("center_l2", min_camera_rows=10).fit(X, envs)
+    query = np.ones((3, 6)) * 5.0
+    own_mean = np.full(6, 2.0)
+    running = {"new-cam": CameraStats(10, own_mean), "young-cam": CameraStats(9, own_mean)}
+    out, adaptation = space.transform(query, ["cam-1", "new-cam", "young-cam"], running.get)
+    assert adaptation == [ADAPTED_FIT, ADAPTED_CAMERA, ADAPTED_GLOBAL]
+    np.testing.assert_allclose(out[0], unit_length((query[0] - X[envs == "cam-1"].mean(0))
+                                                   [None])[0])
+    np.testing.assert_allclose(out[1], unit_length((query[1] - own_mean)[None])[0])
+    np.testing.assert_allclose(out[2], unit_length((query[2] - X.mean(0))[None])[0])
+    # no camera at all: the global mean
+    assert space.transform(query[:1])[1] == [ADAPTED_GLOBAL]
+
+
+def test_centring_removes_a_camera_offset_that_l2_alone_keeps():
+    X, envs = cameras()
+    shifted = X[envs == "cam-0"] + np.array([0, 0, 0, 30.0, 0, 0])   # unseen camera
+    stats = CameraStats(len(shifted), shifted.mean(0))
+    space = EmbeddingSpace("center_l2").fit(X, envs)
+    centred, adaptation = space.transform(shifted, ["cam-new"] * len(shifted),
+                                          lambda env: stats)
+    assert set(adaptation) == {ADAPTED_CAMERA}
+    reference, _ = space.transform(X[envs == "cam-0"], envs[envs == "cam-0"])
+    gap = abs(centred.mean(0) - reference.mean(0)).max()
+    assert gap < 0.2
+    l2 = EmbeddingSpace("l2").fit(X)
+    assert abs(l2.transform(shifted)[0].mean(0) - l2.transform(X[:50])[0].mean(0)).max() > 0.5
+
+
+def test_round_trip_through_arrays():
+    X, envs = cameras()
+    for spec in ("raw", "l2", "style_l2:2", "center_l2"):
+        space = parse_space(spec).fit(X, envs)
+        again = EmbeddingSpace.from_arrays(space.params(), space.arrays())
+        np.testing.assert_allclose(again.transform(X, envs)[0], space.transform(X, envs)[0])
+        assert again.describe() == space.describe()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nope", "unknown space"), ("style_l2:x", "integer"), ("l2:3", "no parameter"),
+    ("style_l2:0", "n_style"),
+])
+def test_bad_specs(spec, message):
+    with pytest.raises(InvalidInput, match=message):
+        parse_space(spec)
+
+
+def test_camera_spaces_need_two_cameras():
+    X, _ = cameras()
+    for name in ("center_l2", "style_l2:1"):
+        with pytest.raises(InvalidInput, match="camera"):
+            parse_space(name).fit(X, np.array(["one"] * len(X)))
+
+
+def test_registry_lists_every_space():
+    assert SPACES == ("raw", "l2", "style_l2", "center_l2")

@@ -1,0 +1,76 @@
+"""A pipeline: how an encoder is trained and how its embeddings are scored.
+
+One record holds every choice that decides envad's scores: the pretraining (algorithm,
+task, augmentation, epochs, optimiser schedule) and the scoring (space step, detector
+set). `DEFAULT_PIPELINE` is what `make demo`, `envad evaluate --pipeline default` and
+`envad retrain` use. It was chosen by `envad select` (training/selection.py) on
+PhotoDigits' training cameras only: leave-one-camera-and-one-class-out retraining, never
+a test camera; the run and its output are in docs/results/selection/.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Training and scoring choices (detectors empty = every registered detector)."""
+
+    algorithm: str = "erm"
+    task: str = "bucket"
+    augment: str = "none"
+    epochs: int = 5
+    hparams: dict[str, Any] = field(default_factory=dict)
+    space: str = "raw"
+    detectors: tuple[str, ...] = ()
+
+    @property
+    def training_name(self) -> str:
+        """Short id of the training part (run directory names)."""
+        schedule = self.hparams.get("schedule", "constant")
+        return f"{self.algorithm}-{self.task}-{self.augment}-{schedule}-e{self.epochs}"
+
+    def describe(self) -> str:
+        detectors = "+".join(self.detectors) if self.detectors else "all detectors"
+        return (f"{self.algorithm}, task {self.task}, augment {self.augment}, "
+                f"{self.epochs} epochs, {self.hparams or 'default hparams'}; space "
+                f"{self.space}; {detectors}")
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["detectors"] = list(self.detectors)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Pipeline":
+        data = dict(data)
+        data["detectors"] = tuple(data.get("detectors", ()))
+        return cls(**data)
+
+
+#: the paper's setting: bucket task, raw embeddings, all eight detectors
+PAPER_PIPELINE = Pipeline()
+
+COSINE = {"schedule": "cosine", "warmup_fraction": 0.05}
+
+#: chosen by `envad select` on PhotoDigits' training cameras (docs/results/selection/)
+DEFAULT_PIPELINE = Pipeline(algorithm="erm", task="class", augment="style", epochs=5,
+                            hparams=COSINE, space="center_l2", detectors=())
+
+PIPELINES = {"default": DEFAULT_PIPELINE, "paper": PAPER_PIPELINE}
+
+
+def resolve_pipeline(spec: str) -> Pipeline:
+    """A named pipeline (`default`, `paper`) or a JSON file written by `envad select`."""
+    if spec in PIPELINES:
+        return PIPELINES[spec]
+    path = Path(spec)
+    if path.is_file():
+        data = json.loads(path.read_text())
+        return Pipeline.from_json(data.get("chosen", data))
+    raise ValueError(f"unknown pipeline {spec!r}: use one of {sorted(PIPELINES)} or a "
+                     "selection.json written by `envad select`")

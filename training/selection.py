@@ -1,0 +1,212 @@
+"""`envad select`: choose a pipeline on the training cameras alone.
+
+The deployment question is "is this new content, on a camera never seen?". Each fold
+asks it of the training cameras: one camera c and one normal class L are held out of
+everything, an encoder is trained on the rest, the detectors are fitted on the rest's
+normal `train` rows, and camera c's images (train and val splits) are scored with class
+L as the anomaly. Camera c is unseen by the encoder and the detectors, class L is unseen
+content: the test setting in miniature, with no test camera and no anomaly image.
+
+Per training candidate, every space step and every detector set (each detector alone,
+each subset's calibrated ensemble) is scored on the same folds; the pipeline with the
+best mean fold ROC-AUC is chosen (DomainBed's training-domain validation, with the
+held-out domain and class taken out of training, as its leave-one-domain-out variant).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from envad.server.detectors import registry
+from envad.server.detectors.bundle import fit_bundle
+from envad.training.metrics import roc_auc
+from envad.training.pipeline import COSINE, Pipeline
+
+log = logging.getLogger(__name__)
+SPACE_CANDIDATES = ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3")
+ENSEMBLE_PREFIX = "ensemble:"
+
+#: the training candidates `envad select` compares by default (the paper's setting first)
+DEFAULT_CANDIDATES = {
+    "paper-erm": Pipeline(algorithm="erm", task="bucket", augment="none", epochs=5),
+    "erm-class-style": Pipeline(algorithm="erm", task="class", augment="style", epochs=5,
+                                hparams=COSINE),
+    "groupdro-class-style": Pipeline(algorithm="groupdro", task="class", augment="style",
+                                     epochs=5, hparams=COSINE),
+    "erm-class-style-e10": Pipeline(algorithm="erm", task="class", augment="style",
+                                    epochs=10, hparams=COSINE),
+}
+
+
+@dataclass(frozen=True)
+class Fold:
+    """What one fold holds out: a training camera and a normal class."""
+
+    env: str
+    label: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.env}~{self.label}"
+
+
+def make_folds(dataset, n_folds: int, seed: int = 0) -> list[Fold]:
+    """`n_folds` (camera, class) pairs, seeded; cameras and classes are used evenly."""
+    envs = dataset.envs("train")
+    train_normal = dataset.indices("train", normal_only=True)
+    labels = sorted({dataset.records[int(i)].label for i in train_normal})
+    if len(envs) < 3 or len(labels) < 3:
+        raise ValueError("pipeline selection needs >= 3 training cameras and >= 3 normal "
+                         f"classes; found {len(envs)} cameras and {len(labels)} classes")
+    rng = np.random.default_rng([seed, 17])
+    env_order, label_order = rng.permutation(envs), rng.permutation(labels)
+    return [Fold(str(env_order[i % len(envs)]), str(label_order[i % len(labels)]))
+            for i in range(n_folds)]
+
+
+def detector_sets(names: list[str]) -> list[tuple[str, ...]]:
+    """Every non-empty subset of the detectors, in registry order."""
+    return [combo for size in range(1, len(names) + 1)
+            for combo in itertools.combinations(names, size)]
+
+
+def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, X_query: np.ndarray,
+               query_envs: np.ndarray, positive: np.ndarray, spaces=SPACE_CANDIDATES,
+               seed: int = 0) -> dict[str, dict[str, float]]:
+    """{space: {detector: AUC, 'ensemble:A+B': AUC, ...}} of one fold's embeddings."""
+    names = registry.names()
+    out = {}
+    order = np.argsort(query_envs, kind="stable")   # one camera: arrival order kept
+    for space in spaces:
+        bundle = fit_bundle(X_fit, envs=fit_envs, space=space, seed=seed)
+        scores = bundle.score_arrivals(X_query[order], query_envs[order])
+        y = positive[order]
+        row = {name: roc_auc(y, scores.raw[name]) for name in names}
+        for combo in detector_sets(names):
+            ensemble = np.mean([scores.calibrated[n] for n in combo], axis=0)
+            row[ENSEMBLE_PREFIX + "+".join(combo)] = roc_auc(y, ensemble)
+        out[space] = row
+    return out
+
+
+def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed: int = 0,
+             size: int = 32, device: str = "cpu", progress: bool = False) -> dict:
+    """Train without the fold's camera and class, embed, score every space x detector."""
+    from envad.server.encoder import OnnxEncoder
+    from envad.training.data import load_dataset
+    from envad.training.evaluate import embed
+    from envad.training.run import ENCODER_FILE, TrainConfig, train
+
+    run_dir = train(TrainConfig(
+        data=data, algorithm=candidate.algorithm, out=runs_dir / f"{candidate.training_name}"
+        f"-{fold.name}-s{seed}", size=size, epochs=candidate.epochs, seed=seed,
+        device=device, hparams=dict(candidate.hparams), task=candidate.task,
+        augment=candidate.augment, exclude_envs=(fold.env,), exclude_labels=(fold.label,)),
+        progress=progress, resume=True)
+    dataset = load_dataset(data)
+    records = dataset.records
+    fit_idx = np.array([i for i in dataset.indices("train", normal_only=True)
+                        if records[i].env != fold.env and records[i].label != fold.label])
+    query_idx = np.array([i for i in range(len(records)) if records[i].env == fold.env
+                          and records[i].split in ("train", "val") and not records[i].is_anomaly])
+    encoder = OnnxEncoder(run_dir / ENCODER_FILE)
+    X_fit, X_query = embed(encoder, dataset, fit_idx), embed(encoder, dataset, query_idx)
+    positive = np.array([records[i].label == fold.label for i in query_idx])
+    scores = score_fold(X_fit, np.array([records[i].env for i in fit_idx]), X_query,
+                        np.array([records[i].env for i in query_idx]), positive, seed=seed)
+    return {"fold": {"env": fold.env, "label": fold.label}, "n_fit": len(fit_idx),
+            "n_query": len(query_idx), "n_positive": int(positive.sum()), "scores": scores}
+
+
+def choosable_scorers(single_means: dict[str, float]) -> list[str]:
+    """The detector sets a selection may pick: each detector alone, the ensemble of all,
+    and the ensembles of the 2, 3 and 4 detectors with the best mean alone (a small
+    family, so that choosing among 255 subsets on a few folds does not overfit them)."""
+    names = registry.names()
+    ranked = sorted(names, key=lambda n: -single_means[n])
+    sets = [tuple(sorted(ranked[:m], key=names.index)) for m in (2, 3, 4)]
+    return (list(names) + [ENSEMBLE_PREFIX + "+".join(names)]
+            + [ENSEMBLE_PREFIX + "+".join(s) for s in sets])
+
+
+def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
+    """Mean fold AUC of every choosable (candidate, space, detector set), best first."""
+    rows = []
+    for name, folds in candidate_results.items():
+        for space in folds[0]["scores"]:
+            def values(key):
+                return [f["scores"][space][key] for f in folds]
+            singles = {n: float(np.nanmean(values(n))) for n in registry.names()}
+            for key in dict.fromkeys(choosable_scorers(singles)):
+                rows.append({"candidate": name, "space": space, "scorer": key,
+                             "mean": float(np.nanmean(values(key))),
+                             "std": float(np.nanstd(values(key))), "folds": values(key)})
+    return sorted(rows, key=lambda r: -r["mean"])
+
+
+def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_folds: int = 3,
+                  seed: int = 0, size: int = 32, device: str = "cpu",
+                  progress: bool = True) -> dict:
+    """Every candidate on the same folds; writes OUT/selection.json and returns it.
+
+    Finished folds are kept in OUT/folds/ and reused, so an interrupted run resumes.
+    """
+    from envad.training.data import load_dataset
+
+    out = Path(out)
+    (out / "folds").mkdir(parents=True, exist_ok=True)
+    folds = make_folds(load_dataset(data), n_folds, seed)
+    results: dict[str, list[dict]] = {}
+    jobs = [(name, fold) for name in candidates for fold in folds]
+    for name, fold in tqdm(jobs, desc="select", disable=not progress):
+        path = out / "folds" / f"{name}-{fold.name}-s{seed}.json"
+        if path.is_file():
+            result = json.loads(path.read_text())
+        else:
+            result = run_fold(candidates[name], data, fold, out / "runs", seed=seed,
+                              size=size, device=device, progress=False)
+            path.write_text(json.dumps(result, indent=1))
+        results.setdefault(name, []).append(result)
+    ranking = summarise(results)
+    best = ranking[0]
+    detectors = (tuple(best["scorer"][len(ENSEMBLE_PREFIX):].split("+"))
+                 if best["scorer"].startswith(ENSEMBLE_PREFIX) else (best["scorer"],))
+    if set(detectors) == set(registry.names()):
+        detectors = ()
+    chosen = replace(candidates[best["candidate"]], space=best["space"], detectors=detectors)
+    summary = {"data": data, "seed": seed, "size": size, "folds": [f.__dict__ for f in folds],
+               "candidates": {k: v.to_json() for k, v in candidates.items()},
+               "chosen": chosen.to_json(), "best": best, "ranking": ranking[:200]}
+    (out / "selection.json").write_text(json.dumps(summary, indent=1))
+    (out / "selection.md").write_text(format_selection(summary, results))
+    return summary
+
+
+def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
+    """Markdown: the chosen pipeline, then per candidate x space the ensemble of all
+    detectors, KNN, and the best detector set, as mean fold ROC-AUC."""
+    all_key = ENSEMBLE_PREFIX + "+".join(registry.names())
+    lines = ["# Pipeline selection (training cameras only)", "",
+             f"data `{summary['data']}`, seed {summary['seed']}, {summary['size']} px; folds "
+             "(held-out camera ~ held-out class): "
+             + ", ".join(f"{f['env']}~{f['label']}" for f in summary["folds"]), "",
+             f"**chosen**: `{json.dumps(summary['chosen'])}` (mean fold ROC-AUC "
+             f"{summary['best']['mean']:.3f} ± {summary['best']['std']:.3f})", "",
+             "| candidate | space | ensemble (all 8) | KNN | best set | its AUC |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, folds in results.items():
+        for space in folds[0]["scores"]:
+            def mean(key):
+                return float(np.nanmean([f["scores"][space][key] for f in folds]))
+            keys = [k for k in folds[0]["scores"][space]]
+            best = max(keys, key=mean)
+            lines.append(f"| {name} | {space} | {mean(all_key):.3f} | {mean('KNN'):.3f} | "
+                         f"{best.replace(ENSEMBLE_PREFIX, '')} | {mean(best):.3f} |")
+    return "\n".join(lines) + "\n"
