@@ -301,6 +301,7 @@ def _score(client, pending, options) -> list[tuple]:
                     "detectors": {d.detector: {"raw": d.raw, "calibrated": d.calibrated}
                                   for d in res.detectors},
                     "model_id": prov.model_id, "bundle_id": prov.bundle_id,
+                    "space": prov.space, "adaptation": res.adaptation,
                 }))
     return out
 

@@ -124,5 +124,7 @@ def score_records(outcomes: Iterable[Outcome]) -> Iterator[dict]:
             "detectors": score.get("detectors"),
             "model_id": score.get("model_id", ""),
             "bundle_id": score.get("bundle_id", ""),
+            "space": score.get("space", ""),
+            "adaptation": score.get("adaptation", ""),
             "source": item.get("source", {}),
         }

@@ -124,8 +124,23 @@ def register(subparsers) -> None:
                    help="fraction of features Stylist drops (0: server default)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--no-activate", action="store_true", help="keep the current bundle active")
+    p.add_argument("--space", default="",
+                   help="space step before the detectors: raw, l2, style_l2:N, center_l2 or "
+                        "auto ('': the server default, center_l2; docs/detectors.md)")
+    p.add_argument("--min-camera-rows", type=int, default=0,
+                   help="center_l2: images an unseen camera sends before it is re-centred on "
+                        "its own mean (0: 32)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_fit)
+
+    p = subparsers.add_parser(
+        "reset-camera-stats", parents=[conn()], formatter_class=formatter,
+        help="forget running per-camera statistics (a camera was moved or re-aimed)",
+        description="The center_l2 space re-centres an unseen camera on the running mean "
+                    "of the images it sent. Forget that mean for the named cameras (all "
+                    "cameras when none is named); they start again from the fit rows' mean.")
+    p.add_argument("envs", nargs="*", metavar="ENV", help="cameras to forget (default: all)")
+    p.set_defaults(func=cmd_reset_camera_stats)
 
     p = subparsers.add_parser(
         "info", parents=[conn()], help="show the server's state",
@@ -217,15 +232,23 @@ def cmd_fit(args) -> int:
         result = client.fit(row_filter(args, "train"), detectors=detectors,
                             max_samples=args.max_samples, contamination=args.contamination,
                             stylist=args.stylist, drop_fraction=args.drop_fraction,
-                            seed=args.seed, activate=not args.no_activate, timeout=args.timeout)
+                            seed=args.seed, activate=not args.no_activate, space=args.space,
+                            min_camera_rows=args.min_camera_rows, timeout=args.timeout)
     if args.json:
         print_json(result)
         return 0
     print(f"bundle {result.bundle_id}: {result.n_samples} samples x {result.n_features} "
-          f"features, threshold {result.threshold:.3f}, "
+          f"features, space {result.space}, threshold {result.threshold:.3f}, "
           f"{'activated' if result.activated else 'not activated'}")
     print_table(["DETECTOR", "FIT SECONDS", "SAMPLES"],
                 [[s.detector, f"{s.fit_seconds:.2f}", s.n_samples] for s in result.stats])
+    return 0
+
+
+def cmd_reset_camera_stats(args) -> int:
+    with open_client(args) as client:
+        reset = client.reset_camera_stats(args.envs, timeout=args.timeout)
+    print(f"forgot the statistics of {len(reset)} camera(s): {', '.join(reset) or '-'}")
     return 0
 
 
@@ -241,6 +264,8 @@ def cmd_info(args) -> int:
     print(f"model        {model.model_id + ' (' + model.algorithm + ', ' + str(model.embedding_dim) + '-d)' if model else '-'}")
     bundle = info.bundle
     print(f"detectors    {bundle.bundle_id + ': ' + ', '.join(bundle.detectors) if bundle else '-'}")
+    if bundle:
+        print(f"space        {bundle.space}")
     print(f"rows         {info.total_rows} (index {info.index_rows}, table version {info.table_version})")
     for env, n in sorted(info.env_counts.items()):
         print(f"  {env or '(none)':<20} {n}")

@@ -88,6 +88,7 @@ def provenance_from_pb(msg: pb.Provenance) -> r.Provenance:
         bundle_id=msg.bundle_id,
         table_version=msg.table_version,
         server_version=msg.server_version,
+        space=msg.space,
     )
 
 
@@ -113,6 +114,7 @@ def image_score_from_pb(msg: pb.ImageScore) -> r.ImageScore:
         threshold=msg.threshold,
         neighbors=tuple(neighbor_from_pb(n) for n in msg.neighbors),
         stored=msg.stored,
+        adaptation=msg.adaptation,
     )
 
 
@@ -163,6 +165,7 @@ def fit_result_from_pb(msg: pb.FitResponse) -> r.FitResult:
         threshold=msg.threshold,
         activated=msg.activated,
         provenance=provenance_from_pb(msg.provenance),
+        space=msg.space,
     )
 
 
@@ -193,6 +196,7 @@ def bundle_info_from_pb(msg: pb.BundleInfo) -> r.BundleInfo:
         created=msg.created,
         filter=filter_from_pb(msg.filter),
         stats=fit_stats_from_pb(msg.stats),
+        space=msg.space,
     )
 
 

@@ -1,14 +1,17 @@
-"""`make demo`: the whole product on the built-in PhotoDigits benchmark, end to end.
+"""`make demo`: the whole product on a multi-camera dataset, end to end.
 
-PhotoDigits (32 px) -> train a small encoder -> export ONNX -> start `envad serve` ->
-backfill the training cameras -> fit the detectors -> score the unseen cameras ->
-ROC-AUC per detector + ROC plot -> stop the server (also on failure).
+PhotoDigits (32 px, built in) or any folder-format dataset (`--data DIR`) -> train an
+encoder with the default pipeline (envad/pipeline.py) -> export ONNX -> start
+`envad serve` -> backfill the training cameras -> fit the detectors with the pipeline's
+space step -> score the unseen cameras -> ROC-AUC per detector, with the space step and
+without it (raw embeddings, the paper's setting) -> ROC plot -> stop the server (also on
+failure).
 
-What it measures: how well detectors fit on embeddings of *normal* images (digits 0-5)
-from 6 training cameras flag *new content* (digits 6-9) in images from 3 cameras never
-seen in training, whose style (background, lighting, noise) is new too. ROC-AUC 0.5 is
-chance; BENCHMARK.md gives the floor (raw pixels, ~0.53) and ceiling (content oracle,
-~0.98) of this task.
+What it measures: how well detectors fit on embeddings of *normal* images from the
+training cameras flag *new content* in images from cameras never seen in training,
+whose style (background, lighting, noise) is new too. ROC-AUC 0.5 is chance; on
+PhotoDigits BENCHMARK.md gives the floor (raw pixels, ~0.53) and ceiling (content
+oracle, ~0.98) of the task.
 """
 
 from __future__ import annotations
@@ -18,17 +21,19 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-# GroupDRO, 5 epochs: the best pretraining at 32 px in docs/RESULTS.md, and about three
-# minutes of training on 2 CPU cores.
-DEFAULT_EPOCHS = 5
-DEFAULT_ALGORITHM = "groupdro"
+from envad.pipeline import DEFAULT_PIPELINE, Pipeline, resolve_pipeline
+
 DESCRIPTION = (
-    "What this measures: detectors are fit on embeddings of normal images (digits 0-5) "
-    "from 6 training cameras, then score 900 images from 3 unseen cameras, 40% of which "
-    "show unseen content (digits 6-9). ROC-AUC: 0.5 = chance, 1.0 = perfect; anomalies "
-    "are the positive class. 'mean per camera' averages the ROC-AUC of each unseen camera."
+    "What this measures: detectors are fit on embeddings of normal images from the "
+    "training cameras (PhotoDigits: digits 0-5 from 6 cameras), then score the images of "
+    "cameras never seen in training (PhotoDigits: 900 images from 3 cameras, 40% showing "
+    "unseen content, digits 6-9). ROC-AUC: 0.5 = chance, 1.0 = perfect; anomalies are the "
+    "positive class. 'per camera' averages the ROC-AUC of each unseen camera. 'with space' "
+    "scores in the pipeline's space step; 'raw' in the encoder's raw output (the paper's "
+    "setting), both with the same encoder."
 )
 
 
@@ -36,59 +41,70 @@ def log(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
 
-def run_demo(workdir: Path, *, epochs: int = DEFAULT_EPOCHS,
-             algorithm: str = DEFAULT_ALGORITHM, seed: int = 0, fresh: bool = False) -> dict:
+def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DEFAULT_PIPELINE,
+             epochs: int | None = None, algorithm: str | None = None, seed: int = 0,
+             size: int = 32, fresh: bool = False) -> dict:
     """Run every stage in `workdir`; returns the report (also written to report.json).
 
-    PhotoDigits is regenerated every time (deterministic). The training run lives in
-    `workdir/runs/ALGORITHM-eEPOCHS-sSEED`: training reuses a finished run with the same
-    settings and resumes an interrupted one; `fresh` deletes the whole workdir first.
+    `data`: a folder-format dataset (train/val splits of the training cameras, test split
+    of unseen cameras); None generates PhotoDigits (deterministic) in the workdir.
+    `epochs` and `algorithm` override the pipeline's. The training run lives in
+    `workdir/runs/TRAINING-sSEED`: a finished run with the same settings is reused, an
+    interrupted one resumed; `fresh` deletes the whole workdir first.
     """
     from envad.client.backfill import BackfillOptions, run_backfill
-    from envad.client.demo_report import auc_table, format_table, load_scores, plot_roc
+    from envad.client.demo_report import auc_table, format_comparison, load_scores, plot_roc
     from envad.client.library import EnvadClient
     from envad.client.results import RowFilter
     from envad.client.server_process import LocalServer
     from envad.client.sources import open_source
     from envad.client.training_bridge import export_encoder, train_encoder
 
+    overrides = {k: v for k, v in (("epochs", epochs), ("algorithm", algorithm)) if v}
+    pipeline = replace(pipeline, **overrides)
     started = time.monotonic()
     timings: dict[str, float] = {}
     if fresh:
         shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True, exist_ok=True)
-    dataset, models, data = workdir / "photodigits", workdir / "models", workdir / "data"
+    models, store = workdir / "models", workdir / "data"
     encoder = models / "encoder.onnx"
     # a fresh store, checkpoints and outputs on every run (results must not mix runs)
-    for stale in (data, workdir / "checkpoints"):
+    for stale in (store, workdir / "checkpoints"):
         shutil.rmtree(stale, ignore_errors=True)
-    for stale in (workdir / "scores.jsonl", workdir / "roc.png", workdir / "report.json",
-                  workdir / "server.log"):
-        stale.unlink(missing_ok=True)
+    for stale in ("scores.jsonl", "scores-raw.jsonl", "roc.png", "report.json", "server.log"):
+        (workdir / stale).unlink(missing_ok=True)
 
     def stage(name: str, t0: float) -> None:
         timings[name] = round(time.monotonic() - t0, 1)
         log(f"{name}: {timings[name]:.1f}s")
 
     t0 = time.monotonic()
-    from envad.training.photodigits import generate
+    if data is None:
+        from envad.training.photodigits import generate
 
-    log(f"generating PhotoDigits (32 px) in {dataset}")
-    generate(dataset, size=32, seed=seed, progress=False)
-    stage("generate", t0)
+        data = workdir / "photodigits"
+        log(f"generating PhotoDigits ({size} px) in {data}")
+        generate(data, size=size, seed=seed, progress=False)
+    else:
+        log(f"dataset: {data}")
+    stage("data", t0)
 
     t0 = time.monotonic()
-    run_dir = workdir / "runs" / f"{algorithm}-e{epochs}-s{seed}"
-    log(f"training a {algorithm} encoder for {epochs} epoch(s) in {run_dir}")
-    run_dir = train_encoder(dataset, run_dir, algorithm=algorithm, epochs=epochs, seed=seed,
-                            image_size=32)
+    run_dir = workdir / "runs" / f"{pipeline.training_name}-{size}px-s{seed}"
+    log(f"pipeline: {pipeline.describe()}")
+    log(f"training the encoder in {run_dir}")
+    run_dir = train_encoder(data, run_dir, algorithm=pipeline.algorithm,
+                            epochs=pipeline.epochs, seed=seed, image_size=size,
+                            task=pipeline.task, augment=pipeline.augment,
+                            hparams=pipeline.hparams)
     shutil.rmtree(models, ignore_errors=True)
     export_encoder(run_dir, encoder)
     log(f"encoder: {encoder}")
     stage("train+export", t0)
 
     t0 = time.monotonic()
-    server = LocalServer(data, models, log_path=workdir / "server.log")
+    server = LocalServer(store, models, log_path=workdir / "server.log")
     log("starting envad serve")
     server.start()
     try:
@@ -96,50 +112,60 @@ def run_demo(workdir: Path, *, epochs: int = DEFAULT_EPOCHS,
         stage("serve", t0)
         with EnvadClient(server.address, timeout=120) as client:
             t0 = time.monotonic()
-            source = open_source(dataset)
+            source = open_source(data)
             summary = run_backfill(
                 client, source, workdir / "checkpoints" / "train.jsonl",
                 BackfillOptions(splits=("train", "val"), batch_size=64, concurrency=2))
             log(summary.format())
             stage("backfill", t0)
 
-            t0 = time.monotonic()
-            fit = client.fit(RowFilter(splits=("train",)), seed=seed)
-            log(f"fitted {len(fit.stats)} detectors on {fit.n_samples} embeddings "
-                f"({fit.n_features} features), bundle {fit.bundle_id}")
-            stage("fit", t0)
-
-            t0 = time.monotonic()
-            scores = workdir / "scores.jsonl"
-            scored = run_backfill(
-                client, source, workdir / "checkpoints" / "test.jsonl",
-                BackfillOptions(splits=("test",), scores=True, store=False, batch_size=64,
-                                concurrency=2),
-                scores_out=scores)
-            log(f"scored {scored.ok} images of the unseen cameras -> {scores}")
-            stage("score", t0)
+            scored = {}
+            passes = (("with space", pipeline.space, "scores.jsonl"),
+                      ("raw", "raw", "scores-raw.jsonl"))
+            for name, space, file_name in passes:
+                t0 = time.monotonic()
+                fit = client.fit(RowFilter(splits=("train",)), seed=seed, space=space,
+                                 detectors=pipeline.detectors)
+                log(f"fitted {len(fit.stats)} detectors on {fit.n_samples} embeddings "
+                    f"({fit.n_features} features), space {fit.space}, bundle {fit.bundle_id}")
+                stage(f"fit ({name})", t0)
+                t0 = time.monotonic()
+                client.reset_camera_stats()          # unseen cameras start unseen
+                out = workdir / file_name
+                result = run_backfill(
+                    client, source, workdir / "checkpoints" / f"test-{file_name}",
+                    BackfillOptions(splits=("test",), scores=True, store=False, batch_size=64,
+                                    concurrency=1),
+                    scores_out=out)
+                log(f"scored {result.ok} images of the unseen cameras -> {out}")
+                stage(f"score ({name})", t0)
+                scored[name] = load_scores(out)
     finally:
         server.stop()
         log("server stopped")
 
-    scored_set = load_scores(scores)
-    rows = auc_table(scored_set)
-    plot = plot_roc(scored_set, rows, workdir / "roc.png",
-                    f"PhotoDigits, unseen cameras ({algorithm}, {epochs} epochs)")
+    tables = {name: auc_table(scores) for name, scores in scored.items()}
+    rows = tables["with space"]
+    plot = plot_roc(scored["with space"], rows, workdir / "roc.png",
+                    f"unseen cameras ({pipeline.training_name}, space {pipeline.space})")
     wall = time.monotonic() - started
+    main_set = scored["with space"]
     report = {
-        "algorithm": algorithm, "epochs": epochs, "seed": seed,
-        "n_test_images": int(len(scored_set.truth)),
-        "n_anomalies": int(scored_set.truth.sum()),
+        "data": str(data), "pipeline": pipeline.to_json(), "seed": seed, "size": size,
+        "algorithm": pipeline.algorithm, "epochs": pipeline.epochs,
+        "n_test_images": int(len(main_set.truth)), "n_anomalies": int(main_set.truth.sum()),
         "roc_auc": {r.detector: round(r.pooled, 4) for r in rows},
         "roc_auc_mean_per_camera": {r.detector: round(r.per_camera_mean, 4) for r in rows},
+        "raw_space": {"roc_auc": {r.detector: round(r.pooled, 4) for r in tables["raw"]},
+                      "roc_auc_mean_per_camera": {r.detector: round(r.per_camera_mean, 4)
+                                                  for r in tables["raw"]}},
         "plot": str(plot), "timings_s": timings, "wall_time_s": round(wall, 1),
     }
     (workdir / "report.json").write_text(json.dumps(report, indent=2))
     print()
     print(DESCRIPTION)
     print()
-    print(format_table(rows))
+    print(format_comparison(tables["with space"], tables["raw"], pipeline.space))
     print()
     print(f"ROC plot:  {plot}")
     print(f"report:    {workdir / 'report.json'}")
@@ -150,19 +176,31 @@ def run_demo(workdir: Path, *, epochs: int = DEFAULT_EPOCHS,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m envad.client.demo",
-        description="The envad demo (`make demo`): PhotoDigits -> train -> export -> serve "
-                    "-> backfill -> fit -> score unseen cameras -> ROC-AUC per detector.",
+        description="The envad demo (`make demo`): dataset -> train -> export -> serve -> "
+                    "backfill -> fit -> score unseen cameras -> ROC-AUC per detector, with "
+                    "the pipeline's space step and without it.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=Path("var/demo"),
                         help="where data, model, server store and report go")
-    parser.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS, help="training epochs")
-    parser.add_argument("--algorithm", default=DEFAULT_ALGORITHM, help="pretraining algorithm")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="folder-format dataset (default: generate PhotoDigits)")
+    parser.add_argument("--pipeline", default="default",
+                        help="default, paper, or a selection.json from `envad select`")
+    parser.add_argument("--size", type=int, default=32, help="image side in px")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="training epochs (default: the pipeline's)")
+    parser.add_argument("--algorithm", default=None,
+                        help="pretraining algorithm (default: the pipeline's)")
     parser.add_argument("--seed", type=int, default=0, help="data and training seed")
     parser.add_argument("--fresh", action="store_true",
                         help="delete the workdir first (otherwise a finished training run "
                              "with the same settings is reused)")
     args = parser.parse_args(argv)
-    run_demo(args.workdir, epochs=args.epochs, algorithm=args.algorithm, seed=args.seed,
+    if args.data is not None and not (args.data / "metadata.csv").is_file():
+        parser.error(f"--data {args.data}: no metadata.csv there (docs/training.md, "
+                     "folder format)")
+    run_demo(args.workdir, data=args.data, pipeline=resolve_pipeline(args.pipeline),
+             epochs=args.epochs, algorithm=args.algorithm, seed=args.seed, size=args.size,
              fresh=args.fresh)
     return 0
 

@@ -79,6 +79,21 @@ def format_table(rows: Iterable[AucRow]) -> str:
     return "\n".join(lines)
 
 
+def format_comparison(with_space: list[AucRow], raw: list[AucRow], space: str) -> str:
+    """Side by side: each detector's ROC-AUC with the space step and in raw space."""
+    raw_by_name = {r.detector: r for r in raw}
+    head = f"with space {space}"
+    lines = [f"{'':<12} {head:^26} {'raw (paper)':^26}",
+             f"{'detector':<12} {'ROC-AUC':>12} {'per camera':>12}  {'ROC-AUC':>12} "
+             f"{'per camera':>12}"]
+    for r in with_space:
+        other = raw_by_name.get(r.detector)
+        lines.append(f"{r.detector:<12} {r.pooled:>12.3f} {r.per_camera_mean:>12.3f}  "
+                     + (f"{other.pooled:>12.3f} {other.per_camera_mean:>12.3f}" if other
+                        else f"{'-':>12} {'-':>12}"))
+    return "\n".join(lines)
+
+
 def plot_roc(scored: ScoredSet, rows: list[AucRow], path: str | Path, title: str) -> Path:
     """ROC curves of every detector (pooled over cameras) in one PNG."""
     import matplotlib

@@ -345,10 +345,14 @@ class EnvadClient:
         drop_fraction: float = 0.0,
         seed: int = 0,
         activate: bool = True,
+        space: str = "",
+        min_camera_rows: int = 0,
         timeout: float | None = 3600.0,
     ) -> r.FitResult:
         """Fit detectors on stored rows (empty filter: split "train") and, by default,
-        activate the new bundle. Default deadline one hour (O(n^2) detectors are slow)."""
+        activate the new bundle. `space`: the space step ("raw", "l2", "style_l2:N",
+        "center_l2", "auto"; "" = the server default). Default deadline one hour
+        (O(n^2) detectors are slow)."""
         request = pb.FitRequest(
             filter=convert.filter_to_pb(row_filter),
             detectors=list(detectors),
@@ -357,8 +361,17 @@ class EnvadClient:
             stylist=pb.StylistOptions(enabled=stylist, drop_fraction=drop_fraction),
             seed=seed,
             no_activate=not activate,
+            space=space,
+            min_camera_rows=min_camera_rows,
         )
         return convert.fit_result_from_pb(self._unary("Fit", request, timeout))
+
+    def reset_camera_stats(self, envs: Sequence[str] = (), timeout: float | None = None
+                           ) -> tuple[str, ...]:
+        """Forget the running per-camera statistics of `envs` (all cameras when empty);
+        returns the cameras that were forgotten."""
+        request = pb.ResetCameraStatsRequest(envs=list(envs))
+        return tuple(self._unary("ResetCameraStats", request, timeout).reset)
 
     def list_models(self, timeout: float | None = None) -> r.ModelList:
         response = self._unary("ListModels", pb.ListModelsRequest(), timeout)

@@ -83,6 +83,7 @@ class ImageScore:
     threshold: float
     neighbors: tuple[Neighbor, ...]
     stored: bool
+    adaptation: str = ""    # how the space step placed the camera ("fit", "camera", "global")
 
     @property
     def ok(self) -> bool:
@@ -148,6 +149,7 @@ class FitResult:
     threshold: float
     activated: bool
     provenance: Provenance
+    space: str = ""
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ class BundleInfo:
     created: str
     filter: RowFilter
     stats: tuple[DetectorFitStats, ...]
+    space: str = ""
 
 
 @dataclass(frozen=True)

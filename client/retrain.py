@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from envad.errors import FailedPrecondition, InvalidInput, Unavailable
+from envad.pipeline import DEFAULT_PIPELINE
 
 log = logging.getLogger(__name__)
 STEPS = ("train", "export", "install", "snapshot", "activate", "reembed", "fit")
@@ -46,8 +47,12 @@ class RetrainSpec:
     dataset: str
     workdir: str
     model_file: str = ""
-    algorithm: str = "erm"
-    epochs: int = 5
+    algorithm: str = DEFAULT_PIPELINE.algorithm
+    epochs: int = DEFAULT_PIPELINE.epochs
+    task: str = DEFAULT_PIPELINE.task
+    augment: str = DEFAULT_PIPELINE.augment
+    hparams: dict = field(default_factory=lambda: dict(DEFAULT_PIPELINE.hparams))
+    space: str = DEFAULT_PIPELINE.space
     seed: int = 0
     image_size: int = 32
     model_id: str = ""
@@ -122,7 +127,8 @@ def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> di
 
     run_dir = train_encoder(spec.dataset, Path(spec.workdir) / "run", algorithm=spec.algorithm,
                             epochs=spec.epochs, seed=spec.seed, image_size=spec.image_size,
-                            model_id=spec.model_id or None, progress=progress)
+                            model_id=spec.model_id or None, task=spec.task,
+                            augment=spec.augment, hparams=spec.hparams, progress=progress)
     return {"run_dir": str(run_dir)}
 
 
@@ -200,9 +206,10 @@ def _reembed(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> 
 def _fit(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
     from envad.client.results import RowFilter
 
-    result = client.fit(RowFilter(splits=spec.fit_splits), detectors=spec.detectors)
+    result = client.fit(RowFilter(splits=spec.fit_splits), detectors=spec.detectors,
+                        space=spec.space)
     return {"bundle_id": result.bundle_id, "n_samples": result.n_samples,
-            "threshold": result.threshold}
+            "threshold": result.threshold, "space": result.space}
 
 
 STEP_FUNCTIONS = {"train": _train, "export": _export, "install": _install,
@@ -238,8 +245,16 @@ def register(subparsers, connection_parser) -> None:
                    help="roll out this already trained envad .onnx file instead of training")
     p.add_argument("--workdir", required=True, type=Path,
                    help="job folder: state, training run, exported model, checkpoints")
-    p.add_argument("--algorithm", default="erm", help="pretraining algorithm (registry name)")
-    p.add_argument("--epochs", type=int, default=5, help="training epochs")
+    p.add_argument("--algorithm", default=DEFAULT_PIPELINE.algorithm,
+                   help="pretraining algorithm (registry name; default: the default pipeline's)")
+    p.add_argument("--epochs", type=int, default=DEFAULT_PIPELINE.epochs,
+                   help="training epochs")
+    p.add_argument("--task", default=DEFAULT_PIPELINE.task, choices=("bucket", "class"),
+                   help="what supervised algorithms learn")
+    p.add_argument("--augment", default=DEFAULT_PIPELINE.augment, choices=("none", "style"),
+                   help="style augmentation of supervised batches")
+    p.add_argument("--space", default=DEFAULT_PIPELINE.space,
+                   help="space step of the refit (raw, l2, style_l2:N, center_l2, auto)")
     p.add_argument("--seed", type=int, default=0, help="training seed")
     p.add_argument("--image-size", type=int, default=32, help="encoder input size in pixels")
     p.add_argument("--model-id", default="",
@@ -268,7 +283,8 @@ def cmd_retrain(args) -> int:
         dataset=str(args.data.resolve()) if args.data else "",
         workdir=str(args.workdir.resolve()),
         model_file=str(args.model_file.resolve()) if args.model_file else "",
-        algorithm=args.algorithm, epochs=args.epochs, seed=args.seed,
+        algorithm=args.algorithm, epochs=args.epochs, task=args.task, augment=args.augment,
+        space=args.space, seed=args.seed,
         image_size=args.image_size, model_id=args.model_id,
         models_dir=str(args.models_dir.resolve()) if args.models_dir else "",
         archive=str(args.archive.resolve()) if args.archive else "",

@@ -5,7 +5,8 @@ and writes atomically (temporary file + rename), so a reader never sees half a f
 
 Record fields: key, id, env, label, split, uri, timestamp (ISO 8601 or None), status
 ("ok", "failed", "skipped"), code, reason, ensemble, is_anomaly, threshold, detectors
-({name: {"raw": float, "calibrated": float}}), model_id, bundle_id, source (the
+({name: {"raw": float, "calibrated": float}}), model_id, bundle_id, space (the bundle's
+space step), adaptation (how it placed the camera: fit, camera, global), source (the
 source's extra values, e.g. {"is_anomaly": true} or MegaDetector "detections").
 
 MegaDetector format 1.4: `info`, `detection_categories` and `images`; an image that
@@ -31,7 +32,7 @@ from envad.errors import InvalidInput
 ScoreRecord = dict
 BASE_COLUMNS = (
     "key", "id", "env", "label", "split", "uri", "timestamp", "status", "code", "reason",
-    "ensemble", "is_anomaly", "threshold", "model_id", "bundle_id",
+    "ensemble", "is_anomaly", "threshold", "model_id", "bundle_id", "space", "adaptation",
 )
 MEGADETECTOR_FORMAT_VERSION = "1.4"
 DEFAULT_DETECTION_CATEGORIES = {"1": "animal", "2": "person", "3": "vehicle"}

@@ -60,6 +60,11 @@ class ServerConfig:
     def bundles_dir(self) -> Path:
         return Path(self.data_dir) / "bundles"
 
+    @property
+    def camera_stats_dir(self) -> Path:
+        """Running per-camera statistics, one file per encoder (server/env_stats.py)."""
+        return Path(self.data_dir) / "camera_stats"
+
 
 def _coerce(name: str, value: Any) -> Any:
     field = {f.name: f for f in fields(ServerConfig)}[name]

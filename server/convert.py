@@ -11,6 +11,8 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
+from envad.pipeline import DEFAULT_PIPELINE
+from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS
 from envad.server.domain import (
     EmbedOutcome, FitOptions, FitOutcome, ImageInput, ImageResult, IngestTotals, ItemError,
     Provenance, ScoreOptions, ScoreOutcome, ServerInfo,
@@ -50,6 +52,8 @@ def ingest_chunk_in(msg: pb.IngestRequest) -> list[ImageInput]:
 def fit_options_in(msg: pb.FitRequest) -> FitOptions:
     row_filter = filter_in(msg.filter)
     return FitOptions(
+        space=msg.space or DEFAULT_PIPELINE.space,
+        min_camera_rows=msg.min_camera_rows or DEFAULT_MIN_CAMERA_ROWS,
         row_filter=RowFilter(splits=("train",)) if row_filter.is_empty() else row_filter,
         detectors=tuple(msg.detectors), max_samples=msg.max_samples,
         contamination=msg.contamination, stylist=msg.stylist.enabled,
@@ -64,7 +68,7 @@ def fit_options_in(msg: pb.FitRequest) -> FitOptions:
 def provenance_out(p: Provenance) -> pb.Provenance:
     return pb.Provenance(model_id=p.model_id, model_sha256=p.model_sha256,
                          bundle_id=p.bundle_id, table_version=p.table_version,
-                         server_version=p.server_version)
+                         server_version=p.server_version, space=p.space)
 
 
 def failure_out(f: ItemError) -> pb.ItemError:
@@ -88,6 +92,7 @@ def image_score_out(r: ImageResult) -> pb.ImageScore:
     msg.threshold = r.threshold
     msg.neighbors.extend(neighbor_out(h) for h in r.neighbors)
     msg.stored = r.stored
+    msg.adaptation = r.adaptation
     return msg
 
 
@@ -139,14 +144,14 @@ def bundle_out(bundle) -> pb.BundleInfo:
                          detectors=list(bundle.detectors), n_samples=int(bundle.n_samples),
                          n_features=int(bundle.n_features), threshold=float(bundle.threshold),
                          created=str(bundle.created), filter=_filter_out(bundle.fit_filter),
-                         stats=_stats_out(bundle))
+                         stats=_stats_out(bundle), space=bundle.space.describe())
 
 
 def fit_out(outcome: FitOutcome) -> pb.FitResponse:
     b = outcome.bundle
     return pb.FitResponse(bundle_id=b.bundle_id, stats=_stats_out(b), n_samples=int(b.n_samples),
                           n_features=int(b.n_features), threshold=float(b.threshold),
-                          activated=outcome.activated,
+                          activated=outcome.activated, space=b.space.describe(),
                           provenance=provenance_out(outcome.provenance))
 
 

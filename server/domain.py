@@ -54,6 +54,7 @@ class ImageResult:
     threshold: float = 0.0
     neighbors: list[Hit] = field(default_factory=list)
     stored: bool = False
+    adaptation: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class FitOptions:
     stylist_drop_fraction: float = 0.0
     seed: int = 0
     activate: bool = True
+    space: str = "raw"
+    min_camera_rows: int = 32
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,8 @@ class Engine:
         bundle = space.bundle
         return Provenance(model_id=space.model_id, model_sha256=space.encoder.meta.sha256,
                           bundle_id=bundle.bundle_id if bundle else "",
-                          table_version=space.store.version, server_version=__version__)
+                          table_version=space.store.version, server_version=__version__,
+                          space=bundle.space.describe() if bundle else "")
 
     # ------------------------------------------------------------ embedding
 
@@ -203,7 +204,9 @@ class Engine:
         for failure in failures:
             results[failure.index].error = failure
         if good:
-            scores = bundle.score(vectors)
+            envs = [images[i].env for i in good]
+            space.camera_stats.update(envs, vectors)   # an unseen camera adapts as it sends
+            scores = bundle.score(vectors, envs, space.camera_stats.get)
             neighbor_filter = options.neighbor_filter or _bundle_filter(bundle)
             hits = space.index.search(vectors, top_k, neighbor_filter)
             for row, index in enumerate(good):
@@ -214,6 +217,7 @@ class Engine:
                 result.threshold = threshold
                 result.is_anomaly = result.ensemble >= threshold
                 result.neighbors = hits[row]
+                result.adaptation = scores.adaptation[row]
             if options.store:
                 rows = [self._row(images[i], vectors[r], options.split, options.label)
                         for r, i in enumerate(good)]
@@ -305,13 +309,14 @@ class Engine:
 
     def fit(self, options: FitOptions) -> FitOutcome:
         space = self.require_space()
-        table = space.store.read(options.row_filter, columns=("id", "env"))
+        table = space.store.read(options.row_filter, columns=("id", "env", "label"))
         if table.num_rows == 0:
             raise FailedPrecondition(
                 f"no stored rows match {options.row_filter.as_dict()} for model "
                 f"{space.model_id}: ingest normal images first (`envad backfill`)")
         vectors = vectors_of(table)
         envs = np.asarray(table.column("env").to_pylist(), dtype=object)
+        labels = np.asarray([v or "" for v in table.column("label").to_pylist()], dtype=object)
         bundle = fit_bundle(
             vectors, detectors=list(options.detectors) or None, seed=options.seed,
             contamination=options.contamination or 0.05,
@@ -319,6 +324,7 @@ class Engine:
             stylist_drop_fraction=((options.stylist_drop_fraction or 0.25)
                                    if options.stylist else None),
             envs=envs, model_id=space.model_id, fit_filter=options.row_filter.as_dict(),
+            space=options.space, labels=labels, min_camera_rows=options.min_camera_rows,
         )
         self.bundles.save(bundle)
         if options.activate:
@@ -327,6 +333,11 @@ class Engine:
         if self.metrics:
             self.metrics.observe_fit(bundle)
         return FitOutcome(bundle, options.activate, self.provenance(space))
+
+    def reset_camera_stats(self, envs: Sequence[str]) -> tuple[list[str], Provenance]:
+        """Forget the running statistics of `envs` (every camera when empty)."""
+        space = self.require_space()
+        return space.camera_stats.reset(list(envs) or None), self.provenance(space)
 
     # ------------------------------------------------------------ export
 

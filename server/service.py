@@ -81,5 +81,11 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
             provenance=convert.provenance_out(self.engine.provenance(self.engine.require_space())))
 
     @abort_on_error
+    def ResetCameraStats(self, request, context):
+        reset, provenance = self.engine.reset_camera_stats(request.envs)
+        return pb.ResetCameraStatsResponse(reset=reset,
+                                           provenance=convert.provenance_out(provenance))
+
+    @abort_on_error
     def GetInfo(self, request, context):
         return convert.info_out(self.engine.info())

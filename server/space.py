@@ -13,6 +13,7 @@ from envad.server.batching import MicroBatcher
 from envad.server.config import ServerConfig
 from envad.server.detectors.persistence import BundleStore
 from envad.server.encoder import OnnxEncoder
+from envad.server.env_stats import EnvStatistics
 from envad.server.index import VectorIndex
 from envad.server.store import EmbeddingStore
 from envad.server.writer import StoreWriter
@@ -37,6 +38,8 @@ class ModelSpace:
                                     max_wait_s=config.max_wait_ms / 1000.0,
                                     on_batch=self._batched, name=f"batcher-{self.model_id}")
         self.bundle = bundles.active(self.model_id)
+        stats_name = f"{_safe(self.model_id)}-{encoder.meta.sha256[:12]}.npz"
+        self.camera_stats = EnvStatistics(config.camera_stats_dir / stats_name, encoder.dim)
         self._refresh_lock = threading.Lock()
         log.info("model space %s ready: %d rows indexed, bundle %s", self.model_id,
                  len(self.index), getattr(self.bundle, "bundle_id", None))
@@ -67,3 +70,7 @@ class ModelSpace:
     def close(self) -> None:
         self.batcher.close()
         self.writer.close()
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)

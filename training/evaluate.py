@@ -5,19 +5,22 @@ through the server's encoder, fit the detectors through the server's bundle code
 training cameras' normal `train` rows only, score the `test` split (unseen cameras) and,
 when the dataset has one, the `id_test` split (held-out instances from training cameras).
 A second variant drops Stylist-selected dimensions first; its drop fraction is chosen on
-`val` (training cameras), never on test. Each finished (algorithm, seed) is written to
+`val` (training cameras), never on test. Each space step in `spaces` adds a variant
+`space:NAME` scored as the server scores: test images arrive camera by camera, and a
+camera-aware space adapts to each unseen camera as its images come. Each finished (algorithm, seed) is written to
 `OUT/results/` at once, so an interrupted evaluation resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -50,13 +53,37 @@ class EvalConfig:
     runs_dir: Path | None = None
     stylist_fractions: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
     max_fit: int = 20000
+    task: str = "bucket"
+    augment: str = "none"
+    hparams: dict = field(default_factory=dict)
+    spaces: tuple[str, ...] = ()
 
     def identity(self) -> dict:
-        """Settings that determine a run's results (for the resume cache)."""
+        """Settings that determine a run's results (for the resume cache); the training
+        and space settings are left out at their defaults, so older results stay valid."""
         data = dataclasses.asdict(self)
         for key in ("out", "runs_dir", "algorithms", "seeds", "device"):
             data.pop(key)
+        for key, default in (("task", "bucket"), ("augment", "none"), ("hparams", {}),
+                             ("spaces", ())):
+            if data[key] == default:
+                data.pop(key)
         return json.loads(json.dumps(data, default=str))
+
+    @property
+    def training_suffix(self) -> str:
+        """Run-directory suffix of non-default training settings ('' for the paper's)."""
+        parts = [p for p, default in ((self.task, "bucket"), (self.augment, "none"))
+                 if p != default]
+        if self.hparams:
+            parts.append("h" + hashlib.sha256(json.dumps(self.hparams, sort_keys=True)
+                                              .encode()).hexdigest()[:8])
+        return "".join("-" + p for p in parts)
+
+
+def space_variant(space: str) -> str:
+    """Name of the result variant of a space step."""
+    return f"space:{space}"
 
 
 def fit_indices(dataset) -> np.ndarray:
@@ -96,7 +123,12 @@ def choose_stylist_fraction(X_fit: np.ndarray, fit_envs: np.ndarray, fit_buckets
 
 
 def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray) -> dict:
-    scores = bundle.score(X)
+    if bundle.space.camera_aware:
+        order = np.argsort(envs, kind="stable")       # camera by camera, as they arrive
+        X, labels, envs = X[order], labels[order], envs[order]
+        scores = bundle.score_arrivals(X, envs)
+    else:
+        scores = bundle.score(X)
     named = {**scores.raw, ENSEMBLE: scores.ensemble}
     return {name: {"pooled": roc_auc(labels, s), "per_camera_mean": mean_per_camera_auc(
         labels, s, envs), "per_camera": per_camera_auc(labels, s, envs)}
@@ -105,7 +137,7 @@ def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray) ->
 
 def _run_dir(config: EvalConfig, algorithm: str, seed: int) -> Path:
     runs_dir = Path(config.runs_dir or Path(config.out) / "runs")
-    return runs_dir / f"{algorithm}-{config.size}px-s{seed}"
+    return runs_dir / f"{algorithm}{config.training_suffix}-{config.size}px-s{seed}"
 
 
 def machine() -> dict:
@@ -141,7 +173,9 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
     run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
                                 out=_run_dir(config, algorithm, seed),
                                 size=config.size, epochs=config.epochs,
-                                batch_size=config.batch_size, seed=seed, device=config.device),
+                                batch_size=config.batch_size, seed=seed, device=config.device,
+                                task=config.task, augment=config.augment,
+                                hparams=dict(config.hparams)),
                     progress=progress, resume=True)
     trained = time.monotonic()
     encoder = OnnxEncoder(run_dir / ENCODER_FILE)
@@ -165,11 +199,14 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
                                                               fraction_scores.items()}}
     id_idx = dataset.indices(split="id_test")
     raw_scores = {}
-    for variant in VARIANTS if config.stylist_fractions else ("plain",):
+    variants = [(v, "raw") for v in (VARIANTS if config.stylist_fractions else ("plain",))]
+    variants += [(space_variant(s), s) for s in config.spaces]
+    for variant, space in variants:
         drop = fraction if variant == "stylist" and fraction > 0 else None
         bundle = fit_bundle(X_fit, detectors=list(config.detectors), seed=seed,
                             max_samples=config.max_fit, envs=fit_envs,
-                            stylist_drop_fraction=drop, model_id=encoder.meta.model_id)
+                            stylist_drop_fraction=drop, model_id=encoder.meta.model_id,
+                            space=space)
         ood, named = _score_split(bundle, X_test, test_labels, test_envs)
         entry = {"ood": ood}
         if len(id_idx):

@@ -28,7 +28,8 @@ def register(subparsers) -> None:
     parser.add_argument("--seeds", type=lambda v: [int(s) for s in _list(v)], default=[0, 1, 2],
                         help="comma-separated seeds")
     parser.add_argument("--size", type=int, default=32, help="input size in px")
-    parser.add_argument("--epochs", type=int, default=5, help="training epochs per run")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="training epochs per run (default: the pipeline's, else 5)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--runs-dir", type=Path, default=None,
@@ -36,6 +37,13 @@ def register(subparsers) -> None:
     parser.add_argument("--stylist-fractions", type=lambda v: [float(s) for s in _list(v)],
                         default=[0.0, 0.1, 0.25, 0.5],
                         help="candidate Stylist drop fractions, chosen on val ('' = off)")
+    parser.add_argument("--pipeline", default=None,
+                        help="evaluate one pipeline (default, paper, or a selection.json from "
+                             "`envad select`): its training settings, detectors and space "
+                             "step; --algorithms/--detectors/--epochs then default to it")
+    parser.add_argument("--spaces", type=_list, default=None,
+                        help="space steps to add as variants (raw, l2, style_l2:N, "
+                             "center_l2); default: the pipeline's, else none")
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.set_defaults(func=run)
 
@@ -63,14 +71,27 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from envad.server.detectors.registry import names as detector_names
     from envad.training.algorithms import names as algorithm_names
+    from envad.pipeline import resolve_pipeline
     from envad.training.evaluate import EvalConfig, run_evaluation
 
+    training = {}
+    algorithms = args.algorithms or algorithm_names()
+    detectors = args.detectors or detector_names()
+    spaces = args.spaces or []
+    epochs = args.epochs or 5
+    if args.pipeline:
+        pipeline = resolve_pipeline(args.pipeline)
+        training = {"task": pipeline.task, "augment": pipeline.augment,
+                    "hparams": dict(pipeline.hparams)}
+        algorithms = args.algorithms or [pipeline.algorithm]
+        detectors = args.detectors or list(pipeline.detectors) or detector_names()
+        spaces = args.spaces or ([pipeline.space] if pipeline.space != "raw" else [])
+        epochs = args.epochs or pipeline.epochs
     config = EvalConfig(
-        data=args.data, algorithms=tuple(args.algorithms or algorithm_names()),
-        detectors=tuple(args.detectors or detector_names()), seeds=tuple(args.seeds),
-        out=args.out, size=args.size, epochs=args.epochs, batch_size=args.batch_size,
-        device=args.device, runs_dir=args.runs_dir,
-        stylist_fractions=tuple(args.stylist_fractions))
+        data=args.data, algorithms=tuple(algorithms), detectors=tuple(detectors),
+        seeds=tuple(args.seeds), out=args.out, size=args.size, epochs=epochs,
+        batch_size=args.batch_size, device=args.device, runs_dir=args.runs_dir,
+        stylist_fractions=tuple(args.stylist_fractions), spaces=tuple(spaces), **training)
     out = run_evaluation(config)
     print((out / "table.md").read_text())
     print(f"report: {out}/table.md, table.csv, results.json, heatmap.png, mean_ad.png, "
@@ -81,7 +102,7 @@ def run(args) -> int:
 def run_select(args) -> int:
     import json
 
-    from envad.training.pipeline import Pipeline
+    from envad.pipeline import Pipeline
     from envad.training.selection import DEFAULT_CANDIDATES, run_selection
 
     candidates = DEFAULT_CANDIDATES

@@ -57,17 +57,25 @@ def markdown_table(cells: dict, rows: list[str], algorithms: list[str],
     return "\n".join(lines)
 
 
-def summary_table(tables: dict, results: list[dict], algorithms: list[str]) -> str:
+def summary_table(tables: dict, results: list[dict], algorithms: list[str],
+                  spaces: tuple[str, ...] = ()) -> str:
     """One row per pretraining: Mean AD on unseen cameras (pooled, per camera) beside the
     in-distribution reference, the ensemble, the Stylist variant and the encoder's val
     bucket accuracy (k-NN), so the OOD numbers can be read against the ID ones."""
-    from envad.training.evaluate import ENSEMBLE
+    from envad.training.evaluate import ENSEMBLE, space_variant
 
     columns = [("OOD pooled", ("plain", "ood", "pooled"), MEAN_AD),
                ("OOD per camera", ("plain", "ood", "per_camera_mean"), MEAN_AD),
                ("ID pooled", ("plain", "id", "pooled"), MEAN_AD),
                ("Ensemble OOD", ("plain", "ood", "pooled"), ENSEMBLE),
                ("+Stylist OOD", ("stylist", "ood", "pooled"), MEAN_AD)]
+    for space in spaces:
+        variant = space_variant(space)
+        columns += [(f"OOD pooled [{space}]", (variant, "ood", "pooled"), MEAN_AD),
+                    (f"OOD per camera [{space}]", (variant, "ood", "per_camera_mean"),
+                     MEAN_AD),
+                    (f"ID pooled [{space}]", (variant, "id", "pooled"), MEAN_AD),
+                    (f"Ensemble OOD [{space}]", (variant, "ood", "pooled"), ENSEMBLE)]
     columns = [c for c in columns if c[1] in tables]
     head = ["pretraining"] + [c[0] for c in columns] + ["Stylist fraction", "val k-NN acc"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -85,7 +93,7 @@ def summary_table(tables: dict, results: list[dict], algorithms: list[str]) -> s
 
 
 def write_report(config, dataset, results: list[dict], out: Path) -> None:
-    from envad.training.evaluate import ENSEMBLE, fit_indices
+    from envad.training.evaluate import ENSEMBLE, fit_indices, space_variant
     from envad.training.plots import write_plots
     from envad.training.references import cached_reference_rows
 
@@ -95,7 +103,8 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
     references = cached_reference_rows(dataset, fit_indices(dataset),
                                        dataset.indices(split="test"), config.size,
                                        out / "references.json", config.max_fit)
-    variants = ["plain"] + (["stylist"] if config.stylist_fractions else [])
+    variants = (["plain"] + (["stylist"] if config.stylist_fractions else [])
+                + [space_variant(s) for s in config.spaces])
     has_id = any("id" in r["variants"]["plain"] for r in results)
     sections = []
     tables = {}
@@ -110,15 +119,18 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
                     f"epoch(s). Detectors are fitted on the training cameras' normal `train` "
                     f"images only.\n")
     sections.append("## Summary: Mean AD per pretraining\n\n"
-                    + summary_table(tables, results, algorithms) + "\n")
+                    + summary_table(tables, results, algorithms, config.spaces) + "\n")
     titles = {("ood", "pooled"): "Unseen cameras (test), pooled ROC-AUC",
               ("ood", "per_camera_mean"): "Unseen cameras (test), mean per-camera ROC-AUC",
               ("id", "pooled"): "Training cameras, held-out instances (id_test), pooled",
               ("id", "per_camera_mean"): "Training cameras, held-out instances, per camera"}
     for (variant, split, metric), cells in tables.items():
-        name = titles[(split, metric)] + (" — with Stylist feature selection"
-                                          if variant == "stylist" else "")
-        labels = {a: f"{a}+Stylist" for a in algorithms} if variant == "stylist" else None
+        name = titles[(split, metric)] + {"plain": "", "stylist": " — with Stylist feature "
+                                          "selection"}.get(variant, f" — space step "
+                                                           f"{variant[len('space:'):]}")
+        labels = ({a: f"{a}+Stylist" for a in algorithms} if variant == "stylist" else
+                  None if variant == "plain" else
+                  {a: f"{a} [{variant[len('space:'):]}]" for a in algorithms})
         sections.append(f"## {name}\n\n{markdown_table(cells, rows, algorithms, labels)}\n")
     if config.stylist_fractions:
         chosen = {a: sorted({r['stylist']['fraction'] for r in results if r['algorithm'] == a})

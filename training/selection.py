@@ -27,7 +27,7 @@ from tqdm import tqdm
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import fit_bundle
 from envad.training.metrics import roc_auc
-from envad.training.pipeline import COSINE, Pipeline
+from envad.pipeline import COSINE, Pipeline
 
 log = logging.getLogger(__name__)
 SPACE_CANDIDATES = ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3")

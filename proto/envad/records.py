@@ -30,3 +30,4 @@ class Provenance:
     bundle_id: str = ""
     table_version: int = 0
     server_version: str = ""
+    space: str = ""

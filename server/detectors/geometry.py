@@ -117,8 +117,8 @@ class EmbeddingSpace:
             if envs is None:
                 raise InvalidInput(f"space {self.name} needs each fitting row's camera (env)")
             envs = np.asarray(envs).astype(str)
-            if len(np.unique(envs)) < 2:
-                raise InvalidInput(f"space {self.name} needs rows from at least 2 cameras")
+            if self.name == "style_l2" and len(np.unique(envs)) < 2:
+                raise InvalidInput("space style_l2 needs rows from at least 2 cameras")
             if self.name == "style_l2":
                 self.basis_ = style_directions(X, envs, self.n_style)
             else:

@@ -107,11 +107,14 @@ def test_bad_specs(spec, message):
         parse_space(spec)
 
 
-def test_camera_spaces_need_two_cameras():
+def test_style_removal_needs_two_cameras_and_centring_needs_cameras():
     X, _ = cameras()
-    for name in ("center_l2", "style_l2:1"):
-        with pytest.raises(InvalidInput, match="camera"):
-            parse_space(name).fit(X, np.array(["one"] * len(X)))
+    with pytest.raises(InvalidInput, match="2 cameras"):
+        parse_space("style_l2:1").fit(X, np.array(["one"] * len(X)))
+    with pytest.raises(InvalidInput, match="camera"):
+        parse_space("center_l2").fit(X)
+    one = parse_space("center_l2").fit(X, np.array(["one"] * len(X)))
+    np.testing.assert_allclose(one.camera_means_["one"], X.mean(0))
 
 
 def test_registry_lists_every_space():

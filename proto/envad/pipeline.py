@@ -2,8 +2,9 @@
 
 One record holds every choice that decides envad's scores: the pretraining (algorithm,
 task, augmentation, epochs, optimiser schedule) and the scoring (space step, detector
-set). `DEFAULT_PIPELINE` is what `make demo`, `envad evaluate --pipeline default` and
-`envad retrain` use. It was chosen by `envad select` (training/selection.py) on
+set). `DEFAULT_PIPELINE` is what `make demo`, `envad evaluate --pipeline default`,
+`envad retrain` and the server's Fit (its default space) use; this module is plain
+Python, shared by server, client and training. It was chosen by `envad select` (training/selection.py) on
 PhotoDigits' training cameras only: leave-one-camera-and-one-class-out retraining, never
 a test camera; the run and its output are in docs/results/selection/.
 """

@@ -1,0 +1,92 @@
+"""The space step through a real `envad serve`: fitted by Fit, applied by Score, reported in
+provenance, and per-camera adaptation that switches at N images and survives a restart."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envad.server.detectors.persistence import BundleStore
+from envad.v1 import envad_pb2 as pb
+from envad.v1 import envad_pb2_grpc as pb_grpc
+from tiny_encoder import synthetic_images
+
+
+def _stub(server):
+    return pb_grpc.AnomalyServiceStub(server.channel())
+
+
+def _ingest_normals(stub, count=120):
+    images = synthetic_images("normal", count, seed=1)
+    envs = ("cam-a", "cam-b")
+    summary = stub.Ingest(iter([pb.IngestRequest(items=[
+        pb.IngestItem(image=pb.Image(data=d, env=envs[(i + j) % 2]), split="train",
+                      label=("x", "y")[(i + j) // 2 % 2])
+        for j, d in enumerate(images[i:i + 20])]) for i in range(0, count, 20)]), timeout=60)
+    assert summary.inserted == count
+
+
+def _score(stub, images, env=""):
+    return stub.Score(pb.ScoreRequest(images=[pb.Image(data=d, env=env) for d in images]),
+                      timeout=60)
+
+
+def test_fit_applies_the_requested_space_and_reports_it(envad_server):
+    stub = _stub(envad_server)
+    _ingest_normals(stub)
+    fit = stub.Fit(pb.FitRequest(seed=0, space="l2"), timeout=120)
+    assert fit.space == "l2"
+    queries = synthetic_images("odd", 3, seed=5)
+    reply = _score(stub, queries, env="cam-z")
+    assert reply.provenance.space == "l2"
+    assert [r.adaptation for r in reply.results] == ["", "", ""]
+    # the served scores are the persisted bundle's scores of the L2-normalised embedding
+    bundle = BundleStore(envad_server.data_dir / "bundles").load(fit.bundle_id)
+    vectors = np.array([e.vector for e in stub.Embed(pb.EmbedRequest(
+        images=[pb.Image(data=d) for d in queries]), timeout=60).embeddings])
+    expected = bundle.score(vectors)
+    for row, result in enumerate(reply.results):
+        served = {d.detector: d.raw for d in result.detectors}
+        for name in bundle.detectors:
+            assert abs(served[name] - expected.raw[name][row]) <= 1e-6 * max(
+                1.0, abs(expected.raw[name][row]))
+        # KNN distances between unit vectors are at most 2
+        assert 0.0 <= served["KNN"] <= 2.0
+    raw_fit = stub.Fit(pb.FitRequest(seed=0, space="raw"), timeout=120)
+    assert raw_fit.space == "raw"
+    raw_reply = _score(stub, queries)
+    assert raw_reply.provenance.space == "raw"
+    assert {d.detector: d.raw for d in raw_reply.results[0].detectors}["KNN"] != \
+        {d.detector: d.raw for d in reply.results[0].detectors}["KNN"]
+    info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
+    assert info.bundle.space == "raw"
+
+
+def test_unseen_camera_adapts_after_n_images_and_survives_a_restart(envad_server):
+    stub = _stub(envad_server)
+    _ingest_normals(stub)
+    fit = stub.Fit(pb.FitRequest(seed=0, space="center_l2", min_camera_rows=8), timeout=120)
+    assert fit.space == "center_l2(min_camera_rows=8)"
+    new = synthetic_images("normal", 12, seed=9)
+    first = _score(stub, new[:5], env="cam-new")
+    assert [r.adaptation for r in first.results] == ["global"] * 5
+    second = _score(stub, new[5:10], env="cam-new")          # 10 >= 8 images seen
+    assert [r.adaptation for r in second.results] == ["camera"] * 5
+    assert [r.adaptation for r in _score(stub, new[:1], env="cam-a").results] == ["fit"]
+    assert [r.adaptation for r in _score(stub, new[:1]).results] == ["global"]
+
+    stub = _stub(envad_server.restart())
+    assert [r.adaptation for r in _score(stub, new[10:11], env="cam-new").results] == \
+        ["camera"]
+    reset = stub.ResetCameraStats(pb.ResetCameraStatsRequest(envs=["cam-new", "nope"]),
+                                  timeout=10)
+    assert list(reset.reset) == ["cam-new"]
+    assert [r.adaptation for r in _score(stub, new[11:12], env="cam-new").results] == \
+        ["global"]
+
+
+def test_auto_space_uses_labels_and_default_is_center_l2(envad_server):
+    stub = _stub(envad_server)
+    _ingest_normals(stub)
+    assert stub.Fit(pb.FitRequest(seed=0), timeout=120).space.startswith("center_l2")
+    auto = stub.Fit(pb.FitRequest(seed=0, space="auto"), timeout=120)
+    assert auto.space.split("(")[0] in ("raw", "l2", "center_l2", "style_l2")
