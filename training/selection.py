@@ -148,7 +148,7 @@ def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
                 rows.append({"candidate": name, "space": space, "scorer": key,
                              "mean": float(np.nanmean(values(key))),
                              "std": float(np.nanstd(values(key))), "folds": values(key)})
-    return sorted(rows, key=lambda r: -r["mean"])
+    return sorted(rows, key=lambda r: -r["mean"] if np.isfinite(r["mean"]) else np.inf)
 
 
 def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_folds: int = 3,

@@ -49,3 +49,18 @@ def test_gaussian_blur():
     out = gaussian_blur(spike, torch.tensor([0.01, 1.0]))
     assert out[0, 0, 4, 4] > 0.99                 # tiny sigma: almost no blur
     assert out[1, 0, 4, 4] < 0.3 and out[1].sum() > 0.99 * 3   # mass spread, preserved
+
+
+def test_style_augmentation_is_reproducible_in_range_and_changes_style():
+    from envad.training.augment import STYLE_AUGMENTS, style_augment
+
+    x = _batch()
+    a = style_augment(x, "style", torch.Generator().manual_seed(3))
+    b = style_augment(x, "style", torch.Generator().manual_seed(3))
+    c = style_augment(x, "style", torch.Generator().manual_seed(4))
+    assert a.shape == x.shape and torch.equal(a, b) and not torch.equal(a, c)
+    assert a.min() >= 0 and a.max() <= 1 and torch.equal(x, _batch())
+    # per-image brightness / contrast / gain: the images' mean colours move
+    assert (a.mean(dim=(2, 3)) - x.mean(dim=(2, 3))).abs().max() > 0.02
+    assert style_augment(x, "none", torch.Generator()) is x
+    assert set(STYLE_AUGMENTS) == {"none", "style"}

@@ -17,6 +17,14 @@ def test_cli_lists_the_registry():
     assert list(ALGORITHMS) == names()
 
 
+def test_cli_lists_the_tasks_and_augmentations():
+    from envad.training.augment import STYLE_AUGMENTS
+    from envad.training.batches import TASKS
+    from envad.training.cli import AUGMENTS, TASKS as CLI_TASKS
+
+    assert CLI_TASKS == TASKS and list(AUGMENTS) == list(STYLE_AUGMENTS)
+
+
 def test_help_does_not_import_torch():
     code = ("import sys; from envad.client.cli import build_parser; build_parser(); "
             "assert 'torch' not in sys.modules, 'torch imported'")

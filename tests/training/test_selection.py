@@ -1,0 +1,69 @@
+"""`envad select`: folds, the fold scorer, the choosable detector sets, a tiny run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from envad.pipeline import Pipeline, resolve_pipeline
+from envad.server.detectors import registry
+from envad.training.data import load_folder
+from envad.training.selection import (
+    ENSEMBLE_PREFIX, choosable_scorers, make_folds, run_selection, score_fold)
+
+
+def test_folds_are_seeded_and_use_cameras_and_classes_evenly(tiny_photodigits):
+    ds = load_folder(tiny_photodigits)
+    folds = make_folds(ds, 6, seed=0)
+    assert folds == make_folds(ds, 6, seed=0) and folds != make_folds(ds, 6, seed=1)
+    assert sorted(f.env for f in folds) == ds.envs("train")
+    assert sorted(f.label for f in folds) == ["0", "1", "2", "3", "4", "5"]
+
+
+def test_score_fold_finds_a_held_out_class_and_scores_every_set():
+    rng = np.random.default_rng(0)
+    envs = np.repeat(["a", "b", "c"], 60)
+    X_fit = rng.normal(size=(180, 16)) + np.repeat(rng.normal(scale=3, size=(3, 16)), 60, 0)
+    query = rng.normal(size=(40, 16)) + 7.0
+    positive = np.zeros(40, dtype=bool)
+    positive[:4] = True
+    query[:4, 0] += 12.0                                     # new content
+    out = score_fold(X_fit, envs, query, np.array(["new"] * 40), positive,
+                     spaces=("raw", "center_l2"))
+    assert set(out) == {"raw", "center_l2"}
+    assert out["raw"]["KNN"] > 0.95
+    assert max(out["center_l2"][name] for name in registry.names()) > 0.95
+    assert all(0.0 <= v <= 1.0 for row in out.values() for v in row.values())
+    assert len([k for k in out["raw"] if k.startswith(ENSEMBLE_PREFIX)]) == 255
+
+
+def test_choosable_scorers_are_singles_all_and_the_best_few():
+    means = {name: float(i) for i, name in enumerate(registry.names())}   # KDE best
+    family = choosable_scorers(means)
+    assert family[:8] == registry.names()
+    assert ENSEMBLE_PREFIX + "+".join(registry.names()) in family
+    assert ENSEMBLE_PREFIX + "LOF5+KNN+KDE" in family and len(family) == 12
+
+
+def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path):
+    from envad.training.photodigits import generate
+
+    data = generate(tmp_path / "pd", 32, 0, progress=False, train_per_camera=60,
+                    test_per_camera=10)
+    candidates = {"erm-class": Pipeline(algorithm="erm", task="class", epochs=1)}
+    summary = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1,
+                            size=16, progress=False)
+    fold = json.loads(next((tmp_path / "sel" / "folds").glob("*.json")).read_text())
+    assert fold["n_positive"] > 0 and np.isfinite(summary["best"]["mean"])
+    written = json.loads((tmp_path / "sel" / "selection.json").read_text())
+    assert written["chosen"] == summary["chosen"]
+    chosen = resolve_pipeline(str(tmp_path / "sel" / "selection.json"))
+    assert chosen.algorithm == "erm" and chosen.task == "class"
+    assert chosen.space in ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3")
+    assert "| erm-class |" in (tmp_path / "sel" / "selection.md").read_text()
+    again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1,
+                          size=16, progress=False)                 # resumes from folds/
+    assert again["chosen"] == summary["chosen"]
+    assert {k: again["best"][k] for k in ("candidate", "space", "scorer")} == \
+        {k: summary["best"][k] for k in ("candidate", "space", "scorer")}
