@@ -97,7 +97,7 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     run_dir = train_encoder(data, run_dir, algorithm=pipeline.algorithm,
                             epochs=pipeline.epochs, seed=seed, image_size=size,
                             task=pipeline.task, augment=pipeline.augment,
-                            hparams=pipeline.hparams)
+                            aux=pipeline.aux, hparams=pipeline.hparams)
     shutil.rmtree(models, ignore_errors=True)
     export_encoder(run_dir, encoder)
     log(f"encoder: {encoder}")

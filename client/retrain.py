@@ -51,6 +51,7 @@ class RetrainSpec:
     epochs: int = DEFAULT_PIPELINE.epochs
     task: str = DEFAULT_PIPELINE.task
     augment: str = DEFAULT_PIPELINE.augment
+    aux: str = DEFAULT_PIPELINE.aux
     hparams: dict = field(default_factory=lambda: dict(DEFAULT_PIPELINE.hparams))
     space: str = DEFAULT_PIPELINE.space
     seed: int = 0
@@ -128,7 +129,8 @@ def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> di
     run_dir = train_encoder(spec.dataset, Path(spec.workdir) / "run", algorithm=spec.algorithm,
                             epochs=spec.epochs, seed=spec.seed, image_size=spec.image_size,
                             model_id=spec.model_id or None, task=spec.task,
-                            augment=spec.augment, hparams=spec.hparams, progress=progress)
+                            augment=spec.augment, aux=spec.aux, hparams=spec.hparams,
+                            progress=progress)
     return {"run_dir": str(run_dir)}
 
 

@@ -17,6 +17,7 @@ ALGORITHMS = ("random", "erm", "irm", "fish", "lisa", "groupdro", "coral", "moco
 #: batches.TASKS and augment.STYLE_AUGMENTS (checked by the same test)
 TASKS = ("bucket", "class")
 AUGMENTS = ("none", "style")
+AUX = ("none", "rotation")
 
 
 def register(subparsers) -> None:
@@ -63,6 +64,9 @@ def register(subparsers) -> None:
     p.add_argument("--augment", choices=AUGMENTS, default="none",
                    help="per-image style augmentation of supervised batches (brightness, "
                         "contrast, colour gain, greyscale, blur, noise, crop, flip)")
+    p.add_argument("--aux", choices=AUX, default="none",
+                   help="self-supervised auxiliary loss of supervised algorithms: rotation "
+                        "= predict each image's right-angle turn (weight 0.5)")
     p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
                    help="override an algorithm hyperparameter (repeatable), e.g. lr=1e-4, "
                         "schedule=cosine, warmup_fraction=0.05")
@@ -119,7 +123,7 @@ def cmd_train(args) -> int:
             epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
             device=args.device, envs_per_step=args.envs_per_step, hparams=hparams,
             weights=args.weights, keep_checkpoints=args.keep_checkpoints,
-            model_id=args.model_id, task=args.task, augment=args.augment)
+            model_id=args.model_id, task=args.task, augment=args.augment, aux=args.aux)
         run_dir = train(config, progress=not args.quiet, resume=args.resume)
     except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         raise InvalidInput(str(exc)) from exc

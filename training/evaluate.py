@@ -55,6 +55,7 @@ class EvalConfig:
     max_fit: int = 20000
     task: str = "bucket"
     augment: str = "none"
+    aux: str = "none"
     hparams: dict = field(default_factory=dict)
     spaces: tuple[str, ...] = ()
 
@@ -64,7 +65,8 @@ class EvalConfig:
         data = dataclasses.asdict(self)
         for key in ("out", "runs_dir", "algorithms", "seeds", "device"):
             data.pop(key)
-        for key, default in (("task", "bucket"), ("augment", "none"), ("hparams", {}),
+        for key, default in (("task", "bucket"), ("augment", "none"), ("aux", "none"),
+                             ("hparams", {}),
                              ("spaces", ())):
             if data[key] == default:
                 data.pop(key)
@@ -73,8 +75,8 @@ class EvalConfig:
     @property
     def training_suffix(self) -> str:
         """Run-directory suffix of non-default training settings ('' for the paper's)."""
-        parts = [p for p, default in ((self.task, "bucket"), (self.augment, "none"))
-                 if p != default]
+        parts = [p for p, default in ((self.task, "bucket"), (self.augment, "none"),
+                                      (self.aux, "none")) if p != default]
         if self.hparams:
             parts.append("h" + hashlib.sha256(json.dumps(self.hparams, sort_keys=True)
                                               .encode()).hexdigest()[:8])
@@ -174,7 +176,7 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
                                 out=_run_dir(config, algorithm, seed),
                                 size=config.size, epochs=config.epochs,
                                 batch_size=config.batch_size, seed=seed, device=config.device,
-                                task=config.task, augment=config.augment,
+                                task=config.task, augment=config.augment, aux=config.aux,
                                 hparams=dict(config.hparams)),
                     progress=progress, resume=True)
     trained = time.monotonic()

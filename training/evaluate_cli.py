@@ -81,7 +81,7 @@ def run(args) -> int:
     epochs = args.epochs or 5
     if args.pipeline:
         pipeline = resolve_pipeline(args.pipeline)
-        training = {"task": pipeline.task, "augment": pipeline.augment,
+        training = {"task": pipeline.task, "augment": pipeline.augment, "aux": pipeline.aux,
                     "hparams": dict(pipeline.hparams)}
         algorithms = args.algorithms or [pipeline.algorithm]
         detectors = args.detectors or list(pipeline.detectors) or detector_names()

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.training import checkpoint as ckpt
 from envad.training.algorithms import Algorithm, get, names
+from envad.training.algorithms.base import AUX_LOSSES
 from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
 from envad.training.data import MultiEnvDataset, load_dataset
@@ -55,6 +56,8 @@ class TrainConfig:
     or "class" (every normal class label, as species labels in camera-trap data).
     augment: per-image style augmentation of supervised batches ("none" or "style",
     augment.STYLE_AUGMENTS); self-supervised algorithms make their own views.
+    aux: self-supervised auxiliary loss of supervised algorithms ("none", or "rotation":
+    predict which of 4 right-angle turns each image took, weight 0.5).
     exclude_envs, exclude_labels: cameras and content labels left out of the run
     entirely (pipeline selection trains on the rest and tests on what was left out).
     """
@@ -76,6 +79,7 @@ class TrainConfig:
     model_id: str | None = None
     task: str = "bucket"
     augment: str = "none"
+    aux: str = "none"
     exclude_envs: tuple[str, ...] = ()
     exclude_labels: tuple[str, ...] = ()
 
@@ -87,6 +91,8 @@ class TrainConfig:
         if self.size < 8 or self.epochs < 1 or self.batch_size < 2 or self.envs_per_step < 1:
             raise InvalidInput("need size >= 8, epochs >= 1, batch_size >= 2, "
                                "envs_per_step >= 1")
+        if self.aux not in AUX_LOSSES:
+            raise InvalidInput(f"aux must be one of {', '.join(AUX_LOSSES)}, got {self.aux!r}")
         if self.task not in TASKS:
             raise InvalidInput(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
         if self.augment not in STYLE_AUGMENTS:
@@ -104,7 +110,8 @@ class TrainConfig:
         they existed keep their identity."""
         data = dataclasses.asdict(self)
         data.pop("out")
-        for key, default in (("task", "bucket"), ("augment", "none"), ("exclude_envs", ()),
+        for key, default in (("task", "bucket"), ("augment", "none"), ("aux", "none"),
+                             ("exclude_envs", ()),
                              ("exclude_labels", ())):
             if data[key] == default:
                 data.pop(key)
@@ -151,7 +158,8 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
     total_steps = sampler.steps_per_epoch * config.epochs if cls.trains else 0
     algorithm = cls(EncoderConfig(config.size, config.small_stem, config.weights),
                     config.hparams, num_envs=len(train_envs), total_steps=total_steps,
-                    seed=config.seed, num_classes=data.num_classes, augment=config.augment)
+                    seed=config.seed, num_classes=data.num_classes, augment=config.augment,
+                    aux=config.aux)
     start_epoch, epochs_log = 1, []
     last = ckpt.latest_checkpoint(run_dir) if run is not None else None
     if last is not None:

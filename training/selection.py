@@ -108,7 +108,8 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
         data=data, algorithm=candidate.algorithm, out=runs_dir / f"{candidate.training_name}"
         f"-{fold.name}-s{seed}", size=size, epochs=candidate.epochs, seed=seed,
         device=device, hparams=dict(candidate.hparams), task=candidate.task,
-        augment=candidate.augment, exclude_envs=(fold.env,), exclude_labels=(fold.label,)),
+        augment=candidate.augment, aux=candidate.aux, exclude_envs=(fold.env,),
+        exclude_labels=(fold.label,)),
         progress=progress, resume=True)
     dataset = load_dataset(data)
     records = dataset.records

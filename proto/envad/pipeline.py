@@ -24,6 +24,7 @@ class Pipeline:
     algorithm: str = "erm"
     task: str = "bucket"
     augment: str = "none"
+    aux: str = "none"
     epochs: int = 5
     hparams: dict[str, Any] = field(default_factory=dict)
     space: str = "raw"
@@ -33,11 +34,13 @@ class Pipeline:
     def training_name(self) -> str:
         """Short id of the training part (run directory names)."""
         schedule = self.hparams.get("schedule", "constant")
-        return f"{self.algorithm}-{self.task}-{self.augment}-{schedule}-e{self.epochs}"
+        aux = "" if self.aux == "none" else f"-{self.aux}"
+        return (f"{self.algorithm}-{self.task}-{self.augment}{aux}-{schedule}"
+                f"-e{self.epochs}")
 
     def describe(self) -> str:
         detectors = "+".join(self.detectors) if self.detectors else "all detectors"
-        return (f"{self.algorithm}, task {self.task}, augment {self.augment}, "
+        return (f"{self.algorithm}, task {self.task}, augment {self.augment}, aux {self.aux}, "
                 f"{self.epochs} epochs, {self.hparams or 'default hparams'}; space "
                 f"{self.space}; {detectors}")
 

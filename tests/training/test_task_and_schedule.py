@@ -103,3 +103,28 @@ def test_paper_defaults_keep_the_identity_of_older_runs(tiny_photodigits, tmp_pa
 def test_holding_out_an_unknown_camera_is_an_error(tiny_photodigits):
     with pytest.raises(DatasetError, match="cam-nowhere"):
         load_folder(tiny_photodigits).without(envs=["cam-nowhere"])
+
+
+def test_rotation_views_turn_each_image_by_its_target():
+    from envad.training.algorithms.base import rotated_views
+
+    x = torch.rand(8, 3, 6, 6)
+    turned, turns = rotated_views(x, torch.Generator().manual_seed(0))
+    for image, out, k in zip(x, turned, turns.tolist()):
+        assert torch.equal(out, torch.rot90(image, k, dims=(1, 2)))
+    assert len(set(turns.tolist())) > 1
+
+
+@pytest.mark.parametrize("name", ["erm", "groupdro", "lisa"])
+def test_rotation_auxiliary_loss_trains_its_head(name, class_data):
+    torch.manual_seed(0)
+    algorithm = get(name)(EncoderConfig(16), None, num_envs=6, total_steps=2, seed=0,
+                          num_classes=6, aux="rotation")
+    before = algorithm.rotation_head.weight.detach().clone()
+    logs = algorithm.update(steps(class_data, 1)[0])
+    assert logs["rotation"] > 0 and not torch.equal(before, algorithm.rotation_head.weight)
+
+
+def test_fish_refuses_an_auxiliary_loss():
+    with pytest.raises(ValueError, match="auxiliary"):
+        get("fish")(EncoderConfig(16), None, num_envs=2, total_steps=1, aux="rotation")

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 
 NUM_BUCKETS = 2   # the paper's supervised task: normal_a vs normal_b
 SCHEDULES = ("constant", "cosine")
+#: self-supervised auxiliary losses a supervised algorithm may add
+AUX_LOSSES = ("none", "rotation")
+#: rotation loss weight (Hendrycks et al., NeurIPS 2019, "Using self-supervised learning
+#: can improve model robustness and uncertainty": lambda 0.5 for OOD detection)
+ROTATION_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,18 @@ def scheduled_lr(step: int, total_steps: int, base_lr: float, schedule: str = "c
     return base_lr * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
+def rotated_views(x: torch.Tensor, generator: torch.Generator
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each image turned by a random multiple of 90 degrees, and that multiple (0..3)."""
+    turns = torch.randint(0, 4, (len(x),), generator=generator)
+    out = torch.empty_like(x)
+    for k in range(4):
+        rows = torch.nonzero(turns == k).flatten().to(x.device)
+        if len(rows):
+            out[rows] = torch.rot90(x[rows], k, dims=(2, 3))
+    return out, turns.to(x.device)
+
+
 def make_hparams(cls: type, values: Any) -> Any:
     """An hparams dataclass from None, an instance, or a dict (unknown keys are errors)."""
     if values is None:
@@ -102,7 +119,7 @@ class Algorithm(nn.Module):
 
     def __init__(self, encoder: EncoderConfig | dict, hparams: Any = None, *, num_envs: int,
                  total_steps: int, seed: int = 0, num_classes: int = NUM_BUCKETS,
-                 augment: str = "none", load_weights: bool = True):
+                 augment: str = "none", aux: str = "none", load_weights: bool = True):
         super().__init__()
         if isinstance(encoder, dict):
             encoder = EncoderConfig(**{k: tuple(v) if isinstance(v, list) else v
@@ -111,6 +128,8 @@ class Algorithm(nn.Module):
             raise ValueError("need at least one training environment")
         if num_classes < 2:
             raise ValueError(f"need at least two target classes, got {num_classes}")
+        if aux not in AUX_LOSSES:
+            raise ValueError(f"aux must be one of {AUX_LOSSES}, got {aux!r}")
         if augment not in STYLE_AUGMENTS:
             raise ValueError(f"augment must be one of {sorted(STYLE_AUGMENTS)}, got {augment!r}")
         self.encoder_config = encoder
@@ -120,9 +139,12 @@ class Algorithm(nn.Module):
         self.seed = seed
         self.num_classes = num_classes
         self.augment = augment
+        self.aux = aux
         self.encoder = Encoder(encoder, load_weights=load_weights)
         self.register_buffer("step", torch.zeros((), dtype=torch.long))
         self.optimizer: torch.optim.Optimizer | None = None
+        self._aux_batch: tuple[torch.Tensor, torch.Generator] | None = None
+        self._aux_loss: float | None = None
 
     # ------------------------------------------------------------------ interface
     def prepare(self, data: TrainData, progress: bool = False) -> None:
@@ -136,7 +158,12 @@ class Algorithm(nn.Module):
         if self.supervised and self.augment != "none":
             env_batches = [dataclasses.replace(b, x=style_augment(b.x, self.augment, generator))
                            for b in env_batches]
+        self._aux_batch = (torch.cat([b.x for b in env_batches]), generator)
         logs = self._update(env_batches, generator)
+        self._aux_batch = None
+        if self._aux_loss is not None:
+            logs["rotation"] = self._aux_loss
+            self._aux_loss = None
         self.step += 1
         return logs
 
@@ -166,7 +193,7 @@ class Algorithm(nn.Module):
         return {"encoder": dataclasses.asdict(self.encoder_config),
                 "hparams": dataclasses.asdict(self.hparams), "num_envs": self.num_envs,
                 "total_steps": self.total_steps, "seed": self.seed,
-                "num_classes": self.num_classes, "augment": self.augment}
+                "num_classes": self.num_classes, "augment": self.augment, "aux": self.aux}
 
     def training_state(self) -> dict:
         state = {"model": self.state_dict()}
@@ -192,6 +219,8 @@ class SupervisedAlgorithm(Algorithm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.classifier = nn.Linear(self.encoder.dim, self.num_classes)
+        if self.aux == "rotation":
+            self.rotation_head = nn.Linear(self.encoder.dim, 4)
         self.optimizer = self._adam(self.parameters())
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
@@ -199,6 +228,13 @@ class SupervisedAlgorithm(Algorithm):
         return self.classifier(self.encoder(x))
 
     def _step(self, loss: torch.Tensor) -> None:
+        """Optimizer step on `loss` (plus the auxiliary loss on this update's batch)."""
+        if self.aux == "rotation" and self._aux_batch is not None:
+            x, generator = self._aux_batch
+            turned, turns = rotated_views(x, generator)
+            rotation = F.cross_entropy(self.rotation_head(self.encoder(turned)), turns)
+            loss = loss + ROTATION_WEIGHT * rotation
+            self._aux_loss = rotation.item()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()

@@ -49,6 +49,8 @@ class Fish(SupervisedAlgorithm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.aux != "none":
+            raise ValueError("fish takes its steps in an inner loop: it has no auxiliary loss")
         self.inner = copy.deepcopy(self.outer())
         # the optimizer drives the inner clone; its moments persist across updates
         self.optimizer = self._adam(self.inner.parameters())
