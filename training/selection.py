@@ -42,6 +42,10 @@ DEFAULT_CANDIDATES = {
                                      epochs=5, hparams=COSINE),
     "erm-class-style-e10": Pipeline(algorithm="erm", task="class", augment="style",
                                     epochs=10, hparams=COSINE),
+    "erm-class-style-e15": Pipeline(algorithm="erm", task="class", augment="style",
+                                    epochs=15, hparams=COSINE),
+    "erm-class-style-rotation-e5": Pipeline(algorithm="erm", task="class", augment="style",
+                                            aux="rotation", epochs=5, hparams=COSINE),
 }
 
 
@@ -200,13 +204,14 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
              + ", ".join(f"{f['env']}~{f['label']}" for f in summary["folds"]), "",
              f"**chosen**: `{json.dumps(summary['chosen'])}` (mean fold ROC-AUC "
              f"{summary['best']['mean']:.3f} ± {summary['best']['std']:.3f})", "",
-             "| candidate | space | ensemble (all 8) | KNN | best set | its AUC |",
+             "| candidate | space | ensemble (all 8) | KNN | best choosable set | its AUC |",
              "| --- | --- | --- | --- | --- | --- |"]
     for name, folds in results.items():
         for space in folds[0]["scores"]:
             def mean(key):
-                return float(np.nanmean([f["scores"][space][key] for f in folds]))
-            keys = [k for k in folds[0]["scores"][space]]
+                values = [f["scores"][space][key] for f in folds]
+                return float(np.nanmean(values)) if np.isfinite(values).any() else -1.0
+            keys = choosable_scorers({n: mean(n) for n in registry.names()})
             best = max(keys, key=mean)
             lines.append(f"| {name} | {space} | {mean(all_key):.3f} | {mean('KNN'):.3f} | "
                          f"{best.replace(ENSEMBLE_PREFIX, '')} | {mean(best):.3f} |")

@@ -13,7 +13,7 @@ from envad.client.cli import build_parser, main
 
 CLIENT_COMMANDS = [["score"], ["fit"], ["info"], ["models"], ["models", "list"],
                    ["models", "activate"], ["export-embeddings"], ["health"], ["backfill"],
-                   ["retrain"]]
+                   ["retrain"], ["reset-camera-stats"]]
 
 
 @pytest.mark.parametrize("command", CLIENT_COMMANDS, ids=" ".join)
@@ -50,11 +50,13 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
                     "--checkpoint", str(tmp_path / "ck.jsonl"), *server)
     assert code == 0 and json.loads(out)["ok"] == 30
 
-    code, out = run(capsys, "fit", "--detectors", "KNN,PCA", "--json", *server)
+    code, out = run(capsys, "fit", "--detectors", "KNN,PCA", "--space", "center_l2",
+                    "--min-camera-rows", "2", "--json", *server)
     fit = json.loads(out)
     assert code == 0 and fit["n_samples"] == 30 and fit["activated"]
+    assert fit["space"] == "center_l2(min_camera_rows=2)"
     code, out = run(capsys, "info", *server)
-    assert "cam0" in out and fit["bundle_id"] in out
+    assert "cam0" in out and fit["bundle_id"] in out and "center_l2" in out
 
     images = []
     for n in range(3):
@@ -65,6 +67,8 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     code, out = run(capsys, "score", *map(str, images), "--json", *server)
     records = json.loads(out)
     assert [r["image"] for r in records] == list(map(str, images))
+    code, out = run(capsys, "reset-camera-stats", "camX", "nope", *server)
+    assert code == 0 and "1 camera(s): camX" in out
     assert all(0 <= r["ensemble"] <= 1 for r in records)
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"not an image")
