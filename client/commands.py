@@ -126,7 +126,8 @@ def register(subparsers) -> None:
     p.add_argument("--no-activate", action="store_true", help="keep the current bundle active")
     p.add_argument("--space", default="",
                    help="space step before the detectors: raw, l2, style_l2:N, center_l2 or "
-                        "auto ('': the server default, center_l2; docs/detectors.md)")
+                        "auto ('': the server default, the default pipeline's space; "
+                        "docs/detectors.md)")
     p.add_argument("--min-camera-rows", type=int, default=0,
                    help="center_l2: images an unseen camera sends before it is re-centred on "
                         "its own mean (0: 32)")

@@ -84,9 +84,12 @@ def test_unseen_camera_adapts_after_n_images_and_survives_a_restart(envad_server
         ["global"]
 
 
-def test_auto_space_uses_labels_and_default_is_center_l2(envad_server):
+def test_auto_space_uses_labels_and_the_default_is_the_pipeline_space(envad_server):
+    from envad.pipeline import DEFAULT_PIPELINE
+
     stub = _stub(envad_server)
     _ingest_normals(stub)
-    assert stub.Fit(pb.FitRequest(seed=0), timeout=120).space.startswith("center_l2")
+    default = stub.Fit(pb.FitRequest(seed=0), timeout=120).space
+    assert default.split("(")[0] == DEFAULT_PIPELINE.space.split(":")[0]
     auto = stub.Fit(pb.FitRequest(seed=0, space="auto"), timeout=120)
     assert auto.space.split("(")[0] in ("raw", "l2", "center_l2", "style_l2")
