@@ -31,9 +31,9 @@ DESCRIPTION = (
     "training cameras (PhotoDigits: digits 0-5 from 6 cameras), then score the images of "
     "cameras never seen in training (PhotoDigits: 900 images from 3 cameras, 40% showing "
     "unseen content, digits 6-9). ROC-AUC: 0.5 = chance, 1.0 = perfect; anomalies are the "
-    "positive class. 'per camera' averages the ROC-AUC of each unseen camera. 'with space' "
-    "scores in the pipeline's space step; 'raw' in the encoder's raw output (the paper's "
-    "setting), both with the same encoder."
+    "positive class. 'per camera' averages the ROC-AUC of each unseen camera. 'ensemble' is "
+    "the bundle's mean calibrated score. 'with space' scores in the pipeline's space step; "
+    "'raw' in the encoder's raw output (the paper's setting), both with the same encoder."
 )
 
 
@@ -53,7 +53,8 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     interrupted one resumed; `fresh` deletes the whole workdir first.
     """
     from envad.client.backfill import BackfillOptions, run_backfill
-    from envad.client.demo_report import auc_table, format_comparison, load_scores, plot_roc
+    from envad.client.demo_report import (
+        auc_table, format_comparison, format_table, load_scores, plot_roc)
     from envad.client.library import EnvadClient
     from envad.client.results import RowFilter
     from envad.client.server_process import LocalServer
@@ -120,12 +121,16 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
             stage("backfill", t0)
 
             scored = {}
-            passes = (("with space", pipeline.space, "scores.jsonl"),
-                      ("raw", "raw", "scores-raw.jsonl"))
-            for name, space, file_name in passes:
+            # the pipeline as served; then every detector with the space step and without
+            passes = [("pipeline", pipeline.space, pipeline.detectors, "scores.jsonl"),
+                      ("all, space", pipeline.space, (), "scores-all.jsonl"),
+                      ("all, raw", "raw", (), "scores-raw.jsonl")]
+            if not pipeline.detectors:
+                passes.pop(1)
+            for name, space, detectors, file_name in passes:
                 t0 = time.monotonic()
                 fit = client.fit(RowFilter(splits=("train",)), seed=seed, space=space,
-                                 detectors=pipeline.detectors)
+                                 detectors=detectors)
                 log(f"fitted {len(fit.stats)} detectors on {fit.n_samples} embeddings "
                     f"({fit.n_features} features), space {fit.space}, bundle {fit.bundle_id}")
                 stage(f"fit ({name})", t0)
@@ -145,27 +150,35 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
         log("server stopped")
 
     tables = {name: auc_table(scores) for name, scores in scored.items()}
-    rows = tables["with space"]
-    plot = plot_roc(scored["with space"], rows, workdir / "roc.png",
+    if "all, space" not in tables:
+        tables["all, space"] = tables["pipeline"]
+    rows = tables["pipeline"]
+    plot = plot_roc(scored["pipeline"], rows, workdir / "roc.png",
                     f"unseen cameras ({pipeline.training_name}, space {pipeline.space})")
     wall = time.monotonic() - started
-    main_set = scored["with space"]
+    main_set = scored["pipeline"]
     report = {
         "data": str(data), "pipeline": pipeline.to_json(), "seed": seed, "size": size,
         "algorithm": pipeline.algorithm, "epochs": pipeline.epochs,
         "n_test_images": int(len(main_set.truth)), "n_anomalies": int(main_set.truth.sum()),
         "roc_auc": {r.detector: round(r.pooled, 4) for r in rows},
         "roc_auc_mean_per_camera": {r.detector: round(r.per_camera_mean, 4) for r in rows},
-        "raw_space": {"roc_auc": {r.detector: round(r.pooled, 4) for r in tables["raw"]},
-                      "roc_auc_mean_per_camera": {r.detector: round(r.per_camera_mean, 4)
-                                                  for r in tables["raw"]}},
+        "all_detectors": {
+            key: {"roc_auc": {r.detector: round(r.pooled, 4) for r in tables[name]},
+                  "roc_auc_mean_per_camera": {r.detector: round(r.per_camera_mean, 4)
+                                              for r in tables[name]}}
+            for key, name in (("space", "all, space"), ("raw", "all, raw"))},
         "plot": str(plot), "timings_s": timings, "wall_time_s": round(wall, 1),
     }
     (workdir / "report.json").write_text(json.dumps(report, indent=2))
     print()
     print(DESCRIPTION)
     print()
-    print(format_comparison(tables["with space"], tables["raw"], pipeline.space))
+    print(f"The default pipeline as served ({pipeline.describe()}):")
+    print(format_table(rows))
+    print()
+    print("Every detector, with the pipeline's space step and without it:")
+    print(format_comparison(tables["all, space"], tables["all, raw"], pipeline.space))
     print()
     print(f"ROC plot:  {plot}")
     print(f"report:    {workdir / 'report.json'}")

@@ -14,9 +14,10 @@ def test_demo_end_to_end(tmp_path) -> None:
     report = run_demo(tmp_path / "demo", epochs=1)
     assert report["n_test_images"] == 900 and report["n_anomalies"] == 360
     detectors = {"IsoForest", "INNE", "LODA", "OCSVM", "PCA", "LOF5", "KNN", "KDE", "ensemble"}
-    assert set(report["roc_auc"]) == detectors or set(report["roc_auc"]) == {"ensemble"} | set(
-        report["pipeline"]["detectors"])
-    assert set(report["raw_space"]["roc_auc"]) == set(report["roc_auc"])
+    assert set(report["roc_auc"]) == {"ensemble"} | set(report["pipeline"]["detectors"] or
+                                                         detectors)
+    for space in ("space", "raw"):
+        assert set(report["all_detectors"][space]["roc_auc"]) == detectors
     assert all(0.0 <= v <= 1.0 for v in report["roc_auc"].values())
     assert (tmp_path / "demo" / "roc.png").read_bytes()[:4] == b"\x89PNG"
     assert json.loads((tmp_path / "demo" / "report.json").read_text()) == report
@@ -36,10 +37,13 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     report = json.loads((tmp_path / "w" / "report.json").read_text())
     assert report["data"] == str(data) and report["n_test_images"] == 60
     assert report["pipeline"]["space"] and report["epochs"] == 1
-    assert set(report["roc_auc"]) == set(report["raw_space"]["roc_auc"])
+    assert set(report["all_detectors"]["raw"]["roc_auc"]) >= set(report["roc_auc"])
     assert "ensemble" in report["roc_auc"]
     out = capsys.readouterr().out
     assert f"with space {report['pipeline']['space']}" in out and "raw (paper)" in out
+    assert "The default pipeline as served" in out
+    raw = [json.loads(line) for line in (tmp_path / "w" / "scores-raw.jsonl").open()]
+    assert {s["space"] for s in raw} == {"raw"} and len(raw[0]["detectors"]) == 8
     scores = [json.loads(line) for line in (tmp_path / "w" / "scores.jsonl").open()]
     assert {s["space"].split("(")[0] for s in scores} == {report["pipeline"]["space"]}
     assert not (tmp_path / "w" / "photodigits").exists()    # nothing generated
