@@ -131,6 +131,42 @@ def side_by_side(report: dict) -> str:
     return "\n".join(lines)
 
 
+def spaces_section(report: dict) -> list[str]:
+    """Per pretraining and space step: Mean AD, KNN and the ensemble on unseen cameras
+    (pooled), KNN per camera and in distribution, with each space judged against the raw
+    embedding seed by seed, and env-aware (GroupDRO) against ERM within each space."""
+    spaces = report["config"].get("spaces") or []
+    if not spaces:
+        return []
+    algorithms = [a for a in report["config"]["algorithms"] if per_seed(report, a)]
+    variants = [("raw", "plain")] + [(s, f"space:{s}") for s in spaces]
+    lines = ["| pretraining | space | Mean AD | KNN | Ensemble | KNN per camera | KNN ID | "
+             "space > raw (Mean AD) |", "| --- |" + " --- |" * 7]
+    for algorithm in algorithms:
+        base = per_seed(report, algorithm)
+        for space, variant in variants:
+            mean_ad = per_seed(report, algorithm, variant=variant)
+            if not mean_ad:
+                continue
+            verdict = "–" if variant == "plain" else compare(mean_ad, base)
+            lines.append(
+                f"| {DISPLAY.get(algorithm, algorithm)} | {space} | {_cell(mean_ad)} | "
+                f"{_cell(per_seed(report, algorithm, 'KNN', variant))} | "
+                f"{_cell(per_seed(report, algorithm, 'Ensemble', variant))} | "
+                f"{_cell(per_seed(report, algorithm, 'KNN', variant, metric='per_camera_mean'))}"
+                f" | {_cell(per_seed(report, algorithm, 'KNN', variant, split='id'))} | "
+                f"{verdict} |")
+    if {"erm", "groupdro"} <= set(algorithms):
+        lines.append("")
+        for space, variant in variants:
+            a = per_seed(report, "groupdro", variant=variant)
+            b = per_seed(report, "erm", variant=variant)
+            if a and b:
+                lines.append(f"- GroupDRO > ERM in space {space} (Mean AD): {_cell(a)} vs "
+                             f"{_cell(b)} -> **{compare(a, b)}**")
+    return lines
+
+
 def training_times(report: dict) -> str:
     """Mean training seconds per run and algorithm (recorded with each result)."""
     parts = []
@@ -157,6 +193,14 @@ def machines(report: dict) -> str:
     return "; ".join(seen) or "not recorded"
 
 
+def _training_settings(config: dict) -> str:
+    """'; task class, augment style, ...' for settings other than the paper's."""
+    extra = [f"{key} {config[key]}" for key in ("task", "augment", "aux") if key in config]
+    if config.get("hparams"):
+        extra.append(f"hparams {json.dumps(config['hparams'], sort_keys=True)}")
+    return "; " + ", ".join(extra) if extra else ""
+
+
 def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
                    wall_time: str, machine: str) -> str:
     """One report's part of RESULTS.md: setup, claims, side-by-side, full grid, plots."""
@@ -165,12 +209,12 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
     machine = machine or f"{machines(report)} (recorded with each run)"
     seeds = sorted({r["seed"] for r in report["runs"]})
     done = sorted({r["algorithm"] for r in report["runs"]}, key=config["algorithms"].index)
-    parts = [f"## {report['dataset']}, {config['size']} px\n",
+    parts = [f"## {report['dataset']}, {config['size']} px ({tag})\n",
              f"- command: `{command}`" if command else "",
              f"- wall time: {wall_time}; machine: {machine}" if wall_time else
              f"- machine: {machine}",
              f"- seeds {seeds}, {config['epochs']} epoch(s), batch {config['batch_size']}; "
-             f"pretrainings: {', '.join(done)}",
+             f"pretrainings: {', '.join(done)}" + _training_settings(config),
              (f"- training time per run (sum of its epochs, mean over seeds; EA-MoCo's "
               f"autoencoder preparation not included): {training_times(report)}"),
              f"- every number below: `{report_dir}/results.json` and `table.md`\n"]
@@ -181,6 +225,8 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
     parts += ["### The paper's claims on this data (Mean AD, pooled, unseen cameras)\n",
               "\n".join(claims(report)) + "\n",
               "### Beyond the paper\n", "\n".join(beyond(report)) + "\n",
+              *(["### Space steps (unseen cameras unless marked ID; ROC-AUC %)\n",
+                 "\n".join(spaces_section(report)) + "\n"] if spaces_section(report) else []),
               "### Side by side with the paper's Table 1 (paper on iWildCam / envad here)\n",
               side_by_side(report) + "\n"]
     table = (report_dir / "table.md").read_text().split("\n", 3)[3]

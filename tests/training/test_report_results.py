@@ -118,3 +118,17 @@ def test_a_report_inside_the_docs_tree_is_linked_not_copied(tmp_path):
              "--img-dir", str(docs / "img")])
     assert "![pd32 heatmap.png](results/pd32/heatmap.png)" in (docs / "RESULTS.md").read_text()
     assert not (docs / "img").exists() or not any((docs / "img").iterdir())
+
+
+def test_space_steps_are_judged_against_the_raw_embedding_seed_by_seed(tmp_path):
+    _, report = _report(tmp_path)
+    report["config"]["spaces"] = ["l2"]
+    for run in report["runs"]:
+        base = run["variants"]["plain"]["ood"]["KNN"]["pooled"] * 100
+        shift = 10 if run["algorithm"] == "erm" else -5
+        run["variants"]["space:l2"] = {"ood": _cells(base + shift)}
+    text = "\n".join(rr.spaces_section(report))
+    assert "| ERM | raw | 61.0 ± 1.0 |" in text
+    assert "| ERM | l2 | 71.0 ± 1.0 | 71.0 ± 1.0 |" in text and "| holds |" in text
+    assert "| Fish | l2 | 66.0 ± 1.0 |" in text and "| does not hold |" in text
+    assert rr.spaces_section({"config": {"algorithms": ["erm"]}, "runs": []}) == []
