@@ -1,7 +1,8 @@
 """`train(config)`: one pretraining run, from a dataset spec to an exported ONNX encoder.
 
 A run dir holds `run.json` (config, per-epoch metrics, status), one checkpoint per
-epoch (the newest `keep_checkpoints` are kept) and, when done, `encoder.onnx`.
+epoch (the newest `keep_checkpoints` are kept) and, when done, `curves.png` (losses and
+validation accuracy per epoch) and `encoder.onnx`.
 Deterministic for a seed on one machine; `resume=True` continues after the last
 complete epoch and gives the same weights as an uninterrupted run.
 """
@@ -36,6 +37,7 @@ from envad.training.validation import validate
 log = logging.getLogger(__name__)
 RUN_FILE = "run.json"
 ENCODER_FILE = "encoder.onnx"
+CURVES_FILE = "curves.png"
 MAX_REFERENCE = 1000   # training images embedded for the k-NN validation metric
 MAX_VAL = 4000
 
@@ -206,6 +208,10 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
         _write_run(run_dir, run)
 
     from envad.training.export import export_onnx
+    from envad.training.plots import training_curves
+
+    training_curves(run_dir / CURVES_FILE, run["epochs"],
+                    f"{config.algorithm} on {dataset.name}, seed {config.seed}")
 
     parity = val[:32] if len(val) else data.uint8(np.arange(min(32, len(data))))
     report = export_onnx(run_dir, run_dir / ENCODER_FILE, parity_images=parity,

@@ -34,6 +34,7 @@ def test_run_dir_holds_metrics_checkpoints_and_the_encoder(finished_run):
         assert entry["train"]["loss"] > 0 and entry["images_per_s"] > 0
     assert [e for e, _ in ckpt.checkpoints(finished_run)] == [1, 2]
     assert (finished_run / "encoder.onnx").is_file()
+    assert (finished_run / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert run["export"]["max_abs_diff"] <= 1e-4
     assert run["export"]["model_id"] == "erm-photodigits-16px-e2-s0"
 
