@@ -223,7 +223,8 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
     if missing:
         parts.append(f"**Partial**: not yet evaluated: {', '.join(missing)}.\n")
     parts += ["### The paper's claims on this data (Mean AD, pooled, unseen cameras)\n",
-              "\n".join(claims(report)) + "\n",
+              ("\n".join(claims(report)) or "- not applicable: this report holds no pair of "
+               "pretrainings that the claims compare") + "\n",
               "### Beyond the paper\n", "\n".join(beyond(report)) + "\n",
               *(["### Space steps (unseen cameras unless marked ID; ROC-AUC %)\n",
                  "\n".join(spaces_section(report)) + "\n"] if spaces_section(report) else []),

@@ -14,6 +14,8 @@ def test_results_md_regenerates_from_the_committed_reports(tmp_path, monkeypatch
     shutil.copytree(ROOT / "docs" / "results", tmp_path / "docs" / "results")
     monkeypatch.chdir(tmp_path)
     report_results.main(["--report", "docs/results/pd32", "--report", "docs/results/pd64",
+                         "--report", "docs/results/pd32-default",
+                         "--report", "docs/results/pd32-paper-spaces",
                          "--intro", "docs/results/intro.md", "--out", "docs/RESULTS.md"])
     assert (tmp_path / "docs" / "RESULTS.md").read_text() == \
         (ROOT / "docs" / "RESULTS.md").read_text()
