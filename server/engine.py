@@ -205,7 +205,8 @@ class Engine:
             results[failure.index].error = failure
         if good:
             envs = [images[i].env for i in good]
-            space.camera_stats.update(envs, vectors)   # an unseen camera adapts as it sends
+            if bundle.space.camera_aware:   # an unseen camera adapts as it sends images
+                space.camera_stats.update(envs, vectors)
             scores = bundle.score(vectors, envs, space.camera_stats.get)
             neighbor_filter = options.neighbor_filter or _bundle_filter(bundle)
             hits = space.index.search(vectors, top_k, neighbor_filter)
