@@ -156,3 +156,27 @@ def test_stylist_fraction_is_chosen_on_training_cameras_only(style_dims):
         assert best > 0.0 and scores[best] > scores[0.0] + 0.05
     else:
         assert best == 0.0
+
+
+def test_evaluate_the_default_pipeline_from_the_command_line(tiny_photodigits, tmp_path,
+                                                             capsys):
+    """`envad evaluate --data DIR --pipeline default`: the pipeline's training settings,
+    detectors and space step, with the space scored as a variant of its own."""
+    import json
+
+    from envad.client.cli import main
+    from envad.pipeline import DEFAULT_PIPELINE
+
+    out = tmp_path / "report"
+    assert main(["evaluate", "--data", str(tiny_photodigits), "--pipeline", "default",
+                 "--epochs", "1", "--size", "16", "--seeds", "0", "--stylist-fractions", "",
+                 "--out", str(out)]) == 0
+    report = json.loads((out / "results.json").read_text())
+    config = report["config"]
+    assert config["algorithms"] == [DEFAULT_PIPELINE.algorithm]
+    assert config["task"] == DEFAULT_PIPELINE.task and config["augment"] == "style"
+    assert config["spaces"] == [DEFAULT_PIPELINE.space]
+    assert config["detectors"] == list(DEFAULT_PIPELINE.detectors)
+    run = report["runs"][0]
+    assert set(run["variants"]) == {"plain", f"space:{DEFAULT_PIPELINE.space}"}
+    assert f"[{DEFAULT_PIPELINE.space}]" in (out / "table.md").read_text()
