@@ -11,7 +11,7 @@ import threading
 
 from envad.server.batching import MicroBatcher
 from envad.server.config import ServerConfig
-from envad.server.detectors.persistence import BundleStore
+from envad.server.detectors.persistence import BundleStore, file_name_for
 from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import EnvStatistics
 from envad.server.index import VectorIndex
@@ -38,7 +38,7 @@ class ModelSpace:
                                     max_wait_s=config.max_wait_ms / 1000.0,
                                     on_batch=self._batched, name=f"batcher-{self.model_id}")
         self.bundle = bundles.active(self.model_id)
-        stats_name = f"{_safe(self.model_id)}-{encoder.meta.sha256[:12]}.npz"
+        stats_name = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}.npz"
         self.camera_stats = EnvStatistics(config.camera_stats_dir / stats_name, encoder.dim)
         self._refresh_lock = threading.Lock()
         log.info("model space %s ready: %d rows indexed, bundle %s", self.model_id,
@@ -70,7 +70,3 @@ class ModelSpace:
     def close(self) -> None:
         self.batcher.close()
         self.writer.close()
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)

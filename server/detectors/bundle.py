@@ -30,6 +30,7 @@ from envad.server.detectors.geometry import (
     DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space)
 from envad.server.detectors.space_selection import choose_space, usable_for_selection
 from envad.server.detectors.stylist import select_features
+from envad.server.env_stats import EnvStatistics
 
 MIN_SAMPLES = 20
 DEFAULT_CALIBRATION_FRACTION = 0.2
@@ -83,8 +84,6 @@ class DetectorBundle:
         """Score rows as a stream would deliver them: in order, `chunk` at a time, each
         camera's running statistics updated with a chunk before it is scored (as the
         server does). Used by evaluations to score a test set the way Score would."""
-        from envad.server.env_stats import EnvStatistics
-
         envs = np.asarray(envs).astype(str)
         stats = EnvStatistics(None, X.shape[1])
         parts = []

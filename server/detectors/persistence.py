@@ -30,6 +30,12 @@ FORMAT_VERSION = 1
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
+def file_name_for(model_id: str) -> str:
+    """A model id as a file name: characters other than letters, digits, '.', '_' and '-'
+    become '_' (pointer and camera-statistics files are named after their encoder)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", model_id)
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -136,7 +142,7 @@ class BundleStore:
         self.root = Path(bundles_dir)
 
     def _pointer(self, model_id: str) -> Path:
-        return self.root / "active" / (re.sub(r"[^A-Za-z0-9._-]", "_", model_id) + ".json")
+        return self.root / "active" / (file_name_for(model_id) + ".json")
 
     def save(self, bundle: DetectorBundle) -> Path:
         return save_bundle(bundle, self.root)
