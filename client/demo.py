@@ -174,7 +174,7 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     print()
     print(DESCRIPTION)
     print()
-    print(f"The default pipeline as served ({pipeline.describe()}):")
+    print(f"The pipeline as served ({pipeline.describe()}):")
     print(format_table(rows))
     print()
     print("Every detector, with the pipeline's space step and without it:")

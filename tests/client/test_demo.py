@@ -41,7 +41,7 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     assert "ensemble" in report["roc_auc"]
     out = capsys.readouterr().out
     assert f"with space {report['pipeline']['space']}" in out and "raw (paper)" in out
-    assert "The default pipeline as served" in out
+    assert "The pipeline as served" in out
     raw = [json.loads(line) for line in (tmp_path / "w" / "scores-raw.jsonl").open()]
     assert {s["space"] for s in raw} == {"raw"} and len(raw[0]["detectors"]) == 8
     scores = [json.loads(line) for line in (tmp_path / "w" / "scores.jsonl").open()]
