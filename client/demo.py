@@ -122,12 +122,19 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
 
             scored = {}
             # the pipeline as served; then every detector with the space step and without
+            # (a pass that would fit the same space and detectors as an earlier one reuses
+            # that one's scores)
             passes = [("pipeline", pipeline.space, pipeline.detectors, "scores.jsonl"),
                       ("all, space", pipeline.space, (), "scores-all.jsonl"),
                       ("all, raw", "raw", (), "scores-raw.jsonl")]
-            if not pipeline.detectors:
-                passes.pop(1)
+            same_as: dict[str, str] = {}
+            first_of: dict[tuple, str] = {}
+            for name, space, detectors, _ in passes:
+                key = (space, tuple(detectors))
+                same_as[name] = first_of.setdefault(key, name)
             for name, space, detectors, file_name in passes:
+                if same_as[name] != name:
+                    continue
                 t0 = time.monotonic()
                 fit = client.fit(RowFilter(splits=("train",)), seed=seed, space=space,
                                  detectors=detectors)
@@ -149,9 +156,7 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
         server.stop()
         log("server stopped")
 
-    tables = {name: auc_table(scores) for name, scores in scored.items()}
-    if "all, space" not in tables:
-        tables["all, space"] = tables["pipeline"]
+    tables = {name: auc_table(scored[same_as[name]]) for name in same_as}
     rows = tables["pipeline"]
     plot = plot_roc(scored["pipeline"], rows, workdir / "roc.png",
                     f"unseen cameras ({pipeline.training_name}, space {pipeline.space})")

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envad.server.detectors.geometry import CameraStats, EmbeddingSpace, parse_space
+from envad.server.detectors.exact import ExactKNN
+from envad.server.detectors.geometry import (
+    DEFAULT_MIN_CAMERA_ROWS, CameraStats, EmbeddingSpace, parse_space)
 
 PROXY_K = 5
 DEFAULT_MAX_ROWS = 2000
@@ -40,17 +42,6 @@ def candidate_spaces(n_cameras: int) -> list[str]:
     names = ["raw", "l2", "center_l2"]
     names += [f"style_l2:{n}" for n in STYLE_CANDIDATES if n <= n_cameras - 2]
     return names
-
-
-def kth_neighbour_distance(reference: np.ndarray, query: np.ndarray, k: int = PROXY_K
-                           ) -> np.ndarray:
-    """Euclidean distance of each query row to its k-th nearest reference row."""
-    ref = reference.astype(np.float32)
-    q = query.astype(np.float32)
-    d2 = (q * q).sum(1)[:, None] - 2.0 * q @ ref.T + (ref * ref).sum(1)[None, :]
-    k = min(k, len(ref))
-    part = np.partition(d2, k - 1, axis=1)[:, k - 1]
-    return np.sqrt(np.maximum(part, 0.0))
 
 
 def _auc(positive: np.ndarray, scores: np.ndarray) -> float:
@@ -76,7 +67,8 @@ def proxy_auc(spec: str, X: np.ndarray, envs: np.ndarray, labels: np.ndarray) ->
             ref, _ = space.transform(X[ref_rows], envs[ref_rows])
             q, _ = space.transform(query, np.full(len(query), camera),
                                    running=lambda env: stats)
-            aucs.append(_auc(positive, kth_neighbour_distance(ref, q)))
+            knn = ExactKNN(n_neighbors=PROXY_K).fit(ref)     # the registry's KNN
+            aucs.append(_auc(positive, knn.decision_function(q)))
     return float(np.mean(aucs)) if aucs else float("nan")
 
 
@@ -87,7 +79,8 @@ def usable_for_selection(envs: np.ndarray, labels: np.ndarray) -> bool:
 
 def choose_space(X: np.ndarray, envs: Sequence[str], labels: Sequence[str], *,
                  candidates: Sequence[str] | None = None, max_rows: int = DEFAULT_MAX_ROWS,
-                 seed: int = 0, min_camera_rows: int | None = None) -> SpaceChoice:
+                 seed: int = 0, min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
+                 ) -> SpaceChoice:
     """Try each candidate space on a seeded sample of at most `max_rows` fitting rows."""
     X = np.asarray(X, dtype=np.float64)
     envs = np.asarray(envs).astype(str)
@@ -101,6 +94,4 @@ def choose_space(X: np.ndarray, envs: Sequence[str], labels: Sequence[str], *,
     scores = {name: proxy_auc(name, X, envs, labels) for name in names}
     finite = [n for n in names if np.isfinite(scores[n])]
     best = max(finite, key=lambda n: (scores[n], -names.index(n))) if finite else "raw"
-    space = parse_space(best) if min_camera_rows is None else parse_space(
-        best, min_camera_rows=min_camera_rows)
-    return SpaceChoice(space, scores, len(X))
+    return SpaceChoice(parse_space(best, min_camera_rows=min_camera_rows), scores, len(X))

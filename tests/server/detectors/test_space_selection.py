@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from envad.server.detectors.geometry import parse_space
-from envad.server.detectors.space_selection import (
-    candidate_spaces, choose_space, kth_neighbour_distance, proxy_auc)
+from envad.server.detectors.space_selection import candidate_spaces, choose_space, proxy_auc
 
 
 def styled_content(seed=0, per=40):
@@ -26,13 +25,6 @@ def styled_content(seed=0, per=40):
             envs += [f"cam-{k}"] * per
             labels += [label] * per
     return np.concatenate(X), np.array(envs), np.array(labels)
-
-
-def test_kth_neighbour_distance_matches_brute_force():
-    rng = np.random.default_rng(0)
-    ref, query = rng.normal(size=(30, 4)), rng.normal(size=(5, 4))
-    brute = np.sort(np.linalg.norm(query[:, None] - ref[None], axis=2), axis=1)[:, 4]
-    np.testing.assert_allclose(kth_neighbour_distance(ref, query, 5), brute, rtol=1e-4)
 
 
 def test_centring_beats_raw_when_each_camera_is_offset():
