@@ -130,7 +130,9 @@ class StyleAugmentConfig:
     look of the camera changes, so the encoder cannot lean on style. Brightness and
     contrast factors, per-channel colour gain (white balance), greyscale (night / IR
     cameras), sensor noise, lens blur (sigma in pixels at 32 px, scaled with the side),
-    a mild crop (area >= crop_min) and a horizontal flip."""
+    a mild crop (area >= crop_min) and a horizontal flip. mixstyle_p > 0 also restyles
+    the encoder's early feature maps (MixStyle, training/mixstyle.py) with that
+    probability per step."""
 
     brightness: float = 0.4
     contrast: float = 0.4
@@ -141,12 +143,14 @@ class StyleAugmentConfig:
     blur_sigma: tuple[float, float] = (0.1, 1.0)
     crop_min: float = 0.8
     flip_p: float = 0.5
+    mixstyle_p: float = 0.0
 
 
 #: `--augment` choices: name -> config (None = no augmentation)
 STYLE_AUGMENTS: dict[str, StyleAugmentConfig | None] = {
     "none": None,
     "style": StyleAugmentConfig(),
+    "style_mix": StyleAugmentConfig(mixstyle_p=0.5),
 }
 
 

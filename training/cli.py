@@ -16,7 +16,7 @@ ALGORITHMS = ("random", "erm", "irm", "fish", "lisa", "groupdro", "coral", "moco
               "ea_mocov3")
 #: batches.TASKS and augment.STYLE_AUGMENTS (checked by the same test)
 TASKS = ("bucket", "class")
-AUGMENTS = ("none", "style")
+AUGMENTS = ("none", "style", "style_mix")
 AUX = ("none", "rotation")
 
 
@@ -63,7 +63,8 @@ def register(subparsers) -> None:
                         "or every normal class label")
     p.add_argument("--augment", choices=AUGMENTS, default="none",
                    help="per-image style augmentation of supervised batches (brightness, "
-                        "contrast, colour gain, greyscale, blur, noise, crop, flip)")
+                        "contrast, colour gain, greyscale, blur, noise, crop, flip); "
+                        "style_mix adds MixStyle on the encoder's early feature maps")
     p.add_argument("--aux", choices=AUX, default="none",
                    help="self-supervised auxiliary loss of supervised algorithms: rotation "
                         "= predict each image's right-angle turn (weight 0.5)")

@@ -10,6 +10,7 @@ images keep 16x16 feature maps in the first stage instead of 8x8.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,9 +73,20 @@ class Encoder(nn.Module):
         self.register_buffer("std", torch.tensor(config.std).view(1, 3, 1, 1))
         if config.weights and load_weights:
             load_resnet_weights(net, Path(config.weights))
+        #: set by a training step that restyles early feature maps (training/mixstyle.py);
+        #: None at inference, so the exported graph is the plain ResNet
+        self.mixing: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net((x - self.mean) / self.std)
+        x = (x - self.mean) / self.std
+        if self.mixing is None or not self.training:
+            return self.net(x)
+        net = self.net
+        x = net.maxpool(net.relu(net.bn1(net.conv1(x))))
+        x = self.mixing(net.layer1(x))
+        x = self.mixing(net.layer2(x))
+        x = net.layer4(net.layer3(x))
+        return torch.flatten(net.avgpool(x), 1)
 
 
 def load_resnet_weights(net: nn.Module, path: Path) -> None:

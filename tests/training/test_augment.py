@@ -63,4 +63,4 @@ def test_style_augmentation_is_reproducible_in_range_and_changes_style():
     # per-image brightness / contrast / gain: the images' mean colours move
     assert (a.mean(dim=(2, 3)) - x.mean(dim=(2, 3))).abs().max() > 0.02
     assert style_augment(x, "none", torch.Generator()) is x
-    assert set(STYLE_AUGMENTS) == {"none", "style"}
+    assert set(STYLE_AUGMENTS) == {"none", "style", "style_mix"}

@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from envad.training.augment import STYLE_AUGMENTS, style_augment
+from envad.training.mixstyle import MixStyle
 from envad.training.models import Encoder, EncoderConfig
 
 if TYPE_CHECKING:
@@ -159,13 +160,24 @@ class Algorithm(nn.Module):
             env_batches = [dataclasses.replace(b, x=style_augment(b.x, self.augment, generator))
                            for b in env_batches]
         self._aux_batch = (torch.cat([b.x for b in env_batches]), generator)
-        logs = self._update(env_batches, generator)
-        self._aux_batch = None
+        self.encoder.mixing = self._mixing(generator)
+        try:
+            logs = self._update(env_batches, generator)
+        finally:
+            self.encoder.mixing = None
+            self._aux_batch = None
         if self._aux_loss is not None:
             logs["rotation"] = self._aux_loss
             self._aux_loss = None
         self.step += 1
         return logs
+
+    def _mixing(self, generator: torch.Generator) -> MixStyle | None:
+        """This step's MixStyle, when the augmentation asks for it (supervised only)."""
+        config = STYLE_AUGMENTS[self.augment]
+        if not self.supervised or config is None or config.mixstyle_p <= 0:
+            return None
+        return MixStyle(generator, p=config.mixstyle_p)
 
     def current_lr(self) -> float:
         hp = self.hparams
