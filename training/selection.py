@@ -46,6 +46,8 @@ DEFAULT_CANDIDATES = {
                                     epochs=15, hparams=COSINE),
     "erm-class-style-rotation-e5": Pipeline(algorithm="erm", task="class", augment="style",
                                             aux="rotation", epochs=5, hparams=COSINE),
+    "erm-class-stylemix-e15": Pipeline(algorithm="erm", task="class", augment="style_mix",
+                                       epochs=15, hparams=COSINE),
 }
 
 
