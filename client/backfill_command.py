@@ -134,6 +134,7 @@ def cmd_backfill(args) -> int:
 
 
 def _run_ray(args, source, options) -> int:
+    args.command_extra = "ray"  # what `envad` names when a package of this engine is missing
     from envad.client.backfill_plan import job_header
     from envad.client.ray_backfill import RayOptions, resolve_target, run_ray_backfill
 
