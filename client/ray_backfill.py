@@ -2,10 +2,13 @@
 Runtime, write the store's Lance table directly; the server picks the rows up.
 
 Exception to the client's dependency rule: this module imports `envad.server.encoder`,
-`envad.server.images.decode_image` and `envad.server.store` (schema and table name), so
-that Ray workers embed exactly as the server does (same preprocessing, same ONNX
-session settings) and write exactly the server's table layout. None of them imports
-torch.
+`envad.server.images.decode_image` and `envad.server.store` (schema, table name and
+row-table builder), so that Ray workers embed exactly as the server does (same
+preprocessing, same ONNX session settings) and write exactly the server's rows. None of
+them imports torch; they are imported inside the functions that use them, so that
+importing the client (the base install) never loads the server's dependencies. Which
+items to send, and the checkpoint's job header, come from `backfill_plan` like the
+service engine's.
 
 Per chunk of `chunk_size` images: embed (actor pool, one ONNX session per actor) ->
 materialize -> the driver drops ids already stored or repeated in the chunk -> workers
