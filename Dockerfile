@@ -15,9 +15,10 @@ RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
-# base dependencies only: the [train] extra (torch) is never installed in this image
+# the client and the [server] extra (ONNX Runtime, LanceDB, FAISS, pyod); the [train]
+# extra (torch) is never installed in this image
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl \
+RUN pip install --no-cache-dir "$(echo /wheels/envad-*.whl)[server]" \
  && rm -rf /wheels \
  && useradd --uid 10001 --user-group --no-create-home --home-dir /data envad \
  && mkdir -p /data /models \

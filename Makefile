@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[train,dev,ray]'
+	$(PIP) install --quiet -e '.[server,train,dev,ray]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

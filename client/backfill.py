@@ -14,59 +14,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envad.client.backfill_plan import (
+    BackfillOptions, count_wanted, item_outcome, job_header, plan_batches,
+)
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary, score_records
 from envad.client.checkpoint import Checkpoint, Outcome
 from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
-from envad.client.retry import RETRYABLE_CODES, RetryPolicy, backoff_delays
+from envad.client.retry import RETRYABLE_CODES, backoff_delays
 from envad.client.sources import Source, SourceItem
 from envad.client.writers import write_scores
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BackfillOptions:
-    """How a backfill runs.
-
-    batch_size : images per Ingest stream / Score call.
-    concurrency : batches in flight at once.
-    batch_retry : backoff for a batch (or its items) failing transiently, on top of the
-        client's own per-call retries; covers a server restart during the run.
-    envs, splits : only items of these environments / splits (empty: all).
-    scores : send through Score(store=...) and keep per-image scores for `scores_out`.
-    store : store the images (False with scores: score only, nothing is written).
-    rate_limit : at most this many images per second (0: no limit), to spare a server
-        that also serves live traffic.
-    limit : stop after this many new items (0: all).
-    """
-
-    batch_size: int = 64
-    concurrency: int = 4
-    batch_retry: RetryPolicy = RetryPolicy(max_attempts=6, initial_backoff=1.0, max_backoff=30.0)
-    envs: tuple[str, ...] = ()
-    splits: tuple[str, ...] = ()
-    scores: bool = False
-    store: bool = True
-    rate_limit: float = 0.0
-    limit: int = 0
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.concurrency < 1:
-            raise InvalidInput("batch size and concurrency must be >= 1")
-        if not self.store and not self.scores:
-            raise InvalidInput("a backfill that neither stores nor scores does nothing")
-
-    def wants(self, item: SourceItem) -> bool:
-        return (not self.envs or item.env in self.envs) and (
-            not self.splits or item.split in self.splits
-        )
 
 
 @dataclass
@@ -75,18 +39,6 @@ class _Batch:
     outcomes: list[Outcome] = field(default_factory=list)
     inserted: int = 0
     duplicates: int = 0
-
-
-def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir: str) -> dict:
-    """What must match for a checkpoint to be resumed (same archive, same table, same mode)."""
-    return {
-        "source": source.describe(),
-        "model_id": model_id,
-        "data_dir": data_dir,
-        "mode": ("score+store" if options.store else "score") if options.scores else "ingest",
-        "envs": sorted(options.envs),
-        "splits": sorted(options.splits),
-    }
 
 
 def run_backfill(
@@ -135,14 +87,18 @@ def run_backfill(
 def _run(client, source, checkpoint, options, summary, progress) -> None:
     from tqdm import tqdm
 
-    total = sum(1 for item in source if options.wants(item))
-    bar = tqdm(total=total, unit="img", desc="backfill", disable=not progress, smoothing=0.1)
+    bar = tqdm(total=count_wanted(source, options), unit="img", desc="backfill",
+               disable=not progress, smoothing=0.1)
     throttle = _Throttle(options.rate_limit)
     in_flight: set[Future] = set()
     with ThreadPoolExecutor(options.concurrency, thread_name_prefix="backfill") as pool:
         try:
-            for batch in _batches(source, checkpoint, options, summary, bar):
-                if batch.outcomes and not batch.items:  # skipped items only
+            for planned in plan_batches(source, options, checkpoint.is_done,
+                                        options.batch_size):
+                summary.already_done += planned.already_done
+                bar.update(planned.already_done)
+                batch = _Batch(planned.items, planned.skipped)
+                if not batch.items:  # skipped items (or finished ones) only
                     _finish(checkpoint, batch, summary, bar)
                     continue
                 throttle.wait(len(batch.items))
@@ -161,32 +117,6 @@ def _run(client, source, checkpoint, options, summary, progress) -> None:
             raise
         finally:
             bar.close()
-
-
-def _batches(source, checkpoint, options, summary, bar) -> Iterator[_Batch]:
-    """Batches of items still to send; skipped items ride along as ready outcomes."""
-    batch = _Batch([])
-    new = 0
-    for item in source:
-        if not options.wants(item):
-            continue
-        if checkpoint.is_done(item.key):
-            summary.already_done += 1
-            bar.update(1)
-            continue
-        if options.limit and new >= options.limit:
-            break
-        new += 1
-        if item.skip_reason:
-            batch.outcomes.append(_outcome(item, "skipped", reason=item.skip_reason,
-                                           keep_item=options.scores))
-        else:
-            batch.items.append(item)
-        if len(batch.items) >= options.batch_size or len(batch.outcomes) >= options.batch_size:
-            yield batch
-            batch = _Batch([])
-    if batch.items or batch.outcomes:
-        yield batch
 
 
 def _collect(in_flight: set[Future], checkpoint, summary, bar, *, block: bool) -> None:
@@ -226,7 +156,7 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batc
         try:
             data = item.read_bytes()
         except OSError as exc:
-            batch.outcomes.append(_outcome(item, "failed", code="READ_ERROR",
+            batch.outcomes.append(item_outcome(item, "failed", code="READ_ERROR",
                                            reason=f"cannot read {item.uri}: {exc}",
                                            keep_item=options.scores))
             continue
@@ -246,15 +176,15 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batc
             if code in RETRYABLE_CODES:
                 retry.append((item, image, code, reason))
             elif code:
-                batch.outcomes.append(_outcome(item, "failed", image.id, code, reason,
+                batch.outcomes.append(item_outcome(item, "failed", image.id, code, reason,
                                                keep_item=options.scores))
             else:
-                batch.outcomes.append(_outcome(item, "ok", image.id, score=score,
+                batch.outcomes.append(item_outcome(item, "ok", image.id, score=score,
                                                keep_item=options.scores))
         delay = next(delays, None) if retry else None
         if retry and delay is None:
             for item, image, code, reason in retry:
-                batch.outcomes.append(_outcome(item, "failed", image.id, code,
+                batch.outcomes.append(item_outcome(item, "failed", image.id, code,
                                                f"gave up after retries: {reason}",
                                                keep_item=options.scores))
             retry = []
@@ -304,18 +234,6 @@ def _score(client, pending, options) -> list[tuple]:
                     "space": prov.space, "adaptation": res.adaptation,
                 }))
     return out
-
-
-def _outcome(item: SourceItem, status: str, id: str = "", code: str = "", reason: str = "",
-             score: dict | None = None, keep_item: bool = False) -> Outcome:
-    """One checkpoint line; with scores it also keeps what the score outputs need."""
-    kept = {}
-    if keep_item:
-        kept = {"env": item.env, "label": item.label, "split": item.split, "uri": item.uri,
-                "timestamp": item.timestamp.isoformat() if item.timestamp else None,
-                "source": dict(item.extra)}
-    return Outcome(key=item.key, status=status, id=id or item.id, code=code, reason=reason,
-                   score=score, item=kept)
 
 
 def _megadetector_info(source: Source) -> dict:

@@ -102,7 +102,7 @@ def default_checkpoint(source, job: dict) -> Path:
 
 
 def cmd_backfill(args) -> int:
-    from envad.client.backfill import BackfillOptions, job_header
+    from envad.client.backfill_plan import BackfillOptions, job_header
     from envad.client.commands import open_client
     from envad.client.sources import open_source
 
@@ -134,6 +134,8 @@ def cmd_backfill(args) -> int:
 
 
 def _run_ray(args, source, options) -> int:
+    args.command_extra = "ray"  # what `envad` names when a package of this engine is missing
+    from envad.client.backfill_plan import job_header
     from envad.client.ray_backfill import RayOptions, resolve_target, run_ray_backfill
 
     if options.scores:
@@ -141,8 +143,7 @@ def _run_ray(args, source, options) -> int:
                          "afterwards with --engine service --no-store --scores-out")
     target = resolve_target(args)
     checkpoint = args.checkpoint or default_checkpoint(
-        source, {"engine": "ray", "source": source.describe(), "model_id": target.model_id,
-                 "data_dir": str(target.data_dir)})
+        source, job_header(source, options, target.model_id, target.data_dir, engine="ray"))
     print(f"checkpoint: {checkpoint}", file=sys.stderr)
     ray_options = RayOptions(address=args.ray_address, num_cpus=args.num_cpus,
                              workers=args.workers, batch_size=args.batch_size,

@@ -3,7 +3,9 @@
 Each module in COMMAND_MODULES exposes `register(subparsers)`, adding its subcommands
 with `set_defaults(func=handler)`. Registration must stay cheap: command modules import
 heavy dependencies (torch, onnxruntime, lancedb) inside their handlers, so that
-`envad --help` and `envad score` start fast and the client never loads torch.
+`envad --help` and `envad score` start fast, the client never loads torch, and every
+command is listed even with only the base install (`pip install envad`, the client).
+A command whose extra is not installed says which one to install (`EXTRA_OF_MODULE`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,50 @@ import sys
 from envad import __version__
 from envad.errors import EnvadError
 
-COMMAND_MODULES = (
-    "envad.server.cli",
-    "envad.training.cli",
-    "envad.training.evaluate_cli",
-    "envad.client.commands",
-)
+#: The modules that register subcommands, with the extra their commands need (the
+#: client's own commands need none; a handler that needs one for some options sets
+#: `args.command_extra` itself, as `backfill --engine ray` does; otherwise the extra is
+#: named from the module found missing).
+COMMAND_MODULES = {
+    "envad.server.cli": "server",
+    "envad.training.cli": "train",
+    "envad.training.evaluate_cli": "train",
+    "envad.client.commands": None,
+}
+#: extras that include others (`envad[train]` and `envad[ray]` install `envad[server]`)
+INCLUDED_EXTRAS = {"train": {"server"}, "ray": {"server"}}
+
+#: For each importable module an extra provides: (extra, distribution). Checked against
+#: pyproject.toml by tests/client/test_client_imports.py.
+EXTRA_OF_MODULE = {
+    "onnxruntime": ("server", "onnxruntime"),
+    "lancedb": ("server", "lancedb"),
+    "faiss": ("server", "faiss-cpu"),
+    "pyod": ("server", "pyod"),
+    "sklearn": ("server", "scikit-learn"),
+    "scipy": ("server", "scipy"),
+    "prometheus_client": ("server", "prometheus-client"),
+    "grpc_reflection": ("server", "grpcio-reflection"),
+    "torch": ("train", "torch"),
+    "torchvision": ("train", "torchvision"),
+    "onnx": ("train", "onnx"),
+    "skimage": ("train", "scikit-image"),
+    "matplotlib": ("train", "matplotlib"),
+    "pandas": ("train", "pandas"),
+    "wilds": ("train", "wilds"),
+    "ray": ("ray", "ray"),
+    "lance": ("ray", "pylance"),
+}
+
+
+def missing_extra(exc: ModuleNotFoundError, command_extra: str | None = None) -> str | None:
+    """The extra to install for the module `exc` did not find, as a command that needs
+    `command_extra` should name it (None: the module is not one an extra provides)."""
+    root = (exc.name or "").split(".")[0]
+    if root not in EXTRA_OF_MODULE:
+        return None
+    extra = EXTRA_OF_MODULE[root][0]
+    return command_extra if extra in INCLUDED_EXTRAS.get(command_extra, ()) else extra
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,12 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     seen: set[str] = set()
-    for module_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:  # a part whose optional extra is not installed
-            logging.getLogger(__name__).debug("skipping %s: %s", module_name, exc)
-            continue
+    for module_name, extra in COMMAND_MODULES.items():
+        module = importlib.import_module(module_name)
         before = set(subparsers.choices)
         module.register(subparsers)
         added = set(subparsers.choices) - before
@@ -47,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         if clash:
             raise RuntimeError(f"duplicate envad subcommand(s): {sorted(clash)}")
         seen |= added
+        for name in added:
+            subparsers.choices[name].set_defaults(command_extra=extra)
     return parser
 
 
@@ -65,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args)
     except EnvadError as exc:
         print(f"envad: error: {exc.code}: {exc}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc, getattr(args, "command_extra", None))
+        if extra is None:
+            raise
+        print(f"envad: error: `envad {args.command}` needs the '{extra}' extra "
+              f"(module {exc.name!r} is not installed): pip install 'envad[{extra}]'",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("envad: interrupted", file=sys.stderr)

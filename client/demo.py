@@ -52,7 +52,8 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     `workdir/runs/TRAINING-sSEED`: a finished run with the same settings is reused, an
     interrupted one resumed; `fresh` deletes the whole workdir first.
     """
-    from envad.client.backfill import BackfillOptions, run_backfill
+    from envad.client.backfill import run_backfill
+    from envad.client.backfill_plan import BackfillOptions
     from envad.client.demo_report import (
         auc_table, format_comparison, format_table, load_scores, plot_roc)
     from envad.client.library import EnvadClient

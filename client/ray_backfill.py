@@ -2,10 +2,13 @@
 Runtime, write the store's Lance table directly; the server picks the rows up.
 
 Exception to the client's dependency rule: this module imports `envad.server.encoder`,
-`envad.server.images.decode_image` and `envad.server.store` (schema and table name), so
-that Ray workers embed exactly as the server does (same preprocessing, same ONNX
-session settings) and write exactly the server's table layout. None of them imports
-torch.
+`envad.server.images.decode_image` and `envad.server.store` (schema, table name and
+row-table builder), so that Ray workers embed exactly as the server does (same
+preprocessing, same ONNX session settings) and write exactly the server's rows. None of
+them imports torch; they are imported inside the functions that use them, so that
+importing the client (the base install) never loads the server's dependencies. Which
+items to send, and the checkpoint's job header, come from `backfill_plan` like the
+service engine's.
 
 Per chunk of `chunk_size` images: embed (actor pool, one ONNX session per actor) ->
 materialize -> the driver drops ids already stored or repeated in the chunk -> workers
@@ -22,19 +25,21 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from envad.client.backfill import BackfillOptions, _outcome
+from envad.client.backfill_plan import (
+    BackfillOptions, count_wanted, item_outcome, job_header, plan_batches,
+)
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
-from envad.client.sources import Source, SourceItem
-from envad.errors import FailedPrecondition, InvalidInput
+from envad.client.sources import Source, SourceItem, read_uri
+from envad.errors import EnvadError, FailedPrecondition, InvalidInput
+from envad.records import sha256_hex
 
 log = logging.getLogger(__name__)
 ID_QUERY_CHUNK = 1000
@@ -113,19 +118,23 @@ def run_ray_backfill(
     import ray
     from tqdm import tqdm
 
-    header = {"engine": "ray", "source": source.describe(), "model_id": target.model_id,
-              "data_dir": str(target.data_dir), "envs": sorted(options.envs),
-              "splits": sorted(options.splits)}
+    if options.scores:
+        raise InvalidInput("the Ray engine stores embeddings only; score afterwards "
+                           "through the service (envad backfill --no-store --scores-out)")
+    header = job_header(source, options, target.model_id, target.data_dir, engine="ray")
     summary = BackfillSummary(model_id=target.model_id, engine="ray")
     started_ray = _init_ray(ray_options)
     try:
         _ensure_table(target)
         with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
-            total = sum(1 for item in source if options.wants(item))
-            with tqdm(total=total, unit="img", desc="backfill (ray)", disable=not progress) as bar:
-                for chunk, skipped in _chunks(source, checkpoint, options, ray_options, summary, bar):
-                    outcomes, inserted = _process_chunk(chunk, target, ray_options)
-                    outcomes += skipped
+            with tqdm(total=count_wanted(source, options), unit="img", desc="backfill (ray)",
+                      disable=not progress) as bar:
+                for planned in plan_batches(source, options, checkpoint.is_done,
+                                            ray_options.chunk_size):
+                    summary.already_done += planned.already_done
+                    bar.update(planned.already_done)
+                    outcomes, inserted = _process_chunk(planned.items, target, ray_options)
+                    outcomes += planned.skipped
                     checkpoint.record(outcomes)
                     summary.add(outcomes, inserted, sum(o.status == "ok" for o in outcomes) - inserted)
                     bar.update(len(outcomes))
@@ -172,32 +181,6 @@ def _ensure_table(target: RayTarget) -> None:
                            f"{target.model_file.name} makes {target.dim}-d")
 
 
-def _chunks(source, checkpoint, options, ray_options, summary, bar
-            ) -> Iterator[tuple[list[SourceItem], list[Outcome]]]:
-    chunk: list[SourceItem] = []
-    skipped: list[Outcome] = []
-    new = 0
-    for item in source:
-        if not options.wants(item):
-            continue
-        if checkpoint.is_done(item.key):
-            summary.already_done += 1
-            bar.update(1)
-            continue
-        if options.limit and new >= options.limit:
-            break
-        new += 1
-        if item.skip_reason:
-            skipped.append(_outcome(item, "skipped", reason=item.skip_reason))
-        else:
-            chunk.append(item)
-        if len(chunk) + len(skipped) >= ray_options.chunk_size:
-            yield chunk, skipped
-            chunk, skipped = [], []
-    if chunk or skipped:
-        yield chunk, skipped
-
-
 def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayOptions
                    ) -> tuple[list[Outcome], int]:
     """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows added."""
@@ -228,12 +211,12 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayO
         item = by_key[m["key"]]
         if m["error"]:
             code, _, reason = m["error"].partition(": ")
-            outcomes.append(_outcome(item, "failed", m["id"], code, reason))
+            outcomes.append(item_outcome(item, "failed", m["id"], code, reason))
             continue
         if m["id"] not in stored and m["id"] not in seen:
             keep.add(m["key"])
         seen.add(m["id"])
-        outcomes.append(_outcome(item, "ok", m["id"]))
+        outcomes.append(item_outcome(item, "ok", m["id"]))
     if keep:
         fragments = embedded.map_batches(
             write_fragments_batch, batch_format="pyarrow", batch_size=None,
@@ -276,10 +259,6 @@ class Embedder:
         self.encoder = OnnxEncoder(Path(model_file), intra_op_threads=threads)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        import hashlib
-
-        from envad.client.sources import read_uri
-        from envad.errors import EnvadError
         from envad.server.images import decode_image
 
         size, dim = self.encoder.input_size, self.encoder.dim
@@ -291,7 +270,7 @@ class Embedder:
             error, sha = "", ""
             try:
                 data = read_uri(uri)
-                sha = hashlib.sha256(data).hexdigest()
+                sha = sha256_hex(data)
                 pixels[i] = decode_image(data, size)
             except OSError as exc:
                 error = f"READ_ERROR: cannot read {uri}: {exc}"
@@ -313,27 +292,21 @@ class Embedder:
 
 def write_fragments_batch(batch: pa.Table, uri: str, dim: int, model_id: str,
                           keep: set[str]) -> pa.Table:
-    """Ray task: write the kept rows of a block as Lance fragments (no commit)."""
+    """Ray task: write the kept rows of a block as Lance fragments (no commit), built by
+    the store's own row-table builder so the rows match what the server writes."""
     from lance.fragment import write_fragments
 
-    from envad.server.store import make_schema
+    from envad.server.store import Row, make_schema, rows_table, vectors_of
 
     mask = pa.array([k in keep for k in batch.column("key").to_pylist()])
-    rows = batch.filter(mask)
-    if rows.num_rows == 0:
+    kept = batch.filter(mask)
+    if kept.num_rows == 0:
         return pa.table({"fragment": pa.array([], pa.string())})
-    timestamps = [datetime.fromisoformat(t) if t else None
-                  for t in rows.column("timestamp").to_pylist()]
-    now = datetime.now(timezone.utc)
-    schema = make_schema(dim)
-    table = pa.table({
-        "id": rows.column("id"), "env": rows.column("env"), "label": rows.column("label"),
-        "split": rows.column("split"), "timestamp": pa.array(timestamps, schema.field("timestamp").type),
-        "uri": rows.column("uri"), "sha256": rows.column("sha256"),
-        "model_id": pa.array([model_id] * rows.num_rows),
-        "ingested_at": pa.array([now] * rows.num_rows, schema.field("ingested_at").type),
-        "vector": rows.column("vector").cast(schema.field("vector").type),
-    }, schema=schema)
-    fragments = write_fragments(table, uri, schema=schema)
+    vectors = vectors_of(kept)
+    rows = [Row(id=r["id"], vector=vector, env=r["env"], label=r["label"], split=r["split"],
+                timestamp=datetime.fromisoformat(r["timestamp"]) if r["timestamp"] else None,
+                uri=r["uri"], sha256=r["sha256"])
+            for r, vector in zip(kept.drop_columns(["vector"]).to_pylist(), vectors)]
+    fragments = write_fragments(rows_table(rows, model_id, dim), uri, schema=make_schema(dim))
     return pa.table({"fragment": pa.array([json.dumps(f.to_json()) for f in fragments],
                                           pa.string())})

@@ -188,7 +188,8 @@ def _activate(client, spec: RetrainSpec, state: RetrainState, progress: bool) ->
 
 
 def _reembed(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
-    from envad.client.backfill import BackfillOptions, run_backfill
+    from envad.client.backfill import run_backfill
+    from envad.client.backfill_plan import BackfillOptions
     from envad.client.sources import open_source
 
     active = client.info().active_model

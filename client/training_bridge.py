@@ -29,7 +29,7 @@ def train_encoder(dataset: str | Path, out_dir: str | Path, *, algorithm: str = 
 def export_encoder(run_dir: str | Path, out_path: str | Path) -> Path:
     """Copy a finished run's exported encoder (parity-checked by training) to `out_path`,
     atomically."""
-    from envad.training.run import ENCODER_FILE
+    from envad.training.run_files import ENCODER_FILE
 
     source = Path(run_dir) / ENCODER_FILE
     if not source.is_file():

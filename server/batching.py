@@ -1,22 +1,22 @@
 """Coalesce concurrent embedding requests into one ONNX Runtime call.
 
 Callers submit uint8 batches; a worker thread gathers what is queued (up to `max_batch`
-images, waiting at most `max_wait_s` after the first arrives), runs the encoder once,
-and hands each caller its slice. One batcher per encoder; a model switch creates a new
-batcher and closes the old one after its queue drains.
+images, waiting at most `max_wait_s` after the first arrives: `queue_drain.consume`),
+runs the encoder once, and hands each caller its slice. One batcher per encoder; a model
+switch creates a new batcher and closes the old one after its queue drains.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
 from concurrent.futures import Future
 from typing import Callable
 
 import numpy as np
 
 from envad.errors import Unavailable
+from envad.server.queue_drain import CLOSE, consume
 
 EmbedFn = Callable[[np.ndarray], np.ndarray]
 BatchObserver = Callable[[int], None]
@@ -58,51 +58,14 @@ class MicroBatcher:
     def close(self) -> None:
         """Stop taking work; queued requests are still served."""
         self._closed = True
-        self._queue.put(None)
+        self._queue.put(CLOSE)
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
-    def _take_batch(self, first: tuple[np.ndarray, Future]) -> tuple[list, bool]:
-        pending = [first]
-        count = len(first[0])
-        deadline = time.monotonic() + self.max_wait_s
-        stop = False
-        while count < self.max_batch:
-            remaining = deadline - time.monotonic()
-            try:
-                item = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 \
-                    else self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                stop = True
-                break
-            pending.append(item)
-            count += len(item[0])
-        return pending, stop
-
     def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                if self._queue.empty():
-                    return
-                continue
-            pending, stop = self._take_batch(first)
-            self._dispatch(pending)
-            if stop:
-                self._drain()
-                return
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if item is not None:
-                self._dispatch([item])
+        consume(self._queue, self._dispatch, max_size=self.max_batch,
+                size=lambda item: len(item[0]), max_wait_s=self.max_wait_s)
 
     def _dispatch(self, pending: list[tuple[np.ndarray, Future]]) -> None:
         live = [(x, f) for x, f in pending if f.set_running_or_notify_cancel()]

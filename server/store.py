@@ -110,6 +110,29 @@ class InsertResult:
     version: int
 
 
+def rows_table(rows: Sequence[Row], model_id: str, dim: int) -> pa.Table:
+    """Rows as an Arrow table of the store schema for `dim`, stamped with `model_id` and
+    the time of the call: what every writer of a store table appends (the server's
+    writer and the Ray backfill's fragment writers alike)."""
+    now = dt.datetime.now(dt.timezone.utc)
+    vectors = np.stack([np.asarray(r.vector, dtype=np.float32) for r in rows])
+    if vectors.shape[1] != dim:
+        raise InvalidInput(f"vectors have {vectors.shape[1]} dims, store expects {dim}")
+    columns = {
+        "id": [r.id for r in rows],
+        "env": [r.env for r in rows],
+        "label": [r.label for r in rows],
+        "split": [r.split for r in rows],
+        "timestamp": [r.timestamp for r in rows],
+        "uri": [r.uri for r in rows],
+        "sha256": [r.sha256 for r in rows],
+        "model_id": [model_id] * len(rows),
+        "ingested_at": [now] * len(rows),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+    }
+    return pa.table(columns, schema=make_schema(dim))
+
+
 class EmbeddingStore:
     """The store table of one encoder: insert (idempotent by id), read, count, optimize."""
 
@@ -146,23 +169,7 @@ class EmbeddingStore:
 
     def to_arrow(self, rows: Sequence[Row]) -> pa.Table:
         """Rows as an Arrow table of this store's schema."""
-        now = dt.datetime.now(dt.timezone.utc)
-        vectors = np.stack([np.asarray(r.vector, dtype=np.float32) for r in rows])
-        if vectors.shape[1] != self.dim:
-            raise InvalidInput(f"vectors have {vectors.shape[1]} dims, store expects {self.dim}")
-        columns = {
-            "id": [r.id for r in rows],
-            "env": [r.env for r in rows],
-            "label": [r.label for r in rows],
-            "split": [r.split for r in rows],
-            "timestamp": [r.timestamp for r in rows],
-            "uri": [r.uri for r in rows],
-            "sha256": [r.sha256 for r in rows],
-            "model_id": [self.model_id] * len(rows),
-            "ingested_at": [now] * len(rows),
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim),
-        }
-        return pa.table(columns, schema=make_schema(self.dim))
+        return rows_table(rows, self.model_id, self.dim)
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """The subset of `ids` already stored."""

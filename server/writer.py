@@ -1,10 +1,11 @@
 """The store's single writer: one thread commits every write, batching queued rows.
 
 Concurrent merge-inserts of the same new ids can insert duplicates, so all writes of a
-server go through this queue. Rows queued together are committed as one table version
-(fewer versions, fewer small fragments); every `optimize_every` commits the table is
-compacted. A caller's future resolves only after the commit returned: that is the point
-at which a row is acknowledged as durable. The FAISS mirror is extended after each commit.
+server go through this queue (drained by `queue_drain.consume`). Rows queued together
+are committed as one table version (fewer versions, fewer small fragments); every
+`optimize_every` commits the table is compacted. A caller's future resolves only after
+the commit returned: that is the point at which a row is acknowledged as durable. The
+FAISS mirror is extended after each commit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Callable, Sequence
 
 from envad.errors import ResourceExhausted, Unavailable
 from envad.server.index import VectorIndex
+from envad.server.queue_drain import CLOSE, consume
 from envad.server.store import EmbeddingStore, Row
 
 log = logging.getLogger(__name__)
@@ -64,30 +66,12 @@ class StoreWriter:
     def close(self, timeout: float | None = None) -> None:
         """Finish queued writes, then stop."""
         self._closed = True
-        self._queue.put(None)
+        self._queue.put(CLOSE)
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            pending = [item]
-            count = len(item[0])
-            stop = False
-            while count < self.max_rows:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                pending.append(nxt)
-                count += len(nxt[0])
-            self._commit(pending)
-            if stop:
-                return
+        consume(self._queue, self._commit, max_size=self.max_rows,
+                size=lambda item: len(item[0]))
 
     def _commit(self, pending: list[tuple[Sequence[Row], Future]]) -> None:
         first_owner: dict[str, int] = {}

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from envad.training.algorithms.base import EnvBatch
-from envad.training.data import MultiEnvDataset
+from envad.training.multienv import MultiEnvDataset
 from envad.training.models import to_float_nchw
 
 #: predecode the training set when its pixels take at most this many bytes

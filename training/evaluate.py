@@ -24,17 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
+from sklearn.neighbors import KNeighborsClassifier
 from tqdm import tqdm
 
 from envad.errors import InvalidInput
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.stylist import select_features
 from envad.server.encoder import OnnxEncoder
+from envad.training.algorithms import names as algorithm_names
+from envad.training.data import load_dataset
 from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
+from envad.training.protocol import ENSEMBLE, VARIANTS, fit_indices, space_variant
+from envad.training.report import write_report
+from envad.training.run import TrainConfig, train
+from envad.training.run_files import ENCODER_FILE, read_run
 
 log = logging.getLogger(__name__)
-ENSEMBLE = "Ensemble"
-VARIANTS = ("plain", "stylist")
 
 
 @dataclass(frozen=True)
@@ -83,16 +89,6 @@ class EvalConfig:
         return "".join("-" + p for p in parts)
 
 
-def space_variant(space: str) -> str:
-    """Name of the result variant of a space step."""
-    return f"space:{space}"
-
-
-def fit_indices(dataset) -> np.ndarray:
-    """Rows detectors are fitted on: normal `train` images of the training cameras."""
-    return dataset.indices(split="train", normal_only=True)
-
-
 def embed(encoder: OnnxEncoder, dataset, indices: np.ndarray, batch: int = 256) -> np.ndarray:
     parts = [encoder.embed(dataset.images(indices[i:i + batch], encoder.input_size))
              for i in range(0, len(indices), batch)]
@@ -108,8 +104,6 @@ def choose_stylist_fraction(X_fit: np.ndarray, fit_envs: np.ndarray, fit_buckets
     other cameras' `train` rows predicts the bucket of this camera's `val` rows. The
     fraction with the best mean accuracy wins (ties: the smaller fraction).
     """
-    from sklearn.neighbors import KNeighborsClassifier
-
     scores = {}
     for fraction in fractions:
         kept = select_features(X_fit, fit_envs, fraction)
@@ -144,8 +138,6 @@ def _run_dir(config: EvalConfig, algorithm: str, seed: int) -> Path:
 
 def machine() -> dict:
     """Where the numbers came from (quoted in reports)."""
-    import torch
-
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"platform": platform.platform(), "processor": platform.machine(),
             "cpu_count": os.cpu_count(), "gpu": gpu, "torch": torch.__version__}
@@ -153,8 +145,6 @@ def machine() -> dict:
 
 def training_summary(run_dir: Path) -> dict:
     """Training time and last validation metrics of a finished run (from its run.json)."""
-    from envad.training.run import read_run
-
     run = read_run(run_dir)
     last = run["epochs"][-1] if run["epochs"] else {}
     return {"run_dir": str(run_dir), "train_seconds": round(sum(
@@ -169,8 +159,6 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
     Returns the result record (JSON) and the test labels, cameras and plain scores
     (arrays for the .npz next to it).
     """
-    from envad.training.run import ENCODER_FILE, TrainConfig, train
-
     started = time.monotonic()
     run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
                                 out=_run_dir(config, algorithm, seed),
@@ -229,10 +217,6 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
 
 def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
     """Evaluate every (algorithm, seed), resuming finished ones; write the report."""
-    from envad.training.algorithms import names as algorithm_names
-    from envad.training.data import load_dataset
-    from envad.training.report import write_report
-
     unknown = [a for a in config.algorithms if a not in algorithm_names()]
     if unknown:
         raise InvalidInput(f"unknown algorithm(s) {unknown}; known: {algorithm_names()}")

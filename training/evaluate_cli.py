@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 
@@ -69,6 +70,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    # imported when a command runs, not when the CLI is built: the CLI (and its --help)
+    # must start without torch (algorithms, evaluate) or the server's dependencies
     from envad.server.detectors.registry import names as detector_names
     from envad.training.algorithms import names as algorithm_names
     from envad.pipeline import resolve_pipeline
@@ -100,8 +103,6 @@ def run(args) -> int:
 
 
 def run_select(args) -> int:
-    import json
-
     from envad.pipeline import Pipeline
     from envad.training.selection import DEFAULT_CANDIDATES, run_selection
 

@@ -17,10 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import torch
 
 from envad.errors import FailedPrecondition, Internal
 from envad.training import checkpoint as ckpt
+from envad.training.data import load_dataset
+from envad.training.models import Uint8Encoder
+from envad.training.run_files import read_run
 
 OPSET = 17
 PARITY_TOLERANCE = 1e-4
@@ -61,8 +66,6 @@ def export_onnx(run_dir: str | Path, out_path: str | Path, *,
                                             int(meta["epochs"]), int(meta["seed"]))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", model_id):
         raise ValueError(f"model id {model_id!r} may hold only letters, digits, - _ .")
-
-    from envad.training.models import Uint8Encoder
 
     graph = Uint8Encoder(algorithm.encoder).eval()
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,8 +109,6 @@ def export_onnx(run_dir: str | Path, out_path: str | Path, *,
 
 def _finish_model(path: Path, props: dict[str, str]) -> None:
     """Set metadata_props, run the ONNX checker, save in place."""
-    import onnx
-
     model = onnx.load(str(path))
     onnx.helper.set_model_props(model, props)
     onnx.checker.check_model(model)
@@ -117,8 +118,6 @@ def _finish_model(path: Path, props: dict[str, str]) -> None:
 @torch.no_grad()
 def parity(graph: torch.nn.Module, onnx_path: Path, images: np.ndarray) -> float:
     """Max abs difference between the torch graph and ONNX Runtime (CPU) on `images`."""
-    import onnxruntime as ort
-
     images = np.ascontiguousarray(images, dtype=np.uint8)
     if images.ndim != 4 or len(images) == 0:
         raise ValueError("parity images must be a non-empty uint8 [N,S,S,3] batch")
@@ -130,9 +129,6 @@ def parity(graph: torch.nn.Module, onnx_path: Path, images: np.ndarray) -> float
 
 def _parity_images(run_dir: Path, size: int, count: int = 32) -> np.ndarray:
     """Real images from the run's dataset: val split first, then test, then train."""
-    from envad.training.data import load_dataset
-    from envad.training.run import read_run
-
     dataset = load_dataset(read_run(run_dir)["config"]["data"])
     chosen = np.concatenate([dataset.indices(split) for split in ("val", "test", "train")])
     return dataset.images(chosen[:count], size)

@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl
 import numpy as np
 
 from envad.errors import NotFound
-from envad.training.data import (
+from envad.training.multienv import (
     ANOMALY, NORMAL_A, NORMAL_B, DatasetError, MultiEnvDataset, Record)
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def load_iwildcam_spec(text: str) -> MultiEnvDataset:
 
 def load_iwildcam(root: Path, split: IWildCamSplit = IWildCamSplit()) -> MultiEnvDataset:
     """Open WILDS iWildCam under `root` (download=False) and apply the AD split."""
-    from wilds import get_dataset
+    from wilds import get_dataset  # optional, heavy: only when iWildCam is opened
 
     root = Path(root)
     if not (root / "iwildcam_v2.0" / "RELEASE_v2.0.txt").is_file():

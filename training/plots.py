@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from envad.training.metrics import roc_auc, roc_curve_points
+from envad.training.protocol import ENSEMBLE, MEAN_AD
 
 
 def _pyplot():
@@ -39,8 +40,6 @@ def heatmap(path: Path, cells: dict, rows: list[str], algorithms: list[str]) -> 
 
 def mean_ad_bars(path: Path, tables: dict, algorithms: list[str]) -> None:
     plt = _pyplot()
-    from envad.training.report import MEAN_AD
-
     variants = [v for v in ("plain", "stylist") if (v, "ood", "pooled") in tables]
     fig, ax = plt.subplots(figsize=(1.1 * len(algorithms) + 2, 4))
     width = 0.8 / len(variants)
@@ -107,9 +106,6 @@ def camera_histograms(path: Path, runs: dict[str, dict]) -> None:
 
 def write_plots(out: Path, tables: dict, detectors: list[str], algorithms: list[str],
                 results: list[dict]) -> None:
-    from envad.training.evaluate import ENSEMBLE
-    from envad.training.report import MEAN_AD
-
     heatmap(out / "heatmap.png", tables[("plain", "ood", "pooled")],
             detectors + [ENSEMBLE, MEAN_AD], algorithms)
     mean_ad_bars(out / "mean_ad.png", tables, algorithms)

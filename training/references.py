@@ -14,6 +14,7 @@ import numpy as np
 
 from envad.server.detectors.registry import Detector
 from envad.training.metrics import mean_per_camera_auc, roc_auc
+from envad.training.photodigits import load_content
 
 
 def _knn_row(fit: np.ndarray, test: np.ndarray, labels: np.ndarray, envs: np.ndarray) -> dict:
@@ -38,8 +39,6 @@ def reference_rows(dataset, fit_idx: np.ndarray, test_idx: np.ndarray, size: int
     rows["raw pixels"] = _knn_row(pixels(fit_idx), pixels(test_idx), labels, envs)
     digits_file = Path(dataset.root) / "digits.npz"
     if digits_file.is_file():
-        from envad.training.photodigits import load_content
-
         content = load_content(dataset.root)
         clean = lambda idx: np.stack([content[dataset.records[i].id].ravel()
                                       for i in idx]).astype(np.float32)

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from envad.training.metrics import mean_std
-
-MEAN_AD = "Mean AD"
+from envad.training.plots import write_plots
+from envad.training.protocol import ENSEMBLE, MEAN_AD, fit_indices, space_variant
+from envad.training.references import cached_reference_rows
 
 
 def grid(results: list[dict], detectors: list[str], algorithms: list[str], variant: str,
@@ -21,8 +22,6 @@ def grid(results: list[dict], detectors: list[str], algorithms: list[str], varia
     Mean AD is the mean over the detectors (not the ensemble) within a seed, then mean ±
     std over seeds.
     """
-    from envad.training.evaluate import ENSEMBLE
-
     cells = {}
     for algorithm in algorithms:
         runs = [r for r in results if r["algorithm"] == algorithm
@@ -62,8 +61,6 @@ def summary_table(tables: dict, results: list[dict], algorithms: list[str],
     """One row per pretraining: Mean AD on unseen cameras (pooled, per camera) beside the
     in-distribution reference, the ensemble, the Stylist variant and the encoder's val
     bucket accuracy (k-NN), so the OOD numbers can be read against the ID ones."""
-    from envad.training.evaluate import ENSEMBLE, space_variant
-
     columns = [("OOD pooled", ("plain", "ood", "pooled"), MEAN_AD),
                ("OOD per camera", ("plain", "ood", "per_camera_mean"), MEAN_AD),
                ("ID pooled", ("plain", "id", "pooled"), MEAN_AD),
@@ -93,10 +90,6 @@ def summary_table(tables: dict, results: list[dict], algorithms: list[str],
 
 
 def write_report(config, dataset, results: list[dict], out: Path) -> None:
-    from envad.training.evaluate import ENSEMBLE, fit_indices, space_variant
-    from envad.training.plots import write_plots
-    from envad.training.references import cached_reference_rows
-
     detectors = list(config.detectors)
     algorithms = [a for a in config.algorithms if any(r["algorithm"] == a for r in results)]
     rows = detectors + [ENSEMBLE, MEAN_AD]

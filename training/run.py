@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import random
 import time
 from collections import defaultdict
@@ -30,14 +29,17 @@ from envad.training.algorithms import Algorithm, get, names
 from envad.training.algorithms.base import AUX_LOSSES
 from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
-from envad.training.data import MultiEnvDataset, load_dataset
+from envad.training.data import load_dataset
+from envad.training.export import export_onnx
 from envad.training.models import EncoderConfig
+from envad.training.multienv import MultiEnvDataset
+from envad.training.plots import training_curves
+from envad.training.run_files import (  # noqa: F401  (read_run: re-exported for callers of train)
+    CURVES_FILE, ENCODER_FILE, read_run, read_run_if_any, write_run,
+)
 from envad.training.validation import validate
 
 log = logging.getLogger(__name__)
-RUN_FILE = "run.json"
-ENCODER_FILE = "encoder.onnx"
-CURVES_FILE = "curves.png"
 MAX_REFERENCE = 1000   # training images embedded for the k-NN validation metric
 MAX_VAL = 4000
 
@@ -132,7 +134,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
     """Run (or resume, or return the cached result of) a training run; returns its dir."""
     config.check()
     run_dir = Path(config.out)
-    run = _read_run(run_dir)
+    run = read_run_if_any(run_dir)
     if run is not None:
         if run["config"] != config.identity():
             raise FailedPrecondition(f"{run_dir} holds a run with a different config; "
@@ -178,7 +180,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
            "train_envs": train_envs, "n_train": len(data), "epochs": epochs_log,
            "classes": data.class_names if config.task == "class" else ["normal_a", "normal_b"],
            "steps_per_epoch": sampler.steps_per_epoch if cls.trains else 0}
-    _write_run(run_dir, run)
+    write_run(run_dir, run)
     reference, reference_y, val, val_y = _validation_sets(dataset, data, config)
     meta = {"dataset": dataset.name, "train_envs": train_envs, "input_size": config.size,
             "seed": config.seed, "epochs": config.epochs}
@@ -205,10 +207,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
                              meta=meta)
         ckpt.prune_checkpoints(run_dir, config.keep_checkpoints)
         run["epochs"].append(entry)
-        _write_run(run_dir, run)
-
-    from envad.training.export import export_onnx
-    from envad.training.plots import training_curves
+        write_run(run_dir, run)
 
     training_curves(run_dir / CURVES_FILE, run["epochs"],
                     f"{config.algorithm} on {dataset.name}, seed {config.seed}")
@@ -218,7 +217,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
                          model_id=config.model_id)
     run.update(status="done", export={"file": ENCODER_FILE, "model_id": report.model_id,
                                       "max_abs_diff": report.max_abs_diff})
-    _write_run(run_dir, run)
+    write_run(run_dir, run)
     return run_dir
 
 
@@ -275,24 +274,3 @@ def _format(entry: dict) -> str:
     if "images_per_s" in entry:
         parts.append(f"{entry['images_per_s']:.1f} img/s")
     return " ".join(parts)
-
-
-def read_run(run_dir: Path) -> dict:
-    """The run.json of a run dir (FileNotFoundError if there is none)."""
-    run = _read_run(Path(run_dir))
-    if run is None:
-        raise FileNotFoundError(f"{run_dir} holds no {RUN_FILE}: not an envad training run")
-    return run
-
-
-def _read_run(run_dir: Path) -> dict | None:
-    path = run_dir / RUN_FILE
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text())
-
-
-def _write_run(run_dir: Path, run: dict) -> None:
-    tmp = run_dir / (RUN_FILE + ".tmp")
-    tmp.write_text(json.dumps(run, indent=1))
-    os.replace(tmp, run_dir / RUN_FILE)

@@ -18,7 +18,8 @@ from client_archives import (
     make_camtrap_dp, make_folder_dataset, make_image_tree, make_megadetector_json, png_bytes,
 )
 from envad.client import EnvadClient
-from envad.client.backfill import BackfillOptions, run_backfill
+from envad.client.backfill import run_backfill
+from envad.client.backfill_plan import BackfillOptions
 from envad.client.results import RowFilter
 from envad.client.sources import open_source
 from envad.errors import InvalidInput

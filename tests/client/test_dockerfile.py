@@ -40,10 +40,13 @@ def test_healthcheck_uses_the_grpc_health_probe() -> None:
     assert "envad health --live --server" in check and "${ENVAD_PORT}" in check
 
 
-def test_no_torch_in_the_image() -> None:
+def test_the_image_installs_the_server_extra_and_no_torch() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert not any(dep.startswith(("torch", "torchvision")) for dep in project["dependencies"])
-    runs = " ".join(instructions(DOCKERFILE, "RUN"))
+    server = project["optional-dependencies"]["server"]
+    for deps in (project["dependencies"], server):
+        assert not any(dep.startswith(("torch", "torchvision", "envad[train")) for dep in deps)
+    runs = " ".join(instructions(FINAL_STAGE, "RUN"))
+    assert re.search(r'pip install [^&]*/wheels/envad-\*\.whl\)\[server\]"', runs), runs
     assert "[train" not in runs and "torch" not in runs
 
 

@@ -15,7 +15,7 @@ lance = pytest.importorskip("lance")
 
 from client_archives import make_folder_dataset  # noqa: E402
 from envad.client import EnvadClient  # noqa: E402
-from envad.client.backfill import BackfillOptions  # noqa: E402
+from envad.client.backfill_plan import BackfillOptions  # noqa: E402
 from envad.client.ray_backfill import RayOptions, run_ray_backfill, target_for  # noqa: E402
 from envad.client.results import RowFilter  # noqa: E402
 from envad.client.sources import open_source  # noqa: E402

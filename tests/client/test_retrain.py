@@ -9,7 +9,8 @@ import pytest
 
 from client_archives import make_folder_dataset
 from envad.client import EnvadClient
-from envad.client.backfill import BackfillOptions, run_backfill
+from envad.client.backfill import run_backfill
+from envad.client.backfill_plan import BackfillOptions
 from envad.client.results import RowFilter
 from envad.client.retrain import STEPS, RetrainSpec, run_retrain
 from envad.client.sources import open_source

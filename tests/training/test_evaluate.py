@@ -11,9 +11,8 @@ from sklearn.metrics import roc_auc_score
 
 from envad.server.detectors import registry
 from envad.training.data import load_dataset
-from envad.training.evaluate import (
-    ENSEMBLE, EvalConfig, choose_stylist_fraction, fit_indices, run_evaluation,
-)
+from envad.training.evaluate import EvalConfig, choose_stylist_fraction, run_evaluation
+from envad.training.protocol import ENSEMBLE, fit_indices
 
 ALGORITHMS = ("random", "erm")
 

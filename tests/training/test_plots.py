@@ -6,7 +6,7 @@ import numpy as np
 from PIL import Image
 
 from envad.training import plots
-from envad.training.report import MEAN_AD
+from envad.training.protocol import MEAN_AD
 
 ALGORITHMS = ["erm", "ea_mocov3"]
 ROWS = ["KNN", "KDE", MEAN_AD]

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from envad.training.data import load_dataset
-from envad.training.evaluate import fit_indices
+from envad.training.protocol import fit_indices
 from envad.training.references import cached_reference_rows, reference_rows
 
 

@@ -1,0 +1,78 @@
+"""The backfill plan both engines share: the item walk (filters, finished keys, limit,
+skip reasons, batch cuts) and the job header, on real archives in a temp dir."""
+
+from __future__ import annotations
+
+import pytest
+
+from client_archives import make_folder_dataset, make_megadetector_json
+from envad.client.backfill_plan import (
+    BackfillOptions, count_wanted, item_outcome, job_header, plan_batches,
+)
+from envad.client.checkpoint import Checkpoint, CheckpointMismatch
+from envad.client.sources import open_source
+
+
+def walk(source, options, done=frozenset(), size=64):
+    return list(plan_batches(source, options, done.__contains__, size))
+
+
+def keys(batches) -> list[str]:
+    return [i.key for b in batches for i in b.items]
+
+
+def test_filters_limit_and_batch_cuts(tmp_path) -> None:
+    source = open_source(make_folder_dataset(tmp_path / "ds", envs=("cam0", "cam1"), per_env=5))
+    everything = walk(source, BackfillOptions(), size=4)
+    assert [len(b.items) for b in everything] == [4, 4, 2]
+    assert keys(everything) == [i.key for i in source]
+
+    only_cam1 = BackfillOptions(envs=("cam1",))
+    assert {key.split("/")[0] for key in keys(walk(source, only_cam1))} == {"cam1"}
+    assert count_wanted(source, only_cam1) == 5
+    assert keys(walk(source, BackfillOptions(limit=3))) == keys(everything)[:3]
+
+
+def test_finished_keys_are_counted_not_sent_and_limit_counts_new_items(tmp_path) -> None:
+    source = open_source(make_folder_dataset(tmp_path / "ds", per_env=3))
+    all_keys = [i.key for i in source]
+    done = frozenset(all_keys[:2])
+    batches = walk(source, BackfillOptions(limit=2), done)
+    assert sum(b.already_done for b in batches) == 2
+    assert keys(batches) == all_keys[2:4]
+    finished = walk(source, BackfillOptions(), frozenset(all_keys))
+    assert len(finished) == 1 and finished[0].already_done == len(all_keys)
+    assert not finished[0].items and not finished[0].skipped
+
+
+def test_skip_reasons_become_outcomes(tmp_path) -> None:
+    source = open_source(make_megadetector_json(tmp_path / "md"), skip_empty=True)
+    batches = walk(source, BackfillOptions(scores=True))
+    skipped = [o for b in batches for o in b.skipped]
+    assert {o.key for o in skipped} == {"camA/a2.png", "camB/b1.png", "camB/missing.png"}
+    assert all(o.status == "skipped" and o.reason for o in skipped)
+    assert all(o.item["env"] for o in skipped)  # score jobs keep the item for the outputs
+    assert keys(batches) == ["camA/a1.png"]
+    ingest_only = [o for b in walk(source, BackfillOptions()) for o in b.skipped]
+    assert all(not o.item for o in ingest_only)
+
+
+def test_job_header_per_engine_and_checkpoint_resume(tmp_path) -> None:
+    source = open_source(make_folder_dataset(tmp_path / "ds"))
+    options = BackfillOptions(splits=("train",), envs=("cam1", "cam0"))
+    service = job_header(source, options, "m1", tmp_path / "data")
+    ray = job_header(source, options, "m1", tmp_path / "data", engine="ray")
+    assert service["mode"] == "ingest" and "engine" not in service
+    assert ray["engine"] == "ray" and "mode" not in ray
+    assert service["envs"] == ["cam0", "cam1"] and ray["splits"] == ["train"]
+    assert job_header(source, BackfillOptions(scores=True, store=False), "m1", "d")["mode"] \
+        == "score"
+    # a checkpoint written by one engine is not resumed by the other
+    path = tmp_path / "ck.jsonl"
+    first = next(iter(source))
+    with Checkpoint(path, service, resume=False) as checkpoint:
+        checkpoint.record([item_outcome(first, "ok")])
+    with Checkpoint(path, service, resume=True) as checkpoint:
+        assert checkpoint.is_done(first.key)
+    with pytest.raises(CheckpointMismatch, match="belongs to another job"):
+        Checkpoint(path, ray, resume=True)

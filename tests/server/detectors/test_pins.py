@@ -1,0 +1,51 @@
+"""The detectors that score with private internals of scikit-learn (DirectIForest) and
+pyod (VectorizedINNE) run only on the versions pinned in pyproject.toml's [server] extra:
+the pins hold an upper bound, the installed versions satisfy them, and the internals the
+fast scorers read are there (their parity with pyod is tested in test_iforest/test_inne).
+Widening a pin means running those tests on the new versions first."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from packaging.requirements import Requirement
+
+from envad.server.detectors.iforest import DirectIForest
+from envad.server.detectors.inne import VectorizedINNE
+
+ROOT = Path(__file__).resolve().parents[3]
+PINNED = ("scikit-learn", "pyod")
+
+
+def server_requirements() -> dict[str, Requirement]:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    return {Requirement(r).name: Requirement(r) for r in extras["server"]}
+
+
+@pytest.mark.parametrize("name", PINNED)
+def test_pin_has_an_upper_bound_and_holds_the_installed_version(name) -> None:
+    requirement = server_requirements()[name]
+    assert any(spec.operator in ("<", "<=", "==", "~=") for spec in requirement.specifier), \
+        f"{requirement}: detectors use {name}'s private internals; pin a range"
+    installed = importlib.metadata.version(name)
+    assert requirement.specifier.contains(installed, prereleases=True), \
+        f"{name} {installed} is outside the tested range {requirement}"
+
+
+def test_the_private_internals_the_fast_scorers_read_exist() -> None:
+    from sklearn.ensemble._iforest import _average_path_length
+
+    X = np.random.default_rng(0).standard_normal((64, 4))
+    forest = DirectIForest(random_state=0).fit(X).detector_
+    for attribute in ("_max_features", "_max_samples", "_decision_path_lengths",
+                      "_average_path_length_per_tree", "estimators_features_", "offset_"):
+        assert hasattr(forest, attribute), f"IsolationForest lost {attribute}"
+    assert callable(_average_path_length)
+    inne = VectorizedINNE(n_estimators=5, random_state=0).fit(X)
+    for attribute in ("_centroids", "_centroids_radius", "_ratio"):
+        assert hasattr(inne, attribute), f"pyod INNE lost {attribute}"

@@ -1,0 +1,107 @@
+"""The multi-environment dataset every source becomes: records labelled with (env,
+label, split, bucket) and their images, decoded only through
+`envad.server.images.decode_image` so that training sees exactly the pixels the server
+sees.
+
+Apart from `data.py` (which opens datasets from a spec and reads the folder format)
+because the iWildCam reader builds these records too and `data.py` dispatches to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from envad.errors import InvalidInput
+from envad.server.images import decode_image
+
+SPLITS = ("train", "val", "test", "id_test")
+NORMAL_A, NORMAL_B, ANOMALY = 0, 1, -1
+
+
+class DatasetError(InvalidInput):
+    """A dataset on disk does not follow its format; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One image: where it is and what it is. bucket: 0 normal_a, 1 normal_b, -1 anomaly."""
+
+    id: str
+    path: str
+    env: str
+    label: str
+    split: str
+    bucket: int
+    is_anomaly: bool
+    timestamp: str | None = None
+
+
+class MultiEnvDataset:
+    """Records plus access to their image bytes (paths are relative to `root`)."""
+
+    def __init__(self, name: str, root: Path, records: Sequence[Record]):
+        self.name = name
+        self.root = Path(root)
+        self.records: tuple[Record, ...] = tuple(records)
+        self._split = np.array([r.split for r in self.records], dtype=object)
+        self._env = np.array([r.env for r in self.records], dtype=object)
+        self._normal = np.array([not r.is_anomaly for r in self.records], dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        return f"MultiEnvDataset({self.name!r}, {len(self)} images, {len(self.envs())} envs)"
+
+    def read_bytes(self, i: int) -> bytes:
+        """The encoded image file of record `i`."""
+        return (self.root / self.records[i].path).read_bytes()
+
+    def images(self, indices, size: int) -> np.ndarray:
+        """Decode records `indices` to uint8 [N, size, size, 3] with the server's decoder."""
+        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        out = np.empty((len(indices), size, size, 3), dtype=np.uint8)
+        for k, i in enumerate(indices):
+            out[k] = decode_image(self.read_bytes(int(i)), size)
+        return out
+
+    def indices(self, split: str | None = None, normal_only: bool = False,
+                envs: Sequence[str] | None = None) -> np.ndarray:
+        """Record positions matching a split, normality and environments (sorted)."""
+        mask = np.ones(len(self.records), dtype=bool)
+        if split is not None:
+            if split not in SPLITS:
+                raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+            mask &= self._split == split
+        if normal_only:
+            mask &= self._normal
+        if envs is not None:
+            mask &= np.isin(self._env, np.array(list(envs), dtype=object))
+        return np.flatnonzero(mask)
+
+    def envs(self, split: str | None = None) -> list[str]:
+        """Sorted environment names (of one split if given)."""
+        return sorted({r.env for r in self.records if split is None or r.split == split})
+
+    def buckets(self, indices) -> np.ndarray:
+        """Bucket (0, 1, or -1 for anomalies) of each record in `indices`."""
+        return np.array([self.records[int(i)].bucket for i in indices], dtype=np.int64)
+
+    def env_names(self, indices) -> list[str]:
+        return [self.records[int(i)].env for i in indices]
+
+    def without(self, envs: Sequence[str] = (), labels: Sequence[str] = ()
+                ) -> "MultiEnvDataset":
+        """The same dataset minus every record of cameras `envs` or content `labels`
+        (held out of training by pipeline selection); unknown names are errors."""
+        unknown = sorted(set(envs) - set(self._env)) + sorted(
+            set(labels) - {r.label for r in self.records})
+        if unknown:
+            raise DatasetError(f"cannot hold out {unknown}: not in {self.name}")
+        envs, labels = set(envs), set(labels)
+        kept = [r for r in self.records if r.env not in envs and r.label not in labels]
+        return MultiEnvDataset(self.name, self.root, kept)

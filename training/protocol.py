@@ -1,0 +1,28 @@
+"""Names and rules of the evaluation protocol, shared by the evaluation, its report and
+its plots: the rows of a result table beyond the detectors, the result variants, and
+which rows detectors are fitted on.
+
+They live apart from `evaluate.py` so that the report and the plots (which the
+evaluation calls) need not import the evaluation back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: the row of the mean calibrated score of every detector
+ENSEMBLE = "Ensemble"
+#: the row of the mean over detectors (not the ensemble) within a seed
+MEAN_AD = "Mean AD"
+#: result variants every evaluation has (the space steps add `space_variant(NAME)`)
+VARIANTS = ("plain", "stylist")
+
+
+def space_variant(space: str) -> str:
+    """Name of the result variant of a space step."""
+    return f"space:{space}"
+
+
+def fit_indices(dataset) -> np.ndarray:
+    """Rows detectors are fitted on: normal `train` images of the training cameras."""
+    return dataset.indices(split="train", normal_only=True)

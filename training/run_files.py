@@ -1,0 +1,40 @@
+"""The files of a training run dir and how `run.json` is read and written.
+
+A run dir holds `run.json` (config, per-epoch metrics, status), its checkpoints,
+`curves.png` and, when done, `encoder.onnx`. Training writes it; export, evaluation,
+pipeline selection, the CLI and the client's training bridge read it. The names live
+here, apart from `run.py`, so that readers import neither the trainer nor torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+RUN_FILE = "run.json"
+ENCODER_FILE = "encoder.onnx"
+CURVES_FILE = "curves.png"
+
+
+def read_run(run_dir: str | Path) -> dict:
+    """The run.json of a run dir (FileNotFoundError if there is none)."""
+    run = read_run_if_any(Path(run_dir))
+    if run is None:
+        raise FileNotFoundError(f"{run_dir} holds no {RUN_FILE}: not an envad training run")
+    return run
+
+
+def read_run_if_any(run_dir: Path) -> dict | None:
+    """The run.json of a run dir, or None when the dir holds none (a fresh run)."""
+    path = Path(run_dir) / RUN_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def write_run(run_dir: Path, run: dict) -> None:
+    """Replace run.json atomically (a crash leaves the old or the new one, never half)."""
+    tmp = Path(run_dir) / (RUN_FILE + ".tmp")
+    tmp.write_text(json.dumps(run, indent=1))
+    os.replace(tmp, Path(run_dir) / RUN_FILE)
