@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from envad.errors import FailedPrecondition, InvalidInput, NotFound
+from envad.errors import InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +123,10 @@ class OnnxEncoder:
 
 
 class ModelRegistry:
-    """The encoders found in a models directory, and which one is active.
+    """The catalogue of encoders found in a models directory: scan it, get one by id.
 
-    `activate` swaps the active encoder atomically: requests that already hold an encoder
-    finish on it; new requests get the new one.
+    Which encoder is active is not the registry's business: the Engine alone owns that,
+    because activating also needs the encoder's store table and index to open.
     """
 
     def __init__(self, models_dir: Path, *, intra_op_threads: int = 0):
@@ -136,9 +136,7 @@ class ModelRegistry:
         self._loaded: dict[str, OnnxEncoder] = {}   # by sha256
         self._hashes: dict[Path, tuple[int, int, str]] = {}  # path -> (mtime, size, sha256)
         self._by_id: dict[str, OnnxEncoder] = {}
-        self._active: OnnxEncoder | None = None
         self.problems: dict[str, str] = {}          # file name -> why it was skipped
-
     def scan(self) -> list[ModelMeta]:
         """Load metadata of every *.onnx file (cached by content hash)."""
         with self._lock:
@@ -190,22 +188,3 @@ class ModelRegistry:
                 raise NotFound(f"unknown model {model_id!r}; models in {self.models_dir}: "
                                f"{known}")
             return self._by_id[model_id]
-
-    def activate(self, model_id: str) -> OnnxEncoder:
-        encoder = self.get(model_id)
-        with self._lock:
-            self._active = encoder
-        return encoder
-
-    @property
-    def active(self) -> OnnxEncoder | None:
-        return self._active
-
-    def require_active(self) -> OnnxEncoder:
-        encoder = self._active
-        if encoder is None:
-            raise FailedPrecondition(
-                f"no encoder is active: copy an envad .onnx file into {self.models_dir} "
-                "(see docs/model-format.md), then call ListModels / ActivateModel "
-                "(`envad models list`, `envad models activate ID`)")
-        return encoder

@@ -37,7 +37,8 @@ MAX_SEARCH_K = 1000
 
 
 class Engine:
-    """Holds the model registry and one ModelSpace per encoder used so far."""
+    """Owns the active model and one ModelSpace per encoder used so far; the registry is
+    only the catalogue of model files."""
 
     def __init__(self, config: ServerConfig, metrics=None):
         self.config = config
@@ -50,23 +51,25 @@ class Engine:
         self._decoder = ThreadPoolExecutor(max(config.decode_threads, 1),
                                            thread_name_prefix="decode")
         self._spaces: dict[str, ModelSpace] = {}
-        self._active: ModelSpace | None = None
+        self._active: ModelSpace | None = None   # the one owner of "which model serves"
+        self._problem = ""                         # why the last activation failed
+        self._refused: set[str] = set()            # sha256 of files start/refresh gave up on
         self._lock = threading.RLock()
         self._state_file = Path(config.data_dir) / "active_model"
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        """Scan models, open the store and index of the active (or first) model."""
+        """Scan models and activate the one last activated (or the first one found).
+
+        A model that cannot be activated leaves the server not ready; `hint()` says why.
+        """
         Path(self.config.data_dir).mkdir(parents=True, exist_ok=True)
         self.config.resolved_models_dir.mkdir(parents=True, exist_ok=True)
-        models = self.registry.scan()
+        ids = [m.model_id for m in self.registry.scan()]
         wanted = self._state_file.read_text().strip() if self._state_file.exists() else ""
-        ids = [m.model_id for m in models]
-        if wanted in ids:
-            self.activate(wanted)
-        elif ids:
-            self.activate(ids[0])
+        if ids:
+            self._try_activate(wanted if wanted in ids else ids[0])
         else:
             log.warning("no model yet: %s", self.hint())
 
@@ -81,16 +84,25 @@ class Engine:
         self._decoder.shutdown(wait=True)
 
     def refresh(self) -> None:
-        """Periodic: pick up new model files and rows written by other processes."""
+        """Periodic: pick up new model files and rows written by other processes.
+
+        With nothing active, each model file not yet refused is tried once.
+        """
         models = self.registry.scan()
-        if self._active is None and models:
-            self.activate(models[0].model_id)
+        if self._active is None:
+            for meta in models:
+                if meta.sha256 not in self._refused:
+                    if self._try_activate(meta.model_id):
+                        break
         space = self._active
         if space is not None:
             space.refresh()
 
     def hint(self) -> str:
+        """What to do next, in one sentence (GetInfo's `hint`, FailedPrecondition's text)."""
         if self._active is None:
+            if self._problem:
+                return f"no encoder is active: {self._problem}"
             return (f"no encoder yet: copy an envad .onnx file into "
                     f"{self.config.resolved_models_dir} (see docs/model-format.md); the "
                     "server picks it up within seconds")
@@ -107,34 +119,60 @@ class Engine:
         return models, active
 
     def activate(self, model_id: str) -> ModelMeta:
-        encoder = self.registry.activate(model_id)
+        """Make `model_id` the active encoder; requests in flight finish on the old one.
+
+        If its space cannot open (e.g. the stored table has another vector size), the
+        previous model keeps serving and FailedPrecondition says why.
+        """
+        try:
+            space = self._space_for(model_id)
+        except FailedPrecondition as exc:
+            current = self._active.model_id if self._active else None
+            still = (f"model {current!r} keeps serving" if current
+                     else "no model is serving")
+            self._problem = f"model {model_id!r} was not activated: {exc}; {still}"
+            log.warning("%s", self._problem)
+            raise FailedPrecondition(self._problem) from exc
+        with self._lock:
+            self._active = space
+            self._problem = ""
+            self._state_file.write_text(model_id)
+        log.info("active model: %s (%s)", model_id, space.encoder.meta.file)
+        return space.encoder.meta
+
+    def _try_activate(self, model_id: str) -> bool:
+        """`activate` for start and refresh: a refusal is remembered and logged, not raised."""
+        try:
+            self.activate(model_id)
+            return True
+        except FailedPrecondition:
+            self._refused.add(self.registry.get(model_id).meta.sha256)
+            return False
+
+    def _space_for(self, model_id: str) -> ModelSpace:
+        """The one get-or-create of a model's space (re-created when its file changed).
+
+        NotFound for an unknown id; FailedPrecondition when the space cannot open.
+        """
+        encoder = self.registry.get(model_id)
         with self._lock:
             space = self._spaces.get(model_id)
             if space is None or space.encoder is not encoder:
-                space = ModelSpace(encoder, self.config, self.bundles, self.metrics)
+                try:
+                    space = ModelSpace(encoder, self.config, self.bundles, self.metrics)
+                except EnvadError as exc:
+                    raise FailedPrecondition(str(exc)) from exc
                 self._spaces[model_id] = space
-            self._active = space
-            self._state_file.write_text(model_id)
-        log.info("active model: %s (%s)", model_id, encoder.meta.file)
-        return encoder.meta
+            return space
 
     def require_space(self, model_id: str = "") -> ModelSpace:
+        """The named model's space, or the active one; FailedPrecondition with the hint
+        when nothing is active."""
         if model_id:
-            if self._active is not None and self._active.model_id == model_id:
-                return self._active
-            with self._lock:
-                if model_id in self._spaces:
-                    return self._spaces[model_id]
-            encoder = self.registry.get(model_id)
-            with self._lock:
-                space = self._spaces.get(model_id)
-                if space is None:
-                    space = ModelSpace(encoder, self.config, self.bundles, self.metrics)
-                    self._spaces[model_id] = space
-                return space
+            return self._space_for(model_id)
         space = self._active
         if space is None:
-            self.registry.require_active()  # raises FailedPrecondition with the hint
+            raise FailedPrecondition(self.hint())
         return space
 
     def provenance(self, space: ModelSpace | None) -> Provenance:

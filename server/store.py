@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from envad.errors import InvalidInput
+from envad.errors import FailedPrecondition, InvalidInput
 
 PRIMARY_KEY_METADATA = {"lance-schema:unenforced-primary-key": "true"}
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -148,8 +148,9 @@ class EmbeddingStore:
             self._table = self._db.create_table(name, schema=make_schema(dim), exist_ok=True)
         stored = self._table.schema.field("vector").type.list_size
         if stored != dim:
-            raise InvalidInput(
-                f"store table {table_name(model_id)} holds {stored}-d vectors, model has {dim}"
+            raise FailedPrecondition(
+                f"store table {name} holds {stored}-d vectors but model {model_id!r} embeds "
+                f"{dim}-d ones: give a retrained encoder its own model id"
             )
 
     @property

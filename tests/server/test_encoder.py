@@ -1,4 +1,4 @@
-"""ONNX model files: metadata parsing, registry scan, activation."""
+"""ONNX model files: metadata parsing, registry scan, lookup by id."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import pytest
 
-from envad.errors import FailedPrecondition, InvalidInput, NotFound
+from envad.errors import InvalidInput, NotFound
 from envad.server.encoder import ModelRegistry, OnnxEncoder
 from tiny_encoder import build_tiny_encoder
 
@@ -43,8 +43,6 @@ def test_registry_scans_skips_bad_and_duplicate_files(tmp_path):
     registry = ModelRegistry(tmp_path)
     assert [m.model_id for m in registry.scan()] == ["one", "two"]
     assert "duplicate" in registry.problems["c.onnx"] and "d.onnx" in registry.problems
-    with pytest.raises(FailedPrecondition, match="copy an envad .onnx"):
-        registry.require_active()
-    assert registry.activate("two").meta.file == "b.onnx"
+    assert registry.get("two").meta.file == "b.onnx"
     with pytest.raises(NotFound, match="one, two"):
-        registry.activate("three")
+        registry.get("three")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envad.errors import InvalidInput
+from envad.errors import FailedPrecondition, InvalidInput
 from envad.server.store import (
     EmbeddingStore, Row, RowFilter, make_schema, table_name, vectors_of,
 )
@@ -54,7 +54,7 @@ def test_one_table_per_model_and_dimension_checked(tmp_path):
     EmbeddingStore(tmp_path, "model/a", 4).insert(rows(2))
     other = EmbeddingStore(tmp_path, "model-b", 4)
     assert other.count() == 0 and table_name("model/a") == "emb_model_a"
-    with pytest.raises(InvalidInput, match="4-d"):
+    with pytest.raises(FailedPrecondition, match="4-d"):
         EmbeddingStore(tmp_path, "model/a", 8)
 
 

@@ -1,0 +1,103 @@
+"""The Engine in-process: a real LanceDB dir in tmp, real ONNX files, no gRPC."""
+
+from __future__ import annotations
+
+import pytest
+
+from envad.errors import FailedPrecondition, NotFound
+from envad.server.config import ServerConfig
+from envad.server.domain import FitOptions, ImageInput, ScoreOptions
+from envad.server.engine import Engine
+from envad.server.store import EmbeddingStore
+from tiny_encoder import build_tiny_encoder, synthetic_images
+
+
+@pytest.fixture
+def config(tmp_path) -> ServerConfig:
+    return ServerConfig(data_dir=tmp_path / "data", models_dir=tmp_path / "models",
+                        refresh_seconds=0.1)
+
+
+@pytest.fixture
+def engine(config):
+    engine = Engine(config)
+    yield engine
+    engine.close()
+
+
+def _fit_on_normal_images(engine: Engine) -> None:
+    images = synthetic_images("normal", 60, seed=1)
+    chunk = [ImageInput(data=d, env=("cam-a", "cam-b")[i % 2], split="train")
+             for i, d in enumerate(images)]
+    assert engine.ingest([chunk]).inserted == len(images)
+    engine.fit(FitOptions(detectors=("KNN", "PCA"), max_samples=1000, contamination=0.05))
+
+
+def _score_one(engine: Engine):
+    image = ImageInput(data=synthetic_images("normal", 1, seed=9)[0], env="cam-a")
+    return engine.score([image], ScoreOptions(top_k=3))
+
+
+def test_start_without_models_is_not_ready_and_says_what_to_do(engine, config):
+    engine.start()
+    assert not engine.ready
+    with pytest.raises(FailedPrecondition, match="copy an envad .onnx"):
+        _score_one(engine)
+    assert str(config.resolved_models_dir) in engine.info().hint
+
+
+def test_start_activates_scores_and_remembers_the_model(engine, config):
+    build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+    engine.start()
+    assert engine.ready and engine.info().active_model.model_id == "enc-a"
+    with pytest.raises(FailedPrecondition, match="no detectors fitted"):
+        _score_one(engine)
+    _fit_on_normal_images(engine)
+    outcome = _score_one(engine)
+    assert outcome.provenance.model_id == "enc-a"
+    assert len(outcome.results[0].neighbors) == 3
+
+
+def test_dimension_mismatch_at_start_answers_failed_precondition(engine, config):
+    """The table was written by a 8-d encoder; a 16-d file with the same id arrives."""
+    EmbeddingStore(config.lancedb_dir, "enc-a", 8)
+    build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a", dim=16)
+    engine.start()   # must not raise: the server starts and says why it is not ready
+    assert not engine.ready
+    with pytest.raises(FailedPrecondition) as caught:
+        _score_one(engine)
+    message = str(caught.value)
+    assert "8-d" in message and "16-d" in message and "enc-a" in message
+    assert "8-d" in engine.info().hint and engine.info().active_model is None
+    engine.refresh()   # a refused file is not retried (and not logged) every refresh
+    assert not engine.ready
+
+
+def test_failed_activation_keeps_the_previous_model_serving(engine, config):
+    build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+    engine.start()
+    _fit_on_normal_images(engine)
+    EmbeddingStore(config.lancedb_dir, "enc-b", 8)
+    build_tiny_encoder(config.resolved_models_dir / "b.onnx", model_id="enc-b", dim=16)
+    with pytest.raises(FailedPrecondition) as caught:
+        engine.activate("enc-b")
+    message = str(caught.value)
+    assert "8-d" in message and "16-d" in message and "'enc-a' keeps serving" in message
+    assert _score_one(engine).provenance.model_id == "enc-a"
+    models, active = engine.list_models()
+    assert active == "enc-a" and {m.model_id for m in models} == {"enc-a", "enc-b"}
+    with pytest.raises(NotFound, match="enc-a, enc-b"):
+        engine.activate("enc-c")
+
+
+def test_named_model_space_is_created_once_and_activation_reuses_it(engine, config):
+    build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+    build_tiny_encoder(config.resolved_models_dir / "b.onnx", model_id="enc-b", seed=1)
+    engine.start()
+    image = ImageInput(data=synthetic_images("normal", 1, seed=3)[0])
+    embedded = engine.embed([image], model_id="enc-b")
+    assert embedded.provenance.model_id == "enc-b" and embedded.dim == 16
+    space = engine.require_space("enc-b")
+    engine.activate("enc-b")
+    assert engine.require_space() is space
+    assert (config.data_dir / "active_model").read_text() == "enc-b"
