@@ -1,16 +1,16 @@
 """The one place where the client turns a gRPC failure into an envad exception.
 
-The server maps each domain error to one status code (envad.server.errors); here the
-status code is mapped back with `envad.errors.error_for_code`, so callers catch the same
-classes on both sides of the wire. Codes the domain does not define (deadline, cancel)
-get client-side subclasses of EnvadError.
+The reverse of the server's mapping, derived from the same attribute: every error class
+names the status code it travels as (`code`), and `error_for_code` finds the class for a
+code. Codes the server never sends itself (deadline, cancel, permission denied by a proxy)
+get client-side subclasses of EnvadError here, found the same way.
 """
 
 from __future__ import annotations
 
 import grpc
 
-from envad.errors import EnvadError, PermissionDenied, Unavailable, error_for_code
+from envad.errors import EnvadError, Unavailable, error_for_code
 
 
 class DeadlineExceeded(Unavailable):
@@ -25,12 +25,22 @@ class Cancelled(EnvadError):
     code = "CANCELLED"
 
 
-#: Status codes that the client maps to a class other than `error_for_code(name)`.
-_CLIENT_CODES: dict[str, type[EnvadError]] = {
-    "DEADLINE_EXCEEDED": DeadlineExceeded,
-    "CANCELLED": Cancelled,
-    "PERMISSION_DENIED": PermissionDenied,
-}
+class PermissionDenied(EnvadError):
+    """Credentials were accepted but the call is not allowed (sent by a proxy or gateway
+    in front of the server; envad itself answers UNAUTHENTICATED)."""
+
+    code = "PERMISSION_DENIED"
+
+
+CLIENT_ERRORS: tuple[type[EnvadError], ...] = (DeadlineExceeded, Cancelled, PermissionDenied)
+
+
+def error_class_for(code_name: str) -> type[EnvadError]:
+    """The class a call failing with status `code_name` raises (EnvadError if none)."""
+    for cls in CLIENT_ERRORS:
+        if cls.code == code_name:
+            return cls
+    return error_for_code(code_name)
 
 
 def status_name(exc: grpc.RpcError) -> str:
@@ -43,7 +53,7 @@ def from_rpc_error(exc: grpc.RpcError, method: str = "") -> EnvadError:
     """The envad exception for a failed call; `.code` is the status name it arrived as."""
     name = status_name(exc)
     details = exc.details() if hasattr(exc, "details") else None
-    cls = _CLIENT_CODES.get(name) or error_for_code(name)
+    cls = error_class_for(name)
     where = f"{method}: " if method else ""
     error = cls(f"{where}{details or name}")
     if cls is EnvadError:

@@ -1,4 +1,4 @@
-"""The one table from envad domain errors to gRPC status codes.
+"""Domain errors to gRPC status codes, derived from each error class's `code`.
 
 `abort_on_error` wraps servicer methods: an EnvadError becomes its status code with the
 error's message; anything else is logged and becomes INTERNAL (no stack trace leaks).
@@ -12,31 +12,17 @@ import logging
 
 import grpc
 
-from envad.errors import (
-    EnvadError, FailedPrecondition, Internal, InvalidInput, NotFound, PermissionDenied,
-    ResourceExhausted, Unavailable,
-)
+from envad.errors import EnvadError
 
 log = logging.getLogger(__name__)
 
-STATUS_FOR_ERROR: dict[type[EnvadError], grpc.StatusCode] = {
-    InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,
-    NotFound: grpc.StatusCode.NOT_FOUND,
-    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
-    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    Unavailable: grpc.StatusCode.UNAVAILABLE,
-    PermissionDenied: grpc.StatusCode.UNAUTHENTICATED,
-    Internal: grpc.StatusCode.INTERNAL,
-}
-
 
 def status_for(error: BaseException) -> grpc.StatusCode:
-    """The status code an exception travels as (INTERNAL for non-envad errors)."""
-    for cls in type(error).__mro__:
-        if cls in STATUS_FOR_ERROR:
-            return STATUS_FOR_ERROR[cls]
-    return grpc.StatusCode.INTERNAL if not isinstance(error, EnvadError) \
-        else grpc.StatusCode.UNKNOWN
+    """The status code an exception travels as: its class's `code` (envad.errors owns the
+    table), INTERNAL for anything that is not an EnvadError."""
+    if not isinstance(error, EnvadError):
+        return grpc.StatusCode.INTERNAL
+    return getattr(grpc.StatusCode, error.code, grpc.StatusCode.UNKNOWN)
 
 
 def _abort(context: grpc.ServicerContext, error: BaseException, method: str) -> None:

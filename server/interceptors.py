@@ -9,6 +9,9 @@ from typing import Callable
 
 import grpc
 
+from envad.errors import Unauthenticated
+from envad.server.errors import status_for
+
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 Observer = Callable[[str, str, float], None]   # (method, status code name, seconds)
 
@@ -89,8 +92,9 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
 
         def deny(behavior, streams_out):
             def reject(request, context):
-                context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                              "missing or wrong bearer token (metadata 'authorization')")
+                error = Unauthenticated("missing or wrong bearer token (metadata "
+                                        "'authorization')")
+                context.abort(status_for(error), str(error))
             return reject
         return _rebuild(handler, deny)
 

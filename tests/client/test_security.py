@@ -10,7 +10,7 @@ import pytest
 from server_handle import ServerHandle
 from envad.client import EnvadClient
 from envad.client.cli import main
-from envad.errors import PermissionDenied, Unavailable
+from envad.errors import Unauthenticated, Unavailable
 
 TOKEN = "s3cret-token"
 
@@ -40,10 +40,10 @@ def test_tls_and_token(secure_server, capsys) -> None:
         client.wait_until_serving(30)
         assert client.info().active_model.model_id == "tiny-test"
     with EnvadClient(handle.address, tls=True, root_certificates=cert, token="wrong") as client:
-        with pytest.raises(PermissionDenied):
+        with pytest.raises(Unauthenticated):
             client.info()
     with EnvadClient(handle.address, tls=True, root_certificates=str(cert)) as client:
-        with pytest.raises(PermissionDenied):
+        with pytest.raises(Unauthenticated):
             client.list_models()
     with EnvadClient(handle.address, timeout=3) as plain:  # no TLS: the handshake fails
         with pytest.raises(Unavailable):
