@@ -12,32 +12,32 @@ import numpy as np
 import pyarrow as pa
 
 from envad.pipeline import DEFAULT_PIPELINE
+from envad.records import (
+    BundleInfo, DetectorFitStats, ImageInput, IngestInput, ItemError, ModelInfo, ModelList,
+    Neighbor, Provenance, RowFilter, ServerInfo,
+)
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS
 from envad.server.domain import (
-    EmbedOutcome, FitOptions, FitOutcome, ImageInput, ImageResult, IngestTotals, ItemError,
-    Provenance, ScoreOptions, ScoreOutcome, ServerInfo,
+    EmbedOutcome, FitOptions, FitOutcome, ImageResult, IngestTotals, ScoreOptions,
+    ScoreOutcome,
 )
-from envad.server.encoder import ModelMeta
-from envad.server.index import Hit
-from envad.server.store import RowFilter
 from envad.v1 import envad_pb2 as pb
 
 # ------------------------------------------------------------------ requests -> domain
 
 
-def image_in(msg: pb.Image, *, label: str = "", split: str = "") -> ImageInput:
+def image_from_pb(msg: pb.Image) -> ImageInput:
     timestamp = msg.timestamp.ToDatetime(tzinfo=dt.timezone.utc) \
         if msg.HasField("timestamp") else None
-    return ImageInput(data=msg.data, id=msg.id, env=msg.env, timestamp=timestamp, uri=msg.uri,
-                      label=label, split=split)
+    return ImageInput(data=msg.data, id=msg.id, env=msg.env, timestamp=timestamp, uri=msg.uri)
 
 
-def filter_in(msg: pb.Filter) -> RowFilter:
+def filter_from_pb(msg: pb.Filter) -> RowFilter:
     return RowFilter(envs=tuple(msg.envs), splits=tuple(msg.splits), labels=tuple(msg.labels))
 
 
-def score_options_in(msg: pb.ScoreRequest) -> ScoreOptions:
-    neighbor_filter = filter_in(msg.neighbor_filter)
+def score_options_from_pb(msg: pb.ScoreRequest) -> ScoreOptions:
+    neighbor_filter = filter_from_pb(msg.neighbor_filter)
     return ScoreOptions(
         threshold=msg.threshold if msg.HasField("threshold") else None,
         top_k=msg.top_k, neighbor_filter=None if neighbor_filter.is_empty() else neighbor_filter,
@@ -45,12 +45,13 @@ def score_options_in(msg: pb.ScoreRequest) -> ScoreOptions:
     )
 
 
-def ingest_chunk_in(msg: pb.IngestRequest) -> list[ImageInput]:
-    return [image_in(item.image, label=item.label, split=item.split) for item in msg.items]
+def ingest_chunk_from_pb(msg: pb.IngestRequest) -> list[IngestInput]:
+    return [IngestInput(image_from_pb(item.image), label=item.label, split=item.split)
+            for item in msg.items]
 
 
-def fit_options_in(msg: pb.FitRequest) -> FitOptions:
-    row_filter = filter_in(msg.filter)
+def fit_options_from_pb(msg: pb.FitRequest) -> FitOptions:
+    row_filter = filter_from_pb(msg.filter)
     return FitOptions(
         space=msg.space or DEFAULT_PIPELINE.space,
         min_camera_rows=msg.min_camera_rows or DEFAULT_MIN_CAMERA_ROWS,
@@ -65,118 +66,119 @@ def fit_options_in(msg: pb.FitRequest) -> FitOptions:
 # ------------------------------------------------------------------ domain -> responses
 
 
-def provenance_out(p: Provenance) -> pb.Provenance:
+def provenance_to_pb(p: Provenance) -> pb.Provenance:
     return pb.Provenance(model_id=p.model_id, model_sha256=p.model_sha256,
                          bundle_id=p.bundle_id, table_version=p.table_version,
                          server_version=p.server_version, space=p.space)
 
 
-def failure_out(f: ItemError) -> pb.ItemError:
+def item_error_to_pb(f: ItemError) -> pb.ItemError:
     return pb.ItemError(index=f.index, id=f.id, code=f.code, message=f.message)
 
 
-def neighbor_out(h: Hit) -> pb.Neighbor:
+def neighbor_to_pb(h: Neighbor) -> pb.Neighbor:
     return pb.Neighbor(id=h.id, env=h.env, label=h.label, split=h.split, uri=h.uri,
                        distance=h.distance)
 
 
-def image_score_out(r: ImageResult) -> pb.ImageScore:
+def image_score_to_pb(r: ImageResult) -> pb.ImageScore:
     msg = pb.ImageScore(index=r.index, id=r.id, env=r.env)
     if r.error is not None:
-        msg.error.CopyFrom(failure_out(r.error))
+        msg.error.CopyFrom(item_error_to_pb(r.error))
         return msg
     msg.detectors.extend(pb.DetectorScore(detector=name, raw=r.raw[name],
                                           calibrated=r.calibrated[name]) for name in r.raw)
     msg.ensemble = r.ensemble
     msg.is_anomaly = r.is_anomaly
     msg.threshold = r.threshold
-    msg.neighbors.extend(neighbor_out(h) for h in r.neighbors)
+    msg.neighbors.extend(neighbor_to_pb(h) for h in r.neighbors)
     msg.stored = r.stored
     msg.adaptation = r.adaptation
     return msg
 
 
-def score_out(outcome: ScoreOutcome) -> pb.ScoreResponse:
-    return pb.ScoreResponse(results=[image_score_out(r) for r in outcome.results],
-                            provenance=provenance_out(outcome.provenance))
+def score_to_pb(outcome: ScoreOutcome) -> pb.ScoreResponse:
+    return pb.ScoreResponse(results=[image_score_to_pb(r) for r in outcome.results],
+                            provenance=provenance_to_pb(outcome.provenance))
 
 
-def embed_out(outcome: EmbedOutcome) -> pb.EmbedResponse:
+def embed_to_pb(outcome: EmbedOutcome) -> pb.EmbedResponse:
     failures = {f.index: f for f in outcome.failures}
     embeddings = []
     for index, (row_id, vector) in enumerate(zip(outcome.ids, outcome.vectors)):
         msg = pb.Embedding(index=index, id=row_id)
         if index in failures:
-            msg.error.CopyFrom(failure_out(failures[index]))
+            msg.error.CopyFrom(item_error_to_pb(failures[index]))
         else:
             msg.vector.extend(np.asarray(vector, dtype=np.float32).tolist())
         embeddings.append(msg)
     return pb.EmbedResponse(embeddings=embeddings, dim=outcome.dim,
-                            provenance=provenance_out(outcome.provenance))
+                            provenance=provenance_to_pb(outcome.provenance))
 
 
-def ingest_out(totals: IngestTotals) -> pb.IngestSummary:
+def ingest_summary_to_pb(totals: IngestTotals) -> pb.IngestSummary:
     return pb.IngestSummary(received=totals.received, inserted=totals.inserted,
                             duplicates=totals.duplicates, failed=len(totals.failures),
-                            failures=[failure_out(f) for f in totals.failures],
-                            provenance=provenance_out(totals.provenance))
+                            failures=[item_error_to_pb(f) for f in totals.failures],
+                            provenance=provenance_to_pb(totals.provenance))
 
 
-def search_out(hits: Sequence[Hit], provenance: Provenance) -> pb.SearchResponse:
-    return pb.SearchResponse(neighbors=[neighbor_out(h) for h in hits],
-                             provenance=provenance_out(provenance))
+def search_to_pb(hits: Sequence[Neighbor], provenance: Provenance) -> pb.SearchResponse:
+    return pb.SearchResponse(neighbors=[neighbor_to_pb(h) for h in hits],
+                             provenance=provenance_to_pb(provenance))
 
 
-def _stats_out(bundle) -> list[pb.DetectorFitStats]:
-    return [pb.DetectorFitStats(detector=name, fit_seconds=float(s["fit_seconds"]),
-                                n_samples=int(s["n_samples"]))
-            for name, s in bundle.stats.items()]
+def _fit_stats_to_pb(stats: Sequence[DetectorFitStats]) -> list[pb.DetectorFitStats]:
+    return [pb.DetectorFitStats(detector=s.detector, fit_seconds=s.fit_seconds,
+                                n_samples=s.n_samples) for s in stats]
 
 
-def _filter_out(spec: dict | None) -> pb.Filter:
-    spec = spec or {}
-    return pb.Filter(envs=spec.get("envs", []), splits=spec.get("splits", []),
-                     labels=spec.get("labels", []))
+def filter_to_pb(f: RowFilter) -> pb.Filter:
+    return pb.Filter(envs=list(f.envs), splits=list(f.splits), labels=list(f.labels))
 
 
-def bundle_out(bundle) -> pb.BundleInfo:
-    return pb.BundleInfo(bundle_id=bundle.bundle_id, model_id=bundle.model_id,
-                         detectors=list(bundle.detectors), n_samples=int(bundle.n_samples),
-                         n_features=int(bundle.n_features), threshold=float(bundle.threshold),
-                         created=str(bundle.created), filter=_filter_out(bundle.fit_filter),
-                         stats=_stats_out(bundle), space=bundle.space.describe())
+def bundle_info_to_pb(b: BundleInfo) -> pb.BundleInfo:
+    return pb.BundleInfo(bundle_id=b.bundle_id, model_id=b.model_id, detectors=list(b.detectors),
+                         n_samples=b.n_samples, n_features=b.n_features, threshold=b.threshold,
+                         created=b.created, filter=filter_to_pb(b.filter),
+                         stats=_fit_stats_to_pb(b.stats), space=b.space)
 
 
-def fit_out(outcome: FitOutcome) -> pb.FitResponse:
+def fit_to_pb(outcome: FitOutcome) -> pb.FitResponse:
     b = outcome.bundle
-    return pb.FitResponse(bundle_id=b.bundle_id, stats=_stats_out(b), n_samples=int(b.n_samples),
-                          n_features=int(b.n_features), threshold=float(b.threshold),
-                          activated=outcome.activated, space=b.space.describe(),
-                          provenance=provenance_out(outcome.provenance))
+    return pb.FitResponse(bundle_id=b.bundle_id, stats=_fit_stats_to_pb(b.stats),
+                          n_samples=b.n_samples, n_features=b.n_features,
+                          threshold=b.threshold, activated=outcome.activated, space=b.space,
+                          provenance=provenance_to_pb(outcome.provenance))
 
 
-def model_out(meta: ModelMeta, active: bool) -> pb.ModelInfo:
-    return pb.ModelInfo(model_id=meta.model_id, file=meta.file, sha256=meta.sha256,
-                        input_size=meta.input_size, embedding_dim=meta.embedding_dim,
-                        algorithm=meta.algorithm, training_envs=list(meta.training_envs),
-                        dataset=meta.dataset, created=meta.created, active=active,
-                        metadata=meta.metadata)
+def model_info_to_pb(m: ModelInfo) -> pb.ModelInfo:
+    return pb.ModelInfo(model_id=m.model_id, file=m.file, sha256=m.sha256,
+                        input_size=m.input_size, embedding_dim=m.embedding_dim,
+                        algorithm=m.algorithm, training_envs=list(m.training_envs),
+                        dataset=m.dataset, created=m.created, active=m.active,
+                        metadata=m.metadata)
 
 
-def info_out(info: ServerInfo) -> pb.GetInfoResponse:
+def model_list_to_pb(listing: ModelList) -> pb.ListModelsResponse:
+    return pb.ListModelsResponse(models=[model_info_to_pb(m) for m in listing.models],
+                                 models_dir=listing.models_dir)
+
+
+def server_info_to_pb(info: ServerInfo) -> pb.GetInfoResponse:
     msg = pb.GetInfoResponse(server_version=info.server_version, total_rows=info.total_rows,
                              table_version=info.table_version, data_dir=info.data_dir,
                              hint=info.hint, index_rows=info.index_rows,
                              env_counts=[pb.EnvCount(env=e, rows=n)
                                          for e, n in sorted(info.env_counts.items())])
     if info.active_model is not None:
-        msg.active_model.CopyFrom(model_out(info.active_model, True))
+        msg.active_model.CopyFrom(model_info_to_pb(info.active_model))
     if info.bundle is not None:
-        msg.bundle.CopyFrom(bundle_out(info.bundle))
+        msg.bundle.CopyFrom(bundle_info_to_pb(info.bundle))
     return msg
 
 
-def rows_out(batch: pa.RecordBatch) -> pb.RowBatch:
+def rows_to_pb(batch: pa.RecordBatch) -> pb.RowBatch:
     """An Arrow record batch of store rows as a RowBatch message."""
     data = batch.to_pydict()
     vectors = data.get("vector")
@@ -194,7 +196,7 @@ def rows_out(batch: pa.RecordBatch) -> pb.RowBatch:
     return pb.RowBatch(rows=rows)
 
 
-def arrow_ipc_out(batch: pa.RecordBatch) -> bytes:
+def arrow_ipc_to_pb(batch: pa.RecordBatch) -> bytes:
     """An Arrow record batch as a self-contained IPC stream (schema + batch)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:

@@ -1,6 +1,9 @@
-"""Plain domain types exchanged between the servicer's conversions and the engine.
+"""Plain server-side records exchanged between the servicer's conversions and the engine.
 
-No protobuf here: `convert.py` maps these to and from envad.v1 messages.
+No protobuf, FAISS or LanceDB here (a test checks that importing this module loads
+neither): `convert.py` maps these to and from envad.v1 messages. Records that are the same
+on both sides of the wire (images, filters, neighbours, model and server info) live in
+`envad.records`.
 """
 
 from __future__ import annotations
@@ -8,27 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from envad.records import ItemError, Provenance, sha256_hex
-from envad.server.index import Hit
-from envad.server.store import RowFilter
-
-DEFAULT_SPLIT = "archive"
-
-
-@dataclass(frozen=True)
-class ImageInput:
-    """One image of a request; `id` defaults to the sha256 of the bytes."""
-
-    data: bytes
-    id: str = ""
-    env: str = ""
-    timestamp: dt.datetime | None = None
-    uri: str = ""
-    label: str = ""
-    split: str = ""
-
-    def resolved_id(self) -> str:
-        return self.id or sha256_hex(self.data)
+from envad.records import BundleInfo, ItemError, Neighbor, Provenance, RowFilter
 
 
 @dataclass(frozen=True)
@@ -52,7 +35,7 @@ class ImageResult:
     ensemble: float = 0.0
     is_anomaly: bool = False
     threshold: float = 0.0
-    neighbors: list[Hit] = field(default_factory=list)
+    neighbors: list[Neighbor] = field(default_factory=list)
     stored: bool = False
     adaptation: str = ""
 
@@ -97,19 +80,6 @@ class FitOptions:
 
 @dataclass(frozen=True)
 class FitOutcome:
-    bundle: object          # envad.server.detectors.bundle.DetectorBundle
+    bundle: BundleInfo
     activated: bool
     provenance: Provenance
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    server_version: str
-    active_model: object | None   # ModelMeta
-    bundle: object | None         # DetectorBundle
-    env_counts: dict[str, int]
-    total_rows: int
-    table_version: int
-    data_dir: str
-    hint: str
-    index_rows: int

@@ -11,13 +11,13 @@ import hashlib
 import json
 import logging
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
 from envad.errors import InvalidInput, NotFound
+from envad.records import ModelInfo
 
 log = logging.getLogger(__name__)
 
@@ -26,22 +26,6 @@ OUTPUT_NAME = "embedding"
 REQUIRED_KEYS = ("envad.format_version", "envad.model_id", "envad.input_size",
                  "envad.embedding_dim", "envad.algorithm", "envad.training_envs",
                  "envad.dataset", "envad.created")
-
-
-@dataclass(frozen=True)
-class ModelMeta:
-    """What an encoder file says about itself (docs/model-format.md)."""
-
-    model_id: str
-    file: str
-    sha256: str
-    input_size: int
-    embedding_dim: int
-    algorithm: str
-    training_envs: tuple[str, ...]
-    dataset: str
-    created: str
-    metadata: dict[str, str] = field(default_factory=dict)
 
 
 def file_sha256(path: Path) -> str:
@@ -57,7 +41,7 @@ def _providers() -> list[str]:
     return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
 
 
-def parse_metadata(props: dict[str, str], path: Path, sha256: str) -> ModelMeta:
+def parse_metadata(props: dict[str, str], path: Path, sha256: str) -> ModelInfo:
     """Validate metadata_props against the model format; InvalidInput names what is wrong."""
     missing = [k for k in REQUIRED_KEYS if k not in props]
     if missing:
@@ -65,7 +49,7 @@ def parse_metadata(props: dict[str, str], path: Path, sha256: str) -> ModelMeta:
                            "(see docs/model-format.md)")
     try:
         envs = json.loads(props["envad.training_envs"])
-        return ModelMeta(
+        return ModelInfo(
             model_id=props["envad.model_id"], file=path.name, sha256=sha256,
             input_size=int(props["envad.input_size"]),
             embedding_dim=int(props["envad.embedding_dim"]),
@@ -137,7 +121,7 @@ class ModelRegistry:
         self._hashes: dict[Path, tuple[int, int, str]] = {}  # path -> (mtime, size, sha256)
         self._by_id: dict[str, OnnxEncoder] = {}
         self.problems: dict[str, str] = {}          # file name -> why it was skipped
-    def scan(self) -> list[ModelMeta]:
+    def scan(self) -> list[ModelInfo]:
         """Load metadata of every *.onnx file (cached by content hash)."""
         with self._lock:
             by_id: dict[str, OnnxEncoder] = {}
@@ -175,7 +159,7 @@ class ModelRegistry:
         self._hashes[path] = (stat.st_mtime_ns, stat.st_size, sha)
         return sha
 
-    def models(self) -> list[ModelMeta]:
+    def models(self) -> list[ModelInfo]:
         with self._lock:
             return [e.meta for e in self._by_id.values()]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -21,15 +22,18 @@ from envad.errors import EnvadError, FailedPrecondition, InvalidInput, NotFound
 from envad.server.config import ServerConfig
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.persistence import BundleStore
-from envad.server.domain import (
-    DEFAULT_SPLIT, EmbedOutcome, FitOptions, FitOutcome, ImageInput, ImageResult,
-    IngestTotals, ItemError, Provenance, ScoreOptions, ScoreOutcome, ServerInfo, sha256_hex,
+from envad.records import (
+    DEFAULT_SPLIT, ImageInput, IngestInput, ItemError, ModelInfo, ModelList, Neighbor,
+    Provenance, RowFilter, ServerInfo, sha256_hex,
 )
-from envad.server.encoder import ModelMeta, ModelRegistry
+from envad.server.domain import (
+    EmbedOutcome, FitOptions, FitOutcome, ImageResult, IngestTotals, ScoreOptions,
+    ScoreOutcome,
+)
+from envad.server.encoder import ModelRegistry
 from envad.server.images import DecodeLimits, decode_image
-from envad.server.index import Hit
 from envad.server.space import ModelSpace
-from envad.server.store import Row, RowFilter, vectors_of
+from envad.server.store import Row, vectors_of
 
 log = logging.getLogger(__name__)
 MAX_TOP_K = 100
@@ -113,12 +117,13 @@ class Engine:
 
     # ------------------------------------------------------------ models
 
-    def list_models(self) -> tuple[list[ModelMeta], str | None]:
-        models = self.registry.scan()
+    def list_models(self) -> ModelList:
+        """The model files found now, the active one marked."""
         active = self._active.model_id if self._active else None
-        return models, active
+        models = tuple(replace(m, active=m.model_id == active) for m in self.registry.scan())
+        return ModelList(models, str(self.registry.models_dir))
 
-    def activate(self, model_id: str) -> ModelMeta:
+    def activate(self, model_id: str) -> ModelInfo:
         """Make `model_id` the active encoder; requests in flight finish on the old one.
 
         If its space cannot open (e.g. the stored table has another vector size), the
@@ -138,7 +143,7 @@ class Engine:
             self._problem = ""
             self._state_file.write_text(model_id)
         log.info("active model: %s (%s)", model_id, space.encoder.meta.file)
-        return space.encoder.meta
+        return replace(space.encoder.meta, active=True)
 
     def _try_activate(self, model_id: str) -> bool:
         """`activate` for start and refresh: a refusal is remembered and logged, not raised."""
@@ -258,22 +263,16 @@ class Engine:
                 result.neighbors = hits[row]
                 result.adaptation = scores.adaptation[row]
             if options.store:
-                rows = [self._row(images[i], vectors[r], options.split, options.label)
-                        for r, i in enumerate(good)]
+                rows = [_row(images[i], vectors[r], options.label,
+                             options.split or DEFAULT_SPLIT) for r, i in enumerate(good)]
                 space.writer.write(rows)
                 for index in good:
                     results[index].stored = True
         return ScoreOutcome(results, self.provenance(space))
 
-    @staticmethod
-    def _row(image: ImageInput, vector: np.ndarray, split: str = "", label: str = "") -> Row:
-        return Row(id=image.resolved_id(), vector=vector, env=image.env,
-                   label=image.label or label, split=image.split or split or DEFAULT_SPLIT,
-                   timestamp=image.timestamp, uri=image.uri, sha256=sha256_hex(image.data))
-
     # ------------------------------------------------------------ ingest
 
-    def ingest(self, chunks: Iterable[Sequence[ImageInput]]) -> IngestTotals:
+    def ingest(self, chunks: Iterable[Sequence[IngestInput]]) -> IngestTotals:
         """Embed and store every chunk; returns once every written row is durable."""
         space = self.require_space()
         totals = IngestTotals()
@@ -281,10 +280,11 @@ class Engine:
         offset = 0
         for chunk in chunks:
             totals.received += len(chunk)
-            good, vectors, failures = self._embed_images(space, chunk)
+            good, vectors, failures = self._embed_images(space, [item.image for item in chunk])
             totals.failures.extend(
                 ItemError(f.index + offset, f.id, f.code, f.message) for f in failures)
-            rows = [self._row(chunk[i], vectors[r]) for r, i in enumerate(good)]
+            rows = [_row(chunk[i].image, vectors[r], chunk[i].label, chunk[i].split)
+                    for r, i in enumerate(good)]
             if rows:
                 pending.append((space.writer.submit(rows),
                                 [(offset + i, rows[r].id) for r, i in enumerate(good)]))
@@ -323,7 +323,7 @@ class Engine:
 
     def search(self, *, image: bytes | None = None, vector: Sequence[float] | None = None,
                row_id: str | None = None, k: int = 10,
-               row_filter: RowFilter = RowFilter()) -> tuple[list[Hit], Provenance]:
+               row_filter: RowFilter = RowFilter()) -> tuple[list[Neighbor], Provenance]:
         space = self.require_space()
         k = k or 10
         if not 1 <= k <= MAX_SEARCH_K:
@@ -371,7 +371,7 @@ class Engine:
             space.bundle = bundle
         if self.metrics:
             self.metrics.observe_fit(bundle)
-        return FitOutcome(bundle, options.activate, self.provenance(space))
+        return FitOutcome(bundle.info(), options.activate, self.provenance(space))
 
     def reset_camera_stats(self, envs: Sequence[str]) -> tuple[list[str], Provenance]:
         """Forget the running statistics of `envs` (every camera when empty)."""
@@ -395,13 +395,20 @@ class Engine:
         counts = space.store.env_counts() if space else {}
         return ServerInfo(
             server_version=__version__,
-            active_model=space.encoder.meta if space else None,
-            bundle=space.bundle if space else None,
+            active_model=replace(space.encoder.meta, active=True) if space else None,
+            bundle=space.bundle.info() if space and space.bundle else None,
             env_counts=counts, total_rows=sum(counts.values()),
             table_version=space.store.version if space else 0,
             data_dir=str(Path(self.config.data_dir).resolve()), hint=self.hint(),
             index_rows=len(space.index) if space else 0,
         )
+
+
+def _row(image: ImageInput, vector: np.ndarray, label: str, split: str) -> Row:
+    """The store row of an embedded image."""
+    return Row(id=image.resolved_id(), vector=vector, env=image.env, label=label,
+               split=split or DEFAULT_SPLIT, timestamp=image.timestamp, uri=image.uri,
+               sha256=sha256_hex(image.data))
 
 
 def _bundle_filter(bundle) -> RowFilter:

@@ -9,28 +9,26 @@ id selector. Flat (exact) L2 search below `ivf_threshold` rows; an IVF index abo
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-
 import faiss
 import numpy as np
 import pyarrow as pa
 
 from envad.errors import InvalidInput
-from envad.server.store import RowFilter, vectors_of
+from envad.records import Neighbor, RowFilter
+from envad.server.store import vectors_of
 
 DEFAULT_IVF_THRESHOLD = 200_000
 
 
-@dataclass(frozen=True)
-class Hit:
-    """One neighbour: the stored row's metadata and its L2 distance to the query."""
-
-    id: str
-    env: str
-    label: str
-    split: str
-    uri: str
-    distance: float
+def filter_mask(row_filter: RowFilter, env: np.ndarray, split: np.ndarray,
+                label: np.ndarray) -> np.ndarray:
+    """Boolean mask of the rows (given as metadata arrays) that `row_filter` matches."""
+    keep = np.ones(len(env), dtype=bool)
+    for values, column in ((row_filter.envs, env), (row_filter.splits, split),
+                           (row_filter.labels, label)):
+        if values:
+            keep &= np.isin(column, np.asarray(values, dtype=object))
+    return keep
 
 
 class VectorIndex:
@@ -101,7 +99,7 @@ class VectorIndex:
         return self._arrays
 
     def search(self, queries: np.ndarray, k: int,
-               row_filter: RowFilter = RowFilter()) -> list[list[Hit]]:
+               row_filter: RowFilter = RowFilter()) -> list[list[Neighbor]]:
         """The k nearest indexed rows (matching the filter) to each query vector."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.dim:
@@ -115,7 +113,7 @@ class VectorIndex:
             params = None
             if not row_filter.is_empty():
                 meta = self._metadata()
-                allowed = np.flatnonzero(row_filter.mask(meta["env"], meta["split"],
+                allowed = np.flatnonzero(filter_mask(row_filter, meta["env"], meta["split"],
                                                          meta["label"]))
                 if len(allowed) == 0:
                     return [[] for _ in range(len(queries))]
@@ -126,7 +124,7 @@ class VectorIndex:
             distances, positions = self._index.search(queries, k_eff, params=params)
             meta = self._metadata()
             return [
-                [Hit(id=self._ids[p], env=meta["env"][p], label=meta["label"][p],
+                [Neighbor(id=self._ids[p], env=meta["env"][p], label=meta["label"][p],
                      split=meta["split"][p], uri=meta["uri"][p],
                      distance=float(np.sqrt(max(d, 0.0))))
                  for d, p in zip(drow, prow) if p >= 0]

@@ -17,28 +17,28 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
 
     @abort_on_error
     def Score(self, request, context):
-        outcome = self.engine.score([convert.image_in(i) for i in request.images],
-                                    convert.score_options_in(request))
-        return convert.score_out(outcome)
+        outcome = self.engine.score([convert.image_from_pb(i) for i in request.images],
+                                    convert.score_options_from_pb(request))
+        return convert.score_to_pb(outcome)
 
     @abort_on_error
     def ScoreStream(self, request_iterator, context):
         for request in request_iterator:
-            outcome = self.engine.score([convert.image_in(i) for i in request.images],
-                                        convert.score_options_in(request),
+            outcome = self.engine.score([convert.image_from_pb(i) for i in request.images],
+                                        convert.score_options_from_pb(request),
                                         all_bad_is_error=False)
-            yield convert.score_out(outcome)
+            yield convert.score_to_pb(outcome)
 
     @abort_on_error
     def Embed(self, request, context):
-        outcome = self.engine.embed([convert.image_in(i) for i in request.images],
+        outcome = self.engine.embed([convert.image_from_pb(i) for i in request.images],
                                     request.model_id)
-        return convert.embed_out(outcome)
+        return convert.embed_to_pb(outcome)
 
     @abort_on_error
     def Ingest(self, request_iterator, context):
-        chunks = (convert.ingest_chunk_in(r) for r in request_iterator)
-        return convert.ingest_out(self.engine.ingest(chunks))
+        chunks = (convert.ingest_chunk_from_pb(r) for r in request_iterator)
+        return convert.ingest_summary_to_pb(self.engine.ingest(chunks))
 
     @abort_on_error
     def Search(self, request, context):
@@ -47,45 +47,42 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
             image=request.image if which == "image" else None,
             vector=list(request.vector.values) if which == "vector" else None,
             row_id=request.id if which == "id" else None,
-            k=request.k, row_filter=convert.filter_in(request.filter))
-        return convert.search_out(hits, provenance)
+            k=request.k, row_filter=convert.filter_from_pb(request.filter))
+        return convert.search_to_pb(hits, provenance)
 
     @abort_on_error
     def Fit(self, request, context):
-        return convert.fit_out(self.engine.fit(convert.fit_options_in(request)))
+        return convert.fit_to_pb(self.engine.fit(convert.fit_options_from_pb(request)))
 
     @abort_on_error
     def Export(self, request, context):
-        batches, provenance = self.engine.export(convert.filter_in(request.filter),
+        batches, provenance = self.engine.export(convert.filter_from_pb(request.filter),
                                                  request.batch_size or 4096,
                                                  not request.without_vectors)
         as_rows = request.format == pb.EXPORT_FORMAT_ROWS
         for batch in batches:
-            chunk = (pb.ExportChunk(rows=convert.rows_out(batch)) if as_rows
-                     else pb.ExportChunk(arrow_ipc=convert.arrow_ipc_out(batch)))
-            chunk.provenance.CopyFrom(convert.provenance_out(provenance))
+            chunk = (pb.ExportChunk(rows=convert.rows_to_pb(batch)) if as_rows
+                     else pb.ExportChunk(arrow_ipc=convert.arrow_ipc_to_pb(batch)))
+            chunk.provenance.CopyFrom(convert.provenance_to_pb(provenance))
             yield chunk
 
     @abort_on_error
     def ListModels(self, request, context):
-        models, active = self.engine.list_models()
-        return pb.ListModelsResponse(
-            models=[convert.model_out(m, m.model_id == active) for m in models],
-            models_dir=str(self.engine.registry.models_dir))
+        return convert.model_list_to_pb(self.engine.list_models())
 
     @abort_on_error
     def ActivateModel(self, request, context):
         meta = self.engine.activate(request.model_id)
         return pb.ActivateModelResponse(
-            model=convert.model_out(meta, True),
-            provenance=convert.provenance_out(self.engine.provenance(self.engine.require_space())))
+            model=convert.model_info_to_pb(meta),
+            provenance=convert.provenance_to_pb(self.engine.provenance(self.engine.require_space())))
 
     @abort_on_error
     def ResetCameraStats(self, request, context):
         reset, provenance = self.engine.reset_camera_stats(request.envs)
         return pb.ResetCameraStatsResponse(reset=reset,
-                                           provenance=convert.provenance_out(provenance))
+                                           provenance=convert.provenance_to_pb(provenance))
 
     @abort_on_error
     def GetInfo(self, request, context):
-        return convert.info_out(self.engine.info())
+        return convert.server_info_to_pb(self.engine.info())

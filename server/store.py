@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from envad.errors import FailedPrecondition, InvalidInput
+from envad.records import RowFilter
 
 PRIMARY_KEY_METADATA = {"lance-schema:unenforced-primary-key": "true"}
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -52,36 +53,14 @@ def make_schema(dim: int) -> pa.Schema:
     ])
 
 
-@dataclass(frozen=True)
-class RowFilter:
-    """Structured filter: OR within a field, AND across fields; empty matches all."""
-
-    envs: tuple[str, ...] = ()
-    splits: tuple[str, ...] = ()
-    labels: tuple[str, ...] = ()
-
-    def is_empty(self) -> bool:
-        return not (self.envs or self.splits or self.labels)
-
-    def to_sql(self) -> str | None:
-        """A LanceDB `where` clause with every value quoted, or None when empty."""
-        clauses = []
-        for column, values in (("env", self.envs), ("split", self.splits),
-                               ("label", self.labels)):
-            if values:
-                clauses.append(f"{column} IN ({', '.join(_quote(v) for v in values)})")
-        return " AND ".join(clauses) or None
-
-    def mask(self, env: np.ndarray, split: np.ndarray, label: np.ndarray) -> np.ndarray:
-        """Boolean mask of the rows (given as metadata arrays) that match."""
-        keep = np.ones(len(env), dtype=bool)
-        for values, column in ((self.envs, env), (self.splits, split), (self.labels, label)):
-            if values:
-                keep &= np.isin(column, np.asarray(values, dtype=object))
-        return keep
-
-    def as_dict(self) -> dict[str, list[str]]:
-        return {"envs": list(self.envs), "splits": list(self.splits), "labels": list(self.labels)}
+def where_clause(row_filter: RowFilter) -> str | None:
+    """A LanceDB `where` clause for `row_filter` with every value quoted; None when empty."""
+    clauses = []
+    for column, values in (("env", row_filter.envs), ("split", row_filter.splits),
+                           ("label", row_filter.labels)):
+        if values:
+            clauses.append(f"{column} IN ({', '.join(_quote(v) for v in values)})")
+    return " AND ".join(clauses) or None
 
 
 def _quote(value: str) -> str:
@@ -158,7 +137,7 @@ class EmbeddingStore:
         return int(self._table.version)
 
     def count(self, row_filter: RowFilter = RowFilter()) -> int:
-        return int(self._table.count_rows(row_filter.to_sql()))
+        return int(self._table.count_rows(where_clause(row_filter)))
 
     def insert(self, rows: Sequence[Row]) -> InsertResult:
         """Insert rows whose id is not stored yet; one table version per call."""
@@ -182,7 +161,7 @@ class EmbeddingStore:
         """Rows matching the filter as one Arrow table."""
         wanted = list(columns or METADATA_COLUMNS) + (["vector"] if with_vectors else [])
         query = self._table.search().select(wanted).limit(None)
-        where = row_filter.to_sql()
+        where = where_clause(row_filter)
         if where:
             query = query.where(where)
         return query.to_arrow()

@@ -1,9 +1,19 @@
-"""Result records and the image-id rule shared by the server and the client."""
+"""Plain records that are the same on both sides of the wire, and the image-id rule.
+
+The server's engine returns them and the client library hands them to callers; each
+side's converter (`envad.server.convert`, `envad.client.convert`) maps them to and from
+envad.v1 messages. No protobuf, gRPC, FAISS or LanceDB here: importing this is cheap.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+#: The split of a stored image when the caller names none.
+DEFAULT_SPLIT = "archive"
 
 
 def sha256_hex(data: bytes) -> str:
@@ -31,3 +41,124 @@ class Provenance:
     table_version: int = 0
     server_version: str = ""
     space: str = ""
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """One image to score, embed or ingest. Empty `id`: the server uses sha256(data)."""
+
+    data: bytes
+    id: str = ""
+    env: str = ""
+    timestamp: datetime | None = None
+    uri: str = ""
+
+    @classmethod
+    def from_path(cls, path: str | Path, env: str = "", id: str = "") -> ImageInput:
+        """Read an image file; its path becomes the uri."""
+        path = Path(path)
+        return cls(data=path.read_bytes(), id=id, env=env, uri=str(path))
+
+    def resolved_id(self) -> str:
+        """The id the server stores the image under: the caller's, else sha256(data)."""
+        return self.id or sha256_hex(self.data)
+
+
+@dataclass(frozen=True)
+class IngestInput:
+    """One item of a backfill: the image plus its class label and split."""
+
+    image: ImageInput
+    label: str = ""
+    split: str = DEFAULT_SPLIT
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Structured row filter: OR within a field, AND across fields; empty matches all."""
+
+    envs: tuple[str, ...] = ()
+    splits: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (self.envs or self.splits or self.labels)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"envs": list(self.envs), "splits": list(self.splits), "labels": list(self.labels)}
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    """A stored row close to a query (evidence for a score): its metadata, L2 distance."""
+
+    id: str
+    env: str
+    label: str
+    split: str
+    uri: str
+    distance: float
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """An encoder file in the server's model directory, with its metadata
+    (docs/model-format.md); `active` says whether it is the one serving."""
+
+    model_id: str
+    file: str
+    sha256: str
+    input_size: int
+    embedding_dim: int
+    algorithm: str
+    training_envs: tuple[str, ...]
+    dataset: str
+    created: str
+    active: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelList:
+    """The encoders of the models directory (ListModels)."""
+
+    models: tuple[ModelInfo, ...]
+    models_dir: str
+
+
+@dataclass(frozen=True)
+class DetectorFitStats:
+    detector: str
+    fit_seconds: float
+    n_samples: int
+
+
+@dataclass(frozen=True)
+class BundleInfo:
+    """What a fitted detector bundle is: its detectors, fit set, threshold, space step."""
+
+    bundle_id: str
+    model_id: str
+    detectors: tuple[str, ...]
+    n_samples: int
+    n_features: int
+    threshold: float
+    created: str
+    filter: RowFilter
+    stats: tuple[DetectorFitStats, ...]
+    space: str = ""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The server's state: version, active encoder and bundle, rows per environment."""
+
+    server_version: str
+    active_model: ModelInfo | None
+    bundle: BundleInfo | None
+    env_counts: dict[str, int]
+    total_rows: int
+    table_version: int
+    data_dir: str
+    hint: str
+    index_rows: int

@@ -25,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from envad.errors import InvalidInput
+from envad.records import BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
 from envad.server.detectors.geometry import (
     DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space)
@@ -79,6 +80,20 @@ class DetectorBundle:
         calibrated = {name: calibrate(raw[name], self.reference[name]) for name in raw}
         ensemble = np.mean(np.stack(list(calibrated.values())), axis=0)
         return BundleScores(raw, calibrated, ensemble, adaptation)
+
+    def info(self) -> BundleInfo:
+        """The plain record of this bundle that GetInfo and Fit report."""
+        spec = self.fit_filter or {}
+        return BundleInfo(
+            bundle_id=self.bundle_id, model_id=self.model_id, detectors=tuple(self.detectors),
+            n_samples=int(self.n_samples), n_features=int(self.n_features),
+            threshold=float(self.threshold), created=str(self.created),
+            filter=RowFilter(envs=tuple(spec.get("envs", ())),
+                             splits=tuple(spec.get("splits", ())),
+                             labels=tuple(spec.get("labels", ()))),
+            stats=tuple(DetectorFitStats(name, float(s["fit_seconds"]), int(s["n_samples"]))
+                        for name, s in self.stats.items()),
+            space=self.space.describe())
 
     def score_arrivals(self, X: np.ndarray, envs, chunk: int = 64) -> BundleScores:
         """Score rows as a stream would deliver them: in order, `chunk` at a time, each

@@ -6,7 +6,8 @@ import pytest
 
 from envad.errors import FailedPrecondition, NotFound
 from envad.server.config import ServerConfig
-from envad.server.domain import FitOptions, ImageInput, ScoreOptions
+from envad.records import ImageInput, IngestInput
+from envad.server.domain import FitOptions, ScoreOptions
 from envad.server.engine import Engine
 from envad.server.store import EmbeddingStore
 from tiny_encoder import build_tiny_encoder, synthetic_images
@@ -27,7 +28,7 @@ def engine(config):
 
 def _fit_on_normal_images(engine: Engine) -> None:
     images = synthetic_images("normal", 60, seed=1)
-    chunk = [ImageInput(data=d, env=("cam-a", "cam-b")[i % 2], split="train")
+    chunk = [IngestInput(ImageInput(data=d, env=("cam-a", "cam-b")[i % 2]), split="train")
              for i, d in enumerate(images)]
     assert engine.ingest([chunk]).inserted == len(images)
     engine.fit(FitOptions(detectors=("KNN", "PCA"), max_samples=1000, contamination=0.05))
@@ -84,8 +85,8 @@ def test_failed_activation_keeps_the_previous_model_serving(engine, config):
     message = str(caught.value)
     assert "8-d" in message and "16-d" in message and "'enc-a' keeps serving" in message
     assert _score_one(engine).provenance.model_id == "enc-a"
-    models, active = engine.list_models()
-    assert active == "enc-a" and {m.model_id for m in models} == {"enc-a", "enc-b"}
+    listing = engine.list_models()
+    assert {m.model_id: m.active for m in listing.models} == {"enc-a": True, "enc-b": False}
     with pytest.raises(NotFound, match="enc-a, enc-b"):
         engine.activate("enc-c")
 

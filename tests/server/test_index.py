@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from envad.errors import InvalidInput
+from envad.records import RowFilter
 from envad.server.index import VectorIndex
-from envad.server.store import EmbeddingStore, Row, RowFilter
+from envad.server.store import EmbeddingStore, Row
 
 
 def table(tmp_path, n=50, dim=8, seed=0):

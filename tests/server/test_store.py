@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from envad.errors import FailedPrecondition, InvalidInput
+from envad.records import RowFilter
 from envad.server.store import (
-    EmbeddingStore, Row, RowFilter, make_schema, table_name, vectors_of,
+    EmbeddingStore, Row, make_schema, table_name, vectors_of, where_clause,
 )
 
 
@@ -47,7 +48,7 @@ def test_filter_values_are_quoted_not_executed(tmp_path):
     store.insert(rows(4))
     assert store.count(RowFilter(envs=("e0' OR '1'='1",))) == 0
     with pytest.raises(InvalidInput):
-        RowFilter(envs=("bad\x00",)).to_sql()
+        where_clause(RowFilter(envs=("bad\x00",)))
 
 
 def test_one_table_per_model_and_dimension_checked(tmp_path):
