@@ -67,7 +67,7 @@ def start(config: ServerConfig) -> RunningServer:
         interceptors.insert(0, BearerTokenInterceptor(config.auth_token))
     server = grpc.server(futures.ThreadPoolExecutor(config.workers, thread_name_prefix="rpc"),
                          interceptors=interceptors, options=grpc_options(config))
-    envad_pb2_grpc.add_AnomalyServiceServicer_to_server(AnomalyServicer(engine), server)
+    envad_pb2_grpc.add_AnomalyServiceServicer_to_server(AnomalyServicer(engine, config), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)

@@ -1,29 +1,38 @@
 """All conversions between envad.v1 protobuf messages and the server's domain types.
 
+Named like the client's (`envad.client.convert`): `X_from_pb` for requests, `X_to_pb`
+for responses.
+
 The only server module besides service.py that imports the generated `_pb2` code.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import (
-    BundleInfo, DetectorFitStats, ImageInput, IngestInput, ItemError, ModelInfo, ModelList,
-    Neighbor, Provenance, RowFilter, ServerInfo,
+    DEFAULT_SPLIT, BundleInfo, DetectorFitStats, ImageInput, IngestInput, ItemError,
+    ModelInfo, ModelList, Neighbor, Provenance, RowFilter, ServerInfo,
 )
+from envad.server.config import ServerConfig
+from envad.server.detectors import registry, stylist
+from envad.server.detectors.bundle import DEFAULT_CONTAMINATION
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS
 from envad.server.domain import (
-    EmbedOutcome, FitOptions, FitOutcome, ImageResult, IngestTotals, ScoreOptions,
-    ScoreOutcome,
+    DEFAULT_EXPORT_BATCH_SIZE, DEFAULT_FIT_FILTER, DEFAULT_SEARCH_K, Activation,
+    CameraStatsReset, EmbedOutcome, ExportOptions, ExportOutcome, FitOptions, FitOutcome,
+    ImageResult, IngestTotals, ScoreOptions, ScoreOutcome, SearchOutcome, SearchQuery,
 )
 from envad.v1 import envad_pb2 as pb
 
 # ------------------------------------------------------------------ requests -> domain
+# Every default of a request ("0: the server default" in envad.proto) is resolved here,
+# once, from the server config and the constants of the modules that own them.
 
 
 def image_from_pb(msg: pb.Image) -> ImageInput:
@@ -32,35 +41,56 @@ def image_from_pb(msg: pb.Image) -> ImageInput:
     return ImageInput(data=msg.data, id=msg.id, env=msg.env, timestamp=timestamp, uri=msg.uri)
 
 
+def images_from_pb(msgs: Iterable[pb.Image]) -> list[ImageInput]:
+    return [image_from_pb(m) for m in msgs]
+
+
 def filter_from_pb(msg: pb.Filter) -> RowFilter:
     return RowFilter(envs=tuple(msg.envs), splits=tuple(msg.splits), labels=tuple(msg.labels))
 
 
-def score_options_from_pb(msg: pb.ScoreRequest) -> ScoreOptions:
+def score_options_from_pb(msg: pb.ScoreRequest, config: ServerConfig) -> ScoreOptions:
     neighbor_filter = filter_from_pb(msg.neighbor_filter)
     return ScoreOptions(
+        top_k=msg.top_k or config.default_top_k, split=msg.split or DEFAULT_SPLIT,
         threshold=msg.threshold if msg.HasField("threshold") else None,
-        top_k=msg.top_k, neighbor_filter=None if neighbor_filter.is_empty() else neighbor_filter,
-        store=msg.store, split=msg.split, label=msg.label,
+        neighbor_filter=None if neighbor_filter.is_empty() else neighbor_filter,
+        store=msg.store, label=msg.label,
     )
 
 
 def ingest_chunk_from_pb(msg: pb.IngestRequest) -> list[IngestInput]:
-    return [IngestInput(image_from_pb(item.image), label=item.label, split=item.split)
-            for item in msg.items]
+    return [IngestInput(image_from_pb(item.image), label=item.label,
+                        split=item.split or DEFAULT_SPLIT) for item in msg.items]
 
 
-def fit_options_from_pb(msg: pb.FitRequest) -> FitOptions:
+def search_query_from_pb(msg: pb.SearchRequest) -> SearchQuery:
+    which = msg.WhichOneof("query")
+    return SearchQuery(k=msg.k or DEFAULT_SEARCH_K, row_filter=filter_from_pb(msg.filter),
+                       image=msg.image if which == "image" else None,
+                       vector=tuple(msg.vector.values) if which == "vector" else None,
+                       row_id=msg.id if which == "id" else None)
+
+
+def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:
     row_filter = filter_from_pb(msg.filter)
+    drop_fraction = msg.stylist.drop_fraction or stylist.DEFAULT_DROP_FRACTION
     return FitOptions(
+        row_filter=DEFAULT_FIT_FILTER if row_filter.is_empty() else row_filter,
+        detectors=tuple(msg.detectors) or tuple(registry.names()),
+        max_samples=msg.max_samples or config.fit_max_samples,
+        contamination=msg.contamination or DEFAULT_CONTAMINATION,
+        stylist_drop_fraction=drop_fraction if msg.stylist.enabled else None,
         space=msg.space or DEFAULT_PIPELINE.space,
         min_camera_rows=msg.min_camera_rows or DEFAULT_MIN_CAMERA_ROWS,
-        row_filter=RowFilter(splits=("train",)) if row_filter.is_empty() else row_filter,
-        detectors=tuple(msg.detectors), max_samples=msg.max_samples,
-        contamination=msg.contamination, stylist=msg.stylist.enabled,
-        stylist_drop_fraction=msg.stylist.drop_fraction, seed=msg.seed,
-        activate=not msg.no_activate,
+        seed=msg.seed, activate=not msg.no_activate,
     )
+
+
+def export_options_from_pb(msg: pb.ExportRequest) -> ExportOptions:
+    return ExportOptions(row_filter=filter_from_pb(msg.filter),
+                         batch_size=msg.batch_size or DEFAULT_EXPORT_BATCH_SIZE,
+                         with_vectors=not msg.without_vectors)
 
 
 # ------------------------------------------------------------------ domain -> responses
@@ -123,9 +153,9 @@ def ingest_summary_to_pb(totals: IngestTotals) -> pb.IngestSummary:
                             provenance=provenance_to_pb(totals.provenance))
 
 
-def search_to_pb(hits: Sequence[Neighbor], provenance: Provenance) -> pb.SearchResponse:
-    return pb.SearchResponse(neighbors=[neighbor_to_pb(h) for h in hits],
-                             provenance=provenance_to_pb(provenance))
+def search_to_pb(outcome: SearchOutcome) -> pb.SearchResponse:
+    return pb.SearchResponse(neighbors=[neighbor_to_pb(h) for h in outcome.neighbors],
+                             provenance=provenance_to_pb(outcome.provenance))
 
 
 def _fit_stats_to_pb(stats: Sequence[DetectorFitStats]) -> list[pb.DetectorFitStats]:
@@ -165,6 +195,16 @@ def model_list_to_pb(listing: ModelList) -> pb.ListModelsResponse:
                                  models_dir=listing.models_dir)
 
 
+def activation_to_pb(activation: Activation) -> pb.ActivateModelResponse:
+    return pb.ActivateModelResponse(model=model_info_to_pb(activation.model),
+                                    provenance=provenance_to_pb(activation.provenance))
+
+
+def camera_stats_reset_to_pb(reset: CameraStatsReset) -> pb.ResetCameraStatsResponse:
+    return pb.ResetCameraStatsResponse(reset=list(reset.envs),
+                                       provenance=provenance_to_pb(reset.provenance))
+
+
 def server_info_to_pb(info: ServerInfo) -> pb.GetInfoResponse:
     msg = pb.GetInfoResponse(server_version=info.server_version, total_rows=info.total_rows,
                              table_version=info.table_version, data_dir=info.data_dir,
@@ -202,3 +242,13 @@ def arrow_ipc_to_pb(batch: pa.RecordBatch) -> bytes:
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
     return sink.getvalue().to_pybytes()
+
+
+def export_chunks_to_pb(outcome: ExportOutcome, export_format: int) -> Iterator[pb.ExportChunk]:
+    """One ExportChunk per record batch, as Row messages or Arrow IPC (`export_format`)."""
+    provenance = provenance_to_pb(outcome.provenance)
+    for batch in outcome.batches:
+        if export_format == pb.EXPORT_FORMAT_ROWS:
+            yield pb.ExportChunk(rows=rows_to_pb(batch), provenance=provenance)
+        else:
+            yield pb.ExportChunk(arrow_ipc=arrow_ipc_to_pb(batch), provenance=provenance)

@@ -8,20 +8,80 @@ on both sides of the wire (images, filters, neighbours, model and server info) l
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
+from typing import Iterator
 
-from envad.records import BundleInfo, ItemError, Neighbor, Provenance, RowFilter
+from envad.records import BundleInfo, ItemError, ModelInfo, Neighbor, Provenance, RowFilter
+
+
+#: Neighbours a Search returns when the request names no k.
+DEFAULT_SEARCH_K = 10
+#: Rows per Export chunk when the request names no batch size.
+DEFAULT_EXPORT_BATCH_SIZE = 4096
+#: The rows Fit uses when the request's filter is empty.
+DEFAULT_FIT_FILTER = RowFilter(splits=("train",))
+
+# The option records below are fully resolved: the request converters (convert.py) fill
+# every default from these constants and the server config, so the engine never sees
+# "0 means default".
 
 
 @dataclass(frozen=True)
 class ScoreOptions:
+    """How to score a batch; `threshold` None means the bundle's own threshold."""
+
+    top_k: int
+    split: str                     # of stored images (`store`)
     threshold: float | None = None
-    top_k: int = 0
-    neighbor_filter: RowFilter | None = None
+    neighbor_filter: RowFilter | None = None   # None: the bundle's fit filter
     store: bool = False
-    split: str = ""
     label: str = ""
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """Exactly one of `image`, `vector` or `row_id`, the k nearest rows matching a filter."""
+
+    k: int
+    row_filter: RowFilter
+    image: bytes | None = None
+    vector: tuple[float, ...] | None = None
+    row_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    neighbors: list[Neighbor]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    row_filter: RowFilter
+    batch_size: int
+    with_vectors: bool
+
+
+@dataclass(frozen=True)
+class Activation:
+    """The model ActivateModel made active, and the provenance it now serves with."""
+
+    model: ModelInfo
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class CameraStatsReset:
+    """The cameras whose running statistics were forgotten."""
+
+    envs: tuple[str, ...]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    batches: Iterator   # of pyarrow.RecordBatch, read lazily from the store
+    provenance: Provenance
 
 
 @dataclass
@@ -66,16 +126,17 @@ class IngestTotals:
 
 @dataclass(frozen=True)
 class FitOptions:
-    row_filter: RowFilter = RowFilter(splits=("train",))
-    detectors: tuple[str, ...] = ()
-    max_samples: int = 0
-    contamination: float = 0.0
-    stylist: bool = False
-    stylist_drop_fraction: float = 0.0
+    """What to fit on and how; `stylist_drop_fraction` None means no Stylist step."""
+
+    row_filter: RowFilter
+    detectors: tuple[str, ...]
+    max_samples: int
+    contamination: float
+    stylist_drop_fraction: float | None
+    space: str
+    min_camera_rows: int
     seed: int = 0
     activate: bool = True
-    space: str = "raw"
-    min_camera_rows: int = 32
 
 
 @dataclass(frozen=True)

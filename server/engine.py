@@ -12,23 +12,22 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
-import pyarrow as pa
 
 from envad import __version__
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput, NotFound
+from envad.records import (
+    ImageInput, IngestInput, ItemError, ModelList, Provenance, ServerInfo, sha256_hex,
+)
 from envad.server.config import ServerConfig
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.persistence import BundleStore
-from envad.records import (
-    DEFAULT_SPLIT, ImageInput, IngestInput, ItemError, ModelInfo, ModelList, Neighbor,
-    Provenance, RowFilter, ServerInfo, sha256_hex,
-)
 from envad.server.domain import (
-    EmbedOutcome, FitOptions, FitOutcome, ImageResult, IngestTotals, ScoreOptions,
-    ScoreOutcome,
+    Activation, CameraStatsReset, EmbedOutcome, ExportOptions, ExportOutcome, FitOptions,
+    FitOutcome, ImageResult, IngestTotals, ScoreOptions, ScoreOutcome, SearchOutcome,
+    SearchQuery,
 )
 from envad.server.encoder import ModelRegistry
 from envad.server.images import DecodeLimits, decode_image
@@ -123,7 +122,7 @@ class Engine:
         models = tuple(replace(m, active=m.model_id == active) for m in self.registry.scan())
         return ModelList(models, str(self.registry.models_dir))
 
-    def activate(self, model_id: str) -> ModelInfo:
+    def activate(self, model_id: str) -> Activation:
         """Make `model_id` the active encoder; requests in flight finish on the old one.
 
         If its space cannot open (e.g. the stored table has another vector size), the
@@ -143,7 +142,7 @@ class Engine:
             self._problem = ""
             self._state_file.write_text(model_id)
         log.info("active model: %s (%s)", model_id, space.encoder.meta.file)
-        return replace(space.encoder.meta, active=True)
+        return Activation(replace(space.encoder.meta, active=True), self.provenance(space))
 
     def _try_activate(self, model_id: str) -> bool:
         """`activate` for start and refresh: a refusal is remembered and logged, not raised."""
@@ -237,9 +236,9 @@ class Engine:
         threshold = bundle.threshold if options.threshold is None else options.threshold
         if not 0.0 < threshold <= 1.0:
             raise InvalidInput(f"threshold must be in (0, 1], got {threshold}")
-        top_k = options.top_k or self.config.default_top_k
-        if top_k > MAX_TOP_K:
-            raise InvalidInput(f"top_k must be at most {MAX_TOP_K}, got {top_k}")
+        top_k = options.top_k
+        if not 1 <= top_k <= MAX_TOP_K:
+            raise InvalidInput(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
         good, vectors, failures = self._embed_images(space, images)
         if all_bad_is_error and not good:
             raise InvalidInput("; ".join(f.message for f in failures))
@@ -251,7 +250,7 @@ class Engine:
             if bundle.space.camera_aware:   # an unseen camera adapts as it sends images
                 space.camera_stats.update(envs, vectors)
             scores = bundle.score(vectors, envs, space.camera_stats.get)
-            neighbor_filter = options.neighbor_filter or _bundle_filter(bundle)
+            neighbor_filter = options.neighbor_filter or bundle.info().filter
             hits = space.index.search(vectors, top_k, neighbor_filter)
             for row, index in enumerate(good):
                 result = results[index]
@@ -263,8 +262,8 @@ class Engine:
                 result.neighbors = hits[row]
                 result.adaptation = scores.adaptation[row]
             if options.store:
-                rows = [_row(images[i], vectors[r], options.label,
-                             options.split or DEFAULT_SPLIT) for r, i in enumerate(good)]
+                rows = [_row(images[i], vectors[r], options.label, options.split)
+                        for r, i in enumerate(good)]
                 space.writer.write(rows)
                 for index in good:
                     results[index].stored = True
@@ -321,28 +320,26 @@ class Engine:
 
     # ------------------------------------------------------------ search
 
-    def search(self, *, image: bytes | None = None, vector: Sequence[float] | None = None,
-               row_id: str | None = None, k: int = 10,
-               row_filter: RowFilter = RowFilter()) -> tuple[list[Neighbor], Provenance]:
+    def search(self, query: SearchQuery) -> SearchOutcome:
         space = self.require_space()
-        k = k or 10
-        if not 1 <= k <= MAX_SEARCH_K:
-            raise InvalidInput(f"k must be in 1..{MAX_SEARCH_K}, got {k}")
-        if image is not None:
-            good, vectors, failures = self._embed_images(space, [ImageInput(image)])
+        if not 1 <= query.k <= MAX_SEARCH_K:
+            raise InvalidInput(f"k must be in 1..{MAX_SEARCH_K}, got {query.k}")
+        if query.image is not None:
+            good, vectors, failures = self._embed_images(space, [ImageInput(query.image)])
             if failures:
                 raise InvalidInput(failures[0].message)
-            query = vectors
-        elif vector is not None:
-            query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
-        elif row_id:
-            table = space.store.read_ids([row_id])
+            vector = vectors
+        elif query.vector is not None:
+            vector = np.asarray(query.vector, dtype=np.float32).reshape(1, -1)
+        elif query.row_id:
+            table = space.store.read_ids([query.row_id])
             if table.num_rows == 0:
-                raise NotFound(f"no stored row with id {row_id!r}")
-            query = vectors_of(table)[:1]
+                raise NotFound(f"no stored row with id {query.row_id!r}")
+            vector = vectors_of(table)[:1]
         else:
             raise InvalidInput("search needs an image, a vector or an id")
-        return space.index.search(query, k, row_filter)[0], self.provenance(space)
+        return SearchOutcome(space.index.search(vector, query.k, query.row_filter)[0],
+                             self.provenance(space))
 
     # ------------------------------------------------------------ fit
 
@@ -357,11 +354,9 @@ class Engine:
         envs = np.asarray(table.column("env").to_pylist(), dtype=object)
         labels = np.asarray([v or "" for v in table.column("label").to_pylist()], dtype=object)
         bundle = fit_bundle(
-            vectors, detectors=list(options.detectors) or None, seed=options.seed,
-            contamination=options.contamination or 0.05,
-            max_samples=options.max_samples or self.config.fit_max_samples,
-            stylist_drop_fraction=((options.stylist_drop_fraction or 0.25)
-                                   if options.stylist else None),
+            vectors, detectors=list(options.detectors), seed=options.seed,
+            contamination=options.contamination, max_samples=options.max_samples,
+            stylist_drop_fraction=options.stylist_drop_fraction,
             envs=envs, model_id=space.model_id, fit_filter=options.row_filter.as_dict(),
             space=options.space, labels=labels, min_camera_rows=options.min_camera_rows,
         )
@@ -373,20 +368,22 @@ class Engine:
             self.metrics.observe_fit(bundle)
         return FitOutcome(bundle.info(), options.activate, self.provenance(space))
 
-    def reset_camera_stats(self, envs: Sequence[str]) -> tuple[list[str], Provenance]:
+    def reset_camera_stats(self, envs: Sequence[str]) -> CameraStatsReset:
         """Forget the running statistics of `envs` (every camera when empty)."""
         space = self.require_space()
-        return space.camera_stats.reset(list(envs) or None), self.provenance(space)
+        return CameraStatsReset(tuple(space.camera_stats.reset(list(envs) or None)),
+                                self.provenance(space))
 
     # ------------------------------------------------------------ export
 
-    def export(self, row_filter: RowFilter, batch_size: int, with_vectors: bool
-               ) -> tuple[Iterator[pa.RecordBatch], Provenance]:
+    def export(self, options: ExportOptions) -> ExportOutcome:
+        """Stored rows matching the filter, read lazily in record batches."""
         space = self.require_space()
-        if not 0 < batch_size <= 65536:
-            raise InvalidInput(f"batch_size must be in 1..65536, got {batch_size}")
-        return (space.store.iter_batches(row_filter, batch_size, with_vectors=with_vectors),
-                self.provenance(space))
+        if not 0 < options.batch_size <= 65536:
+            raise InvalidInput(f"batch_size must be in 1..65536, got {options.batch_size}")
+        batches = space.store.iter_batches(options.row_filter, options.batch_size,
+                                           with_vectors=options.with_vectors)
+        return ExportOutcome(batches, self.provenance(space))
 
     # ------------------------------------------------------------ info
 
@@ -407,11 +404,5 @@ class Engine:
 def _row(image: ImageInput, vector: np.ndarray, label: str, split: str) -> Row:
     """The store row of an embedded image."""
     return Row(id=image.resolved_id(), vector=vector, env=image.env, label=label,
-               split=split or DEFAULT_SPLIT, timestamp=image.timestamp, uri=image.uri,
+               split=split, timestamp=image.timestamp, uri=image.uri,
                sha256=sha256_hex(image.data))
-
-
-def _bundle_filter(bundle) -> RowFilter:
-    spec = getattr(bundle, "fit_filter", None) or {}
-    return RowFilter(envs=tuple(spec.get("envs", ())), splits=tuple(spec.get("splits", ())),
-                     labels=tuple(spec.get("labels", ())))

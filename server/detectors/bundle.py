@@ -35,6 +35,8 @@ from envad.server.env_stats import EnvStatistics
 
 MIN_SAMPLES = 20
 DEFAULT_CALIBRATION_FRACTION = 0.2
+#: expected anomaly rate of the fit set when a request names none
+DEFAULT_CONTAMINATION = 0.05
 AUTO_SPACE = "auto"
 #: the space when `auto` cannot choose (no labels, or one camera)
 FALLBACK_SPACE = "l2"
@@ -138,7 +140,7 @@ def _bundle_id(X: np.ndarray, detectors: list[str], seed: int) -> str:
 
 
 def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int = 0,
-               contamination: float = 0.05, max_samples: int = 20000,
+               contamination: float = DEFAULT_CONTAMINATION, max_samples: int = 20000,
                stylist_drop_fraction: float | None = None, envs: np.ndarray | None = None,
                model_id: str = "", fit_filter: dict | None = None,
                calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION,

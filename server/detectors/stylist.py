@@ -16,6 +16,8 @@ from scipy.stats import wasserstein_distance
 from envad.errors import InvalidInput
 
 MIN_ROWS_PER_ENV = 2
+#: fraction of dimensions Stylist drops when a request enables it without a fraction
+DEFAULT_DROP_FRACTION = 0.25
 
 
 def rank_features(X: np.ndarray, envs: np.ndarray) -> np.ndarray:

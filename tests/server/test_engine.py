@@ -6,7 +6,7 @@ import pytest
 
 from envad.errors import FailedPrecondition, NotFound
 from envad.server.config import ServerConfig
-from envad.records import ImageInput, IngestInput
+from envad.records import ImageInput, IngestInput, RowFilter
 from envad.server.domain import FitOptions, ScoreOptions
 from envad.server.engine import Engine
 from envad.server.store import EmbeddingStore
@@ -31,12 +31,14 @@ def _fit_on_normal_images(engine: Engine) -> None:
     chunk = [IngestInput(ImageInput(data=d, env=("cam-a", "cam-b")[i % 2]), split="train")
              for i, d in enumerate(images)]
     assert engine.ingest([chunk]).inserted == len(images)
-    engine.fit(FitOptions(detectors=("KNN", "PCA"), max_samples=1000, contamination=0.05))
+    engine.fit(FitOptions(row_filter=RowFilter(splits=("train",)), detectors=("KNN", "PCA"),
+                          max_samples=1000, contamination=0.05, stylist_drop_fraction=None,
+                          space="l2", min_camera_rows=32))
 
 
 def _score_one(engine: Engine):
     image = ImageInput(data=synthetic_images("normal", 1, seed=9)[0], env="cam-a")
-    return engine.score([image], ScoreOptions(top_k=3))
+    return engine.score([image], ScoreOptions(top_k=3, split="archive"))
 
 
 def test_start_without_models_is_not_ready_and_says_what_to_do(engine, config):
