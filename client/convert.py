@@ -73,6 +73,21 @@ def filter_from_pb(msg: pb.Filter) -> r.RowFilter:
     return r.RowFilter(envs=tuple(msg.envs), splits=tuple(msg.splits), labels=tuple(msg.labels))
 
 
+def search_request_to_pb(
+    *, image: bytes | None, vector: Sequence[float] | None, id: str | None, k: int,
+    row_filter: r.RowFilter | None,
+) -> pb.SearchRequest:
+    """A SearchRequest for whichever one of image, vector and id is given."""
+    request = pb.SearchRequest(k=k, filter=filter_to_pb(row_filter))
+    if image is not None:
+        request.image = image
+    elif vector is not None:
+        request.vector.values.extend(float(v) for v in vector)
+    elif id is not None:
+        request.id = id
+    return request
+
+
 def item_error_from_pb(msg: pb.ItemError) -> r.ItemError:
     return r.ItemError(index=msg.index, id=msg.id, code=msg.code, message=msg.message)
 
@@ -96,6 +111,13 @@ def neighbor_from_pb(msg: pb.Neighbor) -> r.Neighbor:
     return r.Neighbor(
         id=msg.id, env=msg.env, label=msg.label, split=msg.split, uri=msg.uri,
         distance=msg.distance,
+    )
+
+
+def search_result_from_pb(msg: pb.SearchResponse) -> r.SearchResult:
+    return r.SearchResult(
+        neighbors=tuple(neighbor_from_pb(n) for n in msg.neighbors),
+        provenance=provenance_from_pb(msg.provenance),
     )
 
 
@@ -185,6 +207,16 @@ def model_info_from_pb(msg: pb.ModelInfo) -> r.ModelInfo:
     )
 
 
+def model_list_from_pb(msg: pb.ListModelsResponse) -> r.ModelList:
+    return r.ModelList(
+        models=tuple(model_info_from_pb(m) for m in msg.models), models_dir=msg.models_dir
+    )
+
+
+def camera_stats_reset_from_pb(msg: pb.ResetCameraStatsResponse) -> tuple[str, ...]:
+    return tuple(msg.reset)
+
+
 def bundle_info_from_pb(msg: pb.BundleInfo) -> r.BundleInfo:
     return r.BundleInfo(
         bundle_id=msg.bundle_id,
@@ -230,3 +262,19 @@ def row_to_dict(row: pb.Row, with_vector: bool) -> dict:
     if with_vector:
         out["vector"] = list(row.vector)
     return out
+
+
+def export_chunk_from_pb(chunk: pb.ExportChunk, with_vectors: bool) -> list:
+    """The pyarrow RecordBatches of one ExportChunk (Arrow IPC or Row messages).
+
+    pyarrow is imported here, not at the top: only exports need it.
+    """
+    import pyarrow as pa
+
+    payload = chunk.WhichOneof("payload")
+    if payload == "arrow_ipc":
+        return pa.ipc.open_stream(chunk.arrow_ipc).read_all().to_batches()
+    if payload == "rows" and chunk.rows.rows:
+        return [pa.RecordBatch.from_pylist([row_to_dict(row, with_vectors)
+                                            for row in chunk.rows.rows])]
+    return []

@@ -253,18 +253,10 @@ class EnvadClient:
         given = [x is not None for x in (image, vector, id)]
         if sum(given) != 1:
             raise InvalidInput("search needs exactly one of image=, vector=, id=")
-        request = pb.SearchRequest(k=k, filter=convert.filter_to_pb(row_filter))
-        if image is not None:
-            request.image = image
-        elif vector is not None:
-            request.vector.values.extend(float(v) for v in vector)
-        else:
-            request.id = id
-        response = self._unary("Search", request, timeout)
-        return r.SearchResult(
-            neighbors=tuple(convert.neighbor_from_pb(n) for n in response.neighbors),
-            provenance=convert.provenance_from_pb(response.provenance),
+        request = convert.search_request_to_pb(
+            image=image, vector=vector, id=id, k=k, row_filter=row_filter
         )
+        return convert.search_result_from_pb(self._unary("Search", request, timeout))
 
     def export(
         self,
@@ -277,8 +269,6 @@ class EnvadClient:
         """Stream stored rows as pyarrow RecordBatches (Arrow IPC on the wire).
 
         `timeout` bounds the whole stream (default: none, exports can be long)."""
-        import pyarrow as pa
-
         request = pb.ExportRequest(
             filter=convert.filter_to_pb(row_filter),
             format=pb.EXPORT_FORMAT_ARROW_IPC,
@@ -287,12 +277,7 @@ class EnvadClient:
         )
         try:
             for chunk in self._stub.Export(request, timeout=timeout, metadata=self._metadata):
-                if chunk.WhichOneof("payload") == "arrow_ipc":
-                    yield from pa.ipc.open_stream(chunk.arrow_ipc).read_all().to_batches()
-                elif chunk.WhichOneof("payload") == "rows":
-                    rows = [convert.row_to_dict(row, with_vectors) for row in chunk.rows.rows]
-                    if rows:
-                        yield pa.RecordBatch.from_pylist(rows)
+                yield from convert.export_chunk_from_pb(chunk, with_vectors)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, "Export") from None
 
@@ -371,14 +356,13 @@ class EnvadClient:
         """Forget the running per-camera statistics of `envs` (all cameras when empty);
         returns the cameras that were forgotten."""
         request = pb.ResetCameraStatsRequest(envs=list(envs))
-        return tuple(self._unary("ResetCameraStats", request, timeout).reset)
+        return convert.camera_stats_reset_from_pb(
+            self._unary("ResetCameraStats", request, timeout)
+        )
 
     def list_models(self, timeout: float | None = None) -> r.ModelList:
         response = self._unary("ListModels", pb.ListModelsRequest(), timeout)
-        return r.ModelList(
-            models=tuple(convert.model_info_from_pb(m) for m in response.models),
-            models_dir=response.models_dir,
-        )
+        return convert.model_list_from_pb(response)
 
     def activate_model(self, model_id: str, timeout: float | None = None) -> r.ModelInfo:
         request = pb.ActivateModelRequest(model_id=model_id)

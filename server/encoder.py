@@ -159,10 +159,6 @@ class ModelRegistry:
         self._hashes[path] = (stat.st_mtime_ns, stat.st_size, sha)
         return sha
 
-    def models(self) -> list[ModelInfo]:
-        with self._lock:
-            return [e.meta for e in self._by_id.values()]
-
     def get(self, model_id: str) -> OnnxEncoder:
         with self._lock:
             if model_id not in self._by_id:
