@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install test test-slow demo protos bench clean
+.PHONY: install test test-slow lint demo protos bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,13 @@ test: $(STAMP)
 	@$(PY) -m pytest; code=$$?; \
 	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$code
+
+## lint and type-check the whole tree (ruff, then mypy through scripts/typecheck.py;
+## the generated gRPC stubs are excluded); both run, and either failing fails the target
+lint: $(STAMP)
+	@$(VENV)/bin/ruff check .; ruff=$$?; \
+	$(PY) scripts/typecheck.py; mypy=$$?; \
+	[ $$ruff -eq 0 ] && [ $$mypy -eq 0 ]
 
 ## run the slow checks too
 test-slow: $(STAMP)

@@ -7,7 +7,7 @@ import os
 import platform
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

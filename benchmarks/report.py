@@ -37,18 +37,21 @@ def serving(records: list[dict]) -> list[str]:
     return lines
 
 
+def _pair(record: dict, key: str, digits: int) -> str:
+    """`envad / pyod (xratio)` for one measurement of a detector record."""
+    ours, ref = record.get(f"{key}_envad"), record.get(f"{key}_pyod")
+    ratio = f" (x{ours / ref:.2f})" if ours is not None and ref else ""
+    return f"{_f(ours, digits)} / {_f(ref, digits)}{ratio}"
+
+
 def detectors(records: list[dict]) -> list[str]:
     queries = records[0].get("n_queries", "")
     lines = [f"| detector | rows | fit s: envad / pyod | score {queries} queries s: envad / "
              "pyod | one query ms: envad / pyod | Spearman |", "| --- |" + " --- |" * 5]
     for r in records:
-        def pair(key: str, digits: int) -> str:
-            ours, ref = r.get(f"{key}_envad"), r.get(f"{key}_pyod")
-            ratio = f" (x{ours / ref:.2f})" if ours is not None and ref else ""
-            return f"{_f(ours, digits)} / {_f(ref, digits)}{ratio}"
         lines.append(
-            f"| {r['detector']} | {r['n_reference']:,} | {pair('fit_seconds', 2)} | "
-            f"{pair('score_seconds', 3)} | {pair('single_query_ms', 2)} | "
+            f"| {r['detector']} | {r['n_reference']:,} | {_pair(r, 'fit_seconds', 2)} | "
+            f"{_pair(r, 'score_seconds', 3)} | {_pair(r, 'single_query_ms', 2)} | "
             f"{_f(r.get('spearman'), 4)} |")
     return lines
 

@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envad.client.backfill_plan import (
-    BackfillOptions, count_wanted, item_outcome, job_header, plan_batches,
+    BackfillOptions,
+    count_wanted,
+    item_outcome,
+    job_header,
+    plan_batches,
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary, score_records
 from envad.client.checkpoint import Checkpoint, Outcome
@@ -219,7 +223,7 @@ def _score(client, pending, options) -> list[tuple]:
         result = client.score([image for _, image in members], store=options.store,
                               split=split, label=label)
         prov = result.provenance
-        for (item, image), res in zip(members, result.results):
+        for (item, image), res in zip(members, result.results, strict=True):
             if res.error is not None:
                 out.append((item, image, res.error.code, res.error.message, None))
             elif options.store and not res.stored:

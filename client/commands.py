@@ -78,7 +78,7 @@ def print_table(header: list[str], rows: list[list]) -> None:
     cells = [header] + [["" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 # ------------------------------------------------------------------ registration
@@ -208,7 +208,7 @@ def cmd_score(args) -> int:
             result = client.score(images, store=args.store, split=args.split_name,
                                   label=args.label_name, threshold=args.threshold,
                                   top_k=args.top_k)
-            for path, res in zip(paths, result.results):
+            for path, res in zip(paths, result.results, strict=True):
                 record = {"image": str(path), **dataclasses.asdict(res),
                           "provenance": dataclasses.asdict(result.provenance)}
                 records.append(record)
@@ -262,12 +262,16 @@ def cmd_info(args) -> int:
     model = info.active_model
     print(f"server       {args.server} (envad {info.server_version})")
     print(f"data dir     {info.data_dir}")
-    print(f"model        {model.model_id + ' (' + model.algorithm + ', ' + str(model.embedding_dim) + '-d)' if model else '-'}")
+    model_line = (f"{model.model_id} ({model.algorithm}, {model.embedding_dim}-d)"
+                  if model else "-")
+    print(f"model        {model_line}")
     bundle = info.bundle
-    print(f"detectors    {bundle.bundle_id + ': ' + ', '.join(bundle.detectors) if bundle else '-'}")
+    bundle_line = f"{bundle.bundle_id}: {', '.join(bundle.detectors)}" if bundle else "-"
+    print(f"detectors    {bundle_line}")
     if bundle:
         print(f"space        {bundle.space}")
-    print(f"rows         {info.total_rows} (index {info.index_rows}, table version {info.table_version})")
+    print(f"rows         {info.total_rows} (index {info.index_rows}, "
+          f"table version {info.table_version})")
     for env, n in sorted(info.env_counts.items()):
         print(f"  {env or '(none)':<20} {n}")
     if info.hint and info.hint != "ready":

@@ -55,7 +55,12 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     from envad.client.backfill import run_backfill
     from envad.client.backfill_plan import BackfillOptions
     from envad.client.demo_report import (
-        auc_table, format_comparison, format_table, load_scores, plot_roc)
+        auc_table,
+        format_comparison,
+        format_table,
+        load_scores,
+        plot_roc,
+    )
     from envad.client.library import EnvadClient
     from envad.client.results import RowFilter
     from envad.client.server_process import LocalServer

@@ -228,7 +228,8 @@ class EnvadClient:
 
     # ------------------------------------------------------------ store
 
-    def ingest(self, items: Sequence[r.IngestInput], timeout: float | None = None) -> r.IngestSummary:
+    def ingest(self, items: Sequence[r.IngestInput],
+               timeout: float | None = None) -> r.IngestSummary:
         """Store items (idempotent by id) in one Ingest stream; the summary counts what
         became durable. Retried as a whole on transient failures (safe: idempotent)."""
         items = list(items)

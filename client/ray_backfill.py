@@ -33,7 +33,11 @@ import numpy as np
 import pyarrow as pa
 
 from envad.client.backfill_plan import (
-    BackfillOptions, count_wanted, item_outcome, job_header, plan_batches,
+    BackfillOptions,
+    count_wanted,
+    item_outcome,
+    job_header,
+    plan_batches,
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
@@ -136,7 +140,8 @@ def run_ray_backfill(
                     outcomes, inserted = _process_chunk(planned.items, target, ray_options)
                     outcomes += planned.skipped
                     checkpoint.record(outcomes)
-                    summary.add(outcomes, inserted, sum(o.status == "ok" for o in outcomes) - inserted)
+                    n_ok = sum(o.status == "ok" for o in outcomes)
+                    summary.add(outcomes, inserted, n_ok - inserted)
                     bar.update(len(outcomes))
                     bar.set_postfix(ok=summary.ok, failed=summary.failed, refresh=False)
     except KeyboardInterrupt as exc:
@@ -266,7 +271,7 @@ class Embedder:
         pixels = np.zeros((n, size, size, 3), dtype=np.uint8)
         ids, shas, errors = [], [], []
         for i, (uri, given_id) in enumerate(zip(batch.column("uri").to_pylist(),
-                                                batch.column("id").to_pylist())):
+                                                batch.column("id").to_pylist(), strict=True)):
             error, sha = "", ""
             try:
                 data = read_uri(uri)
@@ -306,7 +311,8 @@ def write_fragments_batch(batch: pa.Table, uri: str, dim: int, model_id: str,
     rows = [Row(id=r["id"], vector=vector, env=r["env"], label=r["label"], split=r["split"],
                 timestamp=datetime.fromisoformat(r["timestamp"]) if r["timestamp"] else None,
                 uri=r["uri"], sha256=r["sha256"])
-            for r, vector in zip(kept.drop_columns(["vector"]).to_pylist(), vectors)]
+            for r, vector in zip(kept.drop_columns(["vector"]).to_pylist(), vectors,
+                                     strict=True)]
     fragments = write_fragments(rows_table(rows, model_id, dim), uri, schema=make_schema(dim))
     return pa.table({"fragment": pa.array([json.dumps(f.to_json()) for f in fragments],
                                           pa.string())})

@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from grpc_tools import protoc
 import grpc_tools
+from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_ROOT = ROOT / "proto"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable
 
 import numpy as np
 

@@ -39,7 +39,7 @@ class EnvStatistics:
         if sums.ndim != 2 or (len(sums) and sums.shape[1] != self.dim):
             raise ValueError(f"{self.path}: statistics of {sums.shape[-1]}-d vectors, "
                              f"expected {self.dim}")
-        for name, count, total in zip(names, counts, sums):
+        for name, count, total in zip(names, counts, sums, strict=True):
             self._counts[str(name)] = int(count)
             self._sums[str(name)] = total.astype(np.float64)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from envad.errors import ResourceExhausted, Unavailable
 from envad.server.index import VectorIndex

@@ -46,7 +46,7 @@ class ServerHandle(LocalServer):
         super().__init__(data_dir, models_dir,
                          env={"ENVAD_REFRESH_SECONDS": "0.3", **(extra_env or {})})
 
-    def restart(self) -> "ServerHandle":
+    def restart(self) -> ServerHandle:
         self.stop()
         return self.start()
 

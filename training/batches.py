@@ -16,8 +16,8 @@ import torch
 from tqdm import tqdm
 
 from envad.training.algorithms.base import EnvBatch
-from envad.training.multienv import MultiEnvDataset
 from envad.training.models import to_float_nchw
+from envad.training.multienv import MultiEnvDataset
 
 #: predecode the training set when its pixels take at most this many bytes
 DEFAULT_CACHE_BYTES = 4 * 1024**3

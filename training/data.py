@@ -19,7 +19,13 @@ from pathlib import Path
 from envad.errors import NotFound
 from envad.training.iwildcam import load_iwildcam_spec
 from envad.training.multienv import (
-    ANOMALY, NORMAL_A, NORMAL_B, SPLITS, DatasetError, MultiEnvDataset, Record,
+    ANOMALY,
+    NORMAL_A,
+    NORMAL_B,
+    SPLITS,
+    DatasetError,
+    MultiEnvDataset,
+    Record,
 )
 
 REQUIRED_COLUMNS = ("path", "env", "label", "split")

@@ -7,8 +7,9 @@ when the dataset has one, the `id_test` split (held-out instances from training 
 A second variant drops Stylist-selected dimensions first; its drop fraction is chosen on
 `val` (training cameras), never on test. Each space step in `spaces` adds a variant
 `space:NAME` scored as the server scores: test images arrive camera by camera, and a
-camera-aware space adapts to each unseen camera as its images come. Each finished (algorithm, seed) is written to
-`OUT/results/` at once, so an interrupted evaluation resumes where it stopped.
+camera-aware space adapts to each unseen camera as its images come. Each finished
+(algorithm, seed) is written to `OUT/results/` at once, so an interrupted evaluation
+resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -225,7 +226,8 @@ def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
     results_dir.mkdir(parents=True, exist_ok=True)
     dataset = load_dataset(config.data)
     identity = config.identity()
-    jobs = [(a, s) for s in config.seeds for a in config.algorithms]  # every algorithm per seed first
+    # every algorithm per seed first
+    jobs = [(a, s) for s in config.seeds for a in config.algorithms]
     results = []
     for algorithm, seed in tqdm(jobs, desc="evaluate", disable=not progress):
         path = results_dir / f"{algorithm}-s{seed}.json"

@@ -27,7 +27,13 @@ import numpy as np
 
 from envad.errors import NotFound
 from envad.training.multienv import (
-    ANOMALY, NORMAL_A, NORMAL_B, DatasetError, MultiEnvDataset, Record)
+    ANOMALY,
+    NORMAL_A,
+    NORMAL_B,
+    DatasetError,
+    MultiEnvDataset,
+    Record,
+)
 
 log = logging.getLogger(__name__)
 

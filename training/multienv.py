@@ -95,7 +95,7 @@ class MultiEnvDataset:
         return [self.records[int(i)].env for i in indices]
 
     def without(self, envs: Sequence[str] = (), labels: Sequence[str] = ()
-                ) -> "MultiEnvDataset":
+                ) -> MultiEnvDataset:
         """The same dataset minus every record of cameras `envs` or content `labels`
         (held out of training by pipeline selection); unknown names are errors."""
         unknown = sorted(set(envs) - set(self._env)) + sorted(

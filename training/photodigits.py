@@ -150,7 +150,7 @@ def generate(out_dir: str | Path, size: int = 32, seed: int = 0, *, progress: bo
 def load_content(root: str | Path) -> dict[str, np.ndarray]:
     """The clean 8x8 digit (0..16) behind each image id, from `digits.npz`."""
     with np.load(Path(root) / "digits.npz") as data:
-        return dict(zip(data["ids"].tolist(), data["digits"]))
+        return dict(zip(data["ids"].tolist(), data["digits"], strict=True))
 
 
 def write_npz(path: Path, **arrays: np.ndarray) -> None:
@@ -182,7 +182,7 @@ def _train_camera_plan(camera: Camera, pool, count: int, rng: np.random.Generato
     splits = np.array(["train"] * count, dtype=object)
     splits[rng.permutation(count)[:n_val]] = "val"
     return [(camera.env, int(y), str(s), int(rng.choice(pool[int(y)])))
-            for y, s in zip(labels, splits)]
+            for y, s in zip(labels, splits, strict=True)]
 
 
 def _test_camera_plan(camera: Camera, pool, count: int, rng: np.random.Generator,

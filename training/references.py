@@ -35,13 +35,19 @@ def reference_rows(dataset, fit_idx: np.ndarray, test_idx: np.ndarray, size: int
     labels = np.array([dataset.records[i].is_anomaly for i in test_idx], dtype=bool)
     envs = np.array([dataset.records[i].env for i in test_idx])
     rows = {}
-    pixels = lambda idx: dataset.images(idx, size).reshape(len(idx), -1).astype(np.float32)
+
+    def pixels(idx):
+        return dataset.images(idx, size).reshape(len(idx), -1).astype(np.float32)
+
     rows["raw pixels"] = _knn_row(pixels(fit_idx), pixels(test_idx), labels, envs)
     digits_file = Path(dataset.root) / "digits.npz"
     if digits_file.is_file():
         content = load_content(dataset.root)
-        clean = lambda idx: np.stack([content[dataset.records[i].id].ravel()
-                                      for i in idx]).astype(np.float32)
+
+        def clean(idx):
+            return np.stack([content[dataset.records[i].id].ravel()
+                             for i in idx]).astype(np.float32)
+
         rows["content oracle"] = _knn_row(clean(fit_idx), clean(test_idx), labels, envs)
     return rows
 

@@ -239,7 +239,8 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
             if not source.resolve().is_relative_to(out.parent.resolve()):
                 target = img_dir / f"{tag}-{plot}"
                 shutil.copy(source, target)
-            parts.append(f"![{tag} {plot}]({Path(target).resolve().relative_to(out.parent.resolve())})\n")
+            link = Path(target).resolve().relative_to(out.parent.resolve())
+            parts.append(f"![{tag} {plot}]({link})\n")
     return "\n".join(p for p in parts if p)
 
 

@@ -35,7 +35,11 @@ from envad.training.models import EncoderConfig
 from envad.training.multienv import MultiEnvDataset
 from envad.training.plots import training_curves
 from envad.training.run_files import (  # noqa: F401  (read_run: re-exported for callers of train)
-    CURVES_FILE, ENCODER_FILE, read_run, read_run_if_any, write_run,
+    CURVES_FILE,
+    ENCODER_FILE,
+    read_run,
+    read_run_if_any,
+    write_run,
 )
 from envad.training.validation import validate
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from envad.pipeline import COSINE, Pipeline
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import fit_bundle
 from envad.training.metrics import roc_auc
-from envad.pipeline import COSINE, Pipeline
 
 log = logging.getLogger(__name__)
 SPACE_CANDIDATES = ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3")
@@ -148,7 +148,7 @@ def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
     rows = []
     for name, folds in candidate_results.items():
         for space in folds[0]["scores"]:
-            def values(key):
+            def values(key, space=space, folds=folds):
                 return [f["scores"][space][key] for f in folds]
             singles = {n: float(np.nanmean(values(n))) for n in registry.names()}
             for key in dict.fromkeys(choosable_scorers(singles)):
@@ -210,7 +210,7 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
              "| --- | --- | --- | --- | --- | --- |"]
     for name, folds in results.items():
         for space in folds[0]["scores"]:
-            def mean(key):
+            def mean(key, space=space, folds=folds):
                 values = [f["scores"][space][key] for f in folds]
                 return float(np.nanmean(values)) if np.isfinite(values).any() else -1.0
             keys = choosable_scorers({n: mean(n) for n in registry.names()})

@@ -68,7 +68,8 @@ class CamtrapDPSource(Source):
     def __iter__(self) -> Iterator[SourceItem]:
         envs = self._deployment_envs()
         labels = _ObservationLabels(self.resources.get("observations"))
-        for line, row in _read_csv(self.resources["media"], ("mediaID", "deploymentID", "filePath")):
+        media_columns = ("mediaID", "deploymentID", "filePath")
+        for line, row in _read_csv(self.resources["media"], media_columns):
             where = f"{self.resources['media']}:{line}: "
             deployment, media = row["deploymentID"], row["mediaID"]
             if deployment not in envs:
@@ -158,8 +159,7 @@ def _read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict
         missing = [c for c in required if c not in (reader.fieldnames or [])]
         if missing:
             raise InvalidInput(f"{path}: missing column(s) {missing}")
-        for line, row in enumerate(reader, start=2):
-            yield line, row
+        yield from enumerate(reader, start=2)
 
 
 def _names_camtrap_resources(descriptor: Path) -> bool:

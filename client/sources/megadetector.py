@@ -66,7 +66,8 @@ class MegaDetectorSource(Source):
             min_conf if min_conf is not None
             else metadata.get("typical_detection_threshold", DEFAULT_MIN_CONF)
         )
-        categories = self.results.get("detection_categories") or {"1": "animal", "2": "person", "3": "vehicle"}
+        categories = (self.results.get("detection_categories")
+                      or {"1": "animal", "2": "person", "3": "vehicle"})
         self.detection_categories = {str(k): str(v) for k, v in categories.items()}
         self.counted = {k for k, v in self.detection_categories.items() if v in DETECTION_NAMES}
 

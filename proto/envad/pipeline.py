@@ -4,9 +4,10 @@ One record holds every choice that decides envad's scores: the pretraining (algo
 task, augmentation, epochs, optimiser schedule) and the scoring (space step, detector
 set). `DEFAULT_PIPELINE` is what `make demo`, `envad evaluate --pipeline default`,
 `envad retrain` and the server's Fit (its default space) use; this module is plain
-Python, shared by server, client and training. It was chosen by `envad select` (training/selection.py) on
-PhotoDigits' training cameras only: leave-one-camera-and-one-class-out retraining, never
-a test camera; the run and its output are in docs/results/selection/.
+Python, shared by server, client and training. It was chosen by `envad select`
+(training/selection.py) on PhotoDigits' training cameras only:
+leave-one-camera-and-one-class-out retraining, never a test camera; the run and its
+output are in docs/results/selection/.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Pipeline:
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "Pipeline":
+    def from_json(cls, data: dict) -> Pipeline:
         data = dict(data)
         data["detectors"] = tuple(data.get("detectors", ()))
         return cls(**data)

@@ -26,7 +26,7 @@ class ExactKNN:
     def get_params(self, deep: bool = True) -> dict:
         return {"n_neighbors": self.n_neighbors, "method": "largest"}
 
-    def fit(self, X: np.ndarray) -> "ExactKNN":
+    def fit(self, X: np.ndarray) -> ExactKNN:
         X = np.ascontiguousarray(X, dtype=np.float32)
         if len(X) < self.n_neighbors:
             raise ValueError(f"KNN needs at least {self.n_neighbors} rows, got {len(X)}")
@@ -49,7 +49,7 @@ class ExactKDE:
     def get_params(self, deep: bool = True) -> dict:
         return {"bandwidth": self.bandwidth}
 
-    def fit(self, X: np.ndarray) -> "ExactKDE":
+    def fit(self, X: np.ndarray) -> ExactKDE:
         self.X_ = np.ascontiguousarray(X, dtype=np.float64)
         self.sq_norms_ = np.einsum("ij,ij->i", self.X_, self.X_)
         n, dim = self.X_.shape

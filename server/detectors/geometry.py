@@ -110,7 +110,7 @@ class EmbeddingSpace:
         return self.name
 
     def fit(self, X: np.ndarray, envs: Sequence[str] | np.ndarray | None = None
-            ) -> "EmbeddingSpace":
+            ) -> EmbeddingSpace:
         X = np.asarray(X, dtype=np.float64)
         self.global_mean_ = X.mean(axis=0)
         if self.name in ("style_l2", "center_l2"):
@@ -175,13 +175,13 @@ class EmbeddingSpace:
 
     @classmethod
     def from_arrays(cls, params: Mapping, arrays: Mapping[str, np.ndarray]
-                    ) -> "EmbeddingSpace":
+                    ) -> EmbeddingSpace:
         space = cls(**params)
         space.global_mean_ = np.asarray(arrays["global_mean"], dtype=np.float64)
         basis = np.asarray(arrays["basis"], dtype=np.float64)
         space.basis_ = basis if space.name == "style_l2" else None
         space.camera_means_ = {str(c): np.asarray(m, dtype=np.float64) for c, m in
-                               zip(arrays["camera_names"], arrays["camera_means"])}
+                               zip(arrays["camera_names"], arrays["camera_means"], strict=True)}
         return space
 
 

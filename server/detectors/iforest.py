@@ -26,7 +26,8 @@ class DirectIForest(IForest):
         depths = np.zeros(len(X))
         for tree, features, path_lengths, average_lengths in zip(
                 forest.estimators_, forest.estimators_features_,
-                forest._decision_path_lengths, forest._average_path_length_per_tree):
+                forest._decision_path_lengths, forest._average_path_length_per_tree,
+                strict=True):
             leaves = tree.apply(np.ascontiguousarray(X[:, features]) if subsample else X,
                                 check_input=False)
             depths += path_lengths[leaves] + average_lengths[leaves] - 1.0

@@ -7,8 +7,8 @@ LODA 10 bins), so every non-default is passed explicitly. Higher score = more an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
@@ -147,7 +147,7 @@ class Detector:
         self.name = name
         self.seed = seed
 
-    def fit(self, X: np.ndarray) -> "Detector":
+    def fit(self, X: np.ndarray) -> Detector:
         spec = get(self.name)
         X = np.asarray(X, dtype=np.float64)
         self.scaler_ = StandardScaler().fit(X) if spec.uses_scaler else None

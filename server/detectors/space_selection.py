@@ -19,7 +19,11 @@ import numpy as np
 
 from envad.server.detectors.exact import ExactKNN
 from envad.server.detectors.geometry import (
-    DEFAULT_MIN_CAMERA_ROWS, CameraStats, EmbeddingSpace, parse_space)
+    DEFAULT_MIN_CAMERA_ROWS,
+    CameraStats,
+    EmbeddingSpace,
+    parse_space,
+)
 
 PROXY_K = 5
 DEFAULT_MAX_ROWS = 2000
@@ -66,7 +70,7 @@ def proxy_auc(spec: str, X: np.ndarray, envs: np.ndarray, labels: np.ndarray) ->
             space = parse_space(spec).fit(X[ref_rows], envs[ref_rows])
             ref, _ = space.transform(X[ref_rows], envs[ref_rows])
             q, _ = space.transform(query, np.full(len(query), camera),
-                                   running=lambda env: stats)
+                                   running=lambda env, stats=stats: stats)
             knn = ExactKNN(n_neighbors=PROXY_K).fit(ref)     # the registry's KNN
             aucs.append(_auc(positive, knn.decision_function(q)))
     return float(np.mean(aucs)) if aucs else float("nan")

@@ -45,7 +45,8 @@ def make_folder_dataset(root: Path, envs=("cam0", "cam1"), per_env: int = 3) -> 
     return root
 
 
-def make_image_tree(root: Path, envs=("siteA", "siteB"), per_env: int = 2, seed0: int = 100) -> Path:
+def make_image_tree(root: Path, envs=("siteA", "siteB"), per_env: int = 2,
+                    seed0: int = 100) -> Path:
     seed = seed0
     for env in envs:
         (root / env / "sub").mkdir(parents=True, exist_ok=True)
@@ -68,8 +69,10 @@ def make_camtrap_dp(root: Path) -> Path:
          "deploymentStart": "2024-01-01T00:00:00Z", "deploymentEnd": "2024-02-01T00:00:00Z"},
     ])
     media = []
-    for n, (dep, ts) in enumerate([("dep1", "2024-01-02T10:00:00Z"), ("dep1", "2024-01-02T10:00:05Z"),
-                                   ("dep2", "2024-01-03T08:00:00+01:00"), ("dep2", "2024-01-04T09:00:00Z")]):
+    for n, (dep, ts) in enumerate([("dep1", "2024-01-02T10:00:00Z"),
+                                   ("dep1", "2024-01-02T10:00:05Z"),
+                                   ("dep2", "2024-01-03T08:00:00+01:00"),
+                                   ("dep2", "2024-01-04T09:00:00Z")]):
         name = f"m{n}.png"
         (root / "media" / name).write_bytes(png_bytes(200 + n))
         media.append({"mediaID": f"m{n}", "deploymentID": dep, "captureMethod": "activityDetection",
@@ -82,7 +85,8 @@ def make_camtrap_dp(root: Path) -> Path:
     write_csv(root / "observations.csv", [
         {"observationID": "o1", "deploymentID": "dep1", "mediaID": "", "eventID": "e1",
          "eventStart": "2024-01-02T09:59:59Z", "eventEnd": "2024-01-02T10:00:06Z",
-         "observationLevel": "event", "observationType": "animal", "scientificName": "Vulpes vulpes"},
+         "observationLevel": "event", "observationType": "animal",
+         "scientificName": "Vulpes vulpes"},
         {"observationID": "o2", "deploymentID": "dep2", "mediaID": "m2", "eventID": "",
          "eventStart": "", "eventEnd": "", "observationLevel": "media",
          "observationType": "animal", "scientificName": "Capreolus capreolus"},
@@ -114,9 +118,11 @@ def make_megadetector_json(root: Path) -> Path:
                  "detector_metadata": {"typical_detection_threshold": 0.2}},
         "detection_categories": {"1": "animal", "2": "person", "3": "vehicle"},
         "images": [
-            {"file": "camA/a1.png", "detections": [{"category": "1", "conf": 0.93, "bbox": [0.1, 0.1, 0.3, 0.3]}]},
+            {"file": "camA/a1.png",
+             "detections": [{"category": "1", "conf": 0.93, "bbox": [0.1, 0.1, 0.3, 0.3]}]},
             {"file": "camA/a2.png", "detections": []},
-            {"file": "camB/b1.png", "detections": [{"category": "1", "conf": 0.05, "bbox": [0, 0, 1, 1]}]},
+            {"file": "camB/b1.png",
+             "detections": [{"category": "1", "conf": 0.05, "bbox": [0, 0, 1, 1]}]},
             {"file": "camB/missing.png", "failure": "Failure image access", "detections": None},
         ],
     }

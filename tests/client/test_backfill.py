@@ -15,7 +15,11 @@ from collections import Counter
 import pytest
 
 from client_archives import (
-    make_camtrap_dp, make_folder_dataset, make_image_tree, make_megadetector_json, png_bytes,
+    make_camtrap_dp,
+    make_folder_dataset,
+    make_image_tree,
+    make_megadetector_json,
+    png_bytes,
 )
 from envad.client import EnvadClient
 from envad.client.backfill import run_backfill

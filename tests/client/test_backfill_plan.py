@@ -7,7 +7,11 @@ import pytest
 
 from client_archives import make_folder_dataset, make_megadetector_json
 from envad.client.backfill_plan import (
-    BackfillOptions, count_wanted, item_outcome, job_header, plan_batches,
+    BackfillOptions,
+    count_wanted,
+    item_outcome,
+    job_header,
+    plan_batches,
 )
 from envad.client.checkpoint import Checkpoint, CheckpointMismatch
 from envad.client.sources import open_source

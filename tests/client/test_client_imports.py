@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from envad.client.cli import EXTRA_OF_MODULE
 

@@ -25,8 +25,10 @@ def write_scores(path, n=40, seed=0):
                               "Inverted": {"raw": inverted, "calibrated": 0},
                               "Noise": {"raw": noise, "calibrated": 0}},
                 "source": {"is_anomaly": anomaly}}) + "\n")
-        f.write(json.dumps({"key": "bad", "status": "failed", "source": {"is_anomaly": True}}) + "\n")
-        f.write(json.dumps({"key": "nolabel", "status": "ok", "detectors": {}, "source": {}}) + "\n")
+        f.write(json.dumps({"key": "bad", "status": "failed",
+                            "source": {"is_anomaly": True}}) + "\n")
+        f.write(json.dumps({"key": "nolabel", "status": "ok", "detectors": {},
+                            "source": {}}) + "\n")
 
 
 def test_auc_table(tmp_path) -> None:

@@ -63,6 +63,7 @@ def test_ingest_fit_score_search_export(envad_server, tmp_path) -> None:
         assert set(table.column("env").to_pylist()) == {"cam1"}
         assert table.schema.field("vector").type.list_size == 16
         info = client.info()
-        assert info.env_counts == {"cam0": 12, "cam1": 12} and info.bundle.bundle_id == fit.bundle_id
+        assert info.env_counts == {"cam0": 12, "cam1": 12}
+        assert info.bundle.bundle_id == fit.bundle_id
         with pytest.raises(InvalidInput):
             client.search(vector=[0.0] * 3)

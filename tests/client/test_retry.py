@@ -11,7 +11,8 @@ from envad.errors import InvalidInput, ResourceExhausted, Unavailable
 
 
 def test_backoff_grows_and_is_capped() -> None:
-    policy = RetryPolicy(max_attempts=6, initial_backoff=0.5, max_backoff=3.0, multiplier=2, jitter=0)
+    policy = RetryPolicy(max_attempts=6, initial_backoff=0.5, max_backoff=3.0, multiplier=2,
+                         jitter=0)
     assert list(backoff_delays(policy)) == [0.5, 1.0, 2.0, 3.0, 3.0]
 
 

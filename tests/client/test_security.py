@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from server_handle import ServerHandle
 from envad.client import EnvadClient
 from envad.client.cli import main
 from envad.errors import Unauthenticated, Unavailable
+from server_handle import ServerHandle
 
 TOKEN = "s3cret-token"
 

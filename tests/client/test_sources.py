@@ -8,7 +8,10 @@ from datetime import datetime, timezone
 import pytest
 
 from client_archives import (
-    make_camtrap_dp, make_folder_dataset, make_image_tree, make_megadetector_json,
+    make_camtrap_dp,
+    make_folder_dataset,
+    make_image_tree,
+    make_megadetector_json,
 )
 from envad.client.sources import SOURCES, detect_kind, open_source
 from envad.errors import InvalidInput
@@ -46,7 +49,8 @@ def test_folder_format_fields(tmp_path) -> None:
     root = make_folder_dataset(tmp_path / "ds")
     items = list(open_source(root))
     first = items[0]
-    assert (first.key, first.env, first.label, first.split) == ("cam0/img0.png", "cam0", "0", "train")
+    assert ((first.key, first.env, first.label, first.split)
+            == ("cam0/img0.png", "cam0", "0", "train"))
     assert first.timestamp == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
     assert first.id == ""
     assert [i.extra["is_anomaly"] for i in items[:3]] == [False, False, True]

@@ -14,7 +14,8 @@ RECORDS = [
     {"key": "camA/a1.png", "id": "aa", "env": "camA", "label": "", "split": "archive",
      "uri": "/x/camA/a1.png", "timestamp": "2024-01-01T00:00:00+00:00", "status": "ok",
      "code": "", "reason": "", "ensemble": 0.9, "is_anomaly": True, "threshold": 0.8,
-     "detectors": {"KNN": {"raw": 3.5, "calibrated": 0.95}, "LOF5": {"raw": 1.2, "calibrated": 0.85}},
+     "detectors": {"KNN": {"raw": 3.5, "calibrated": 0.95},
+                   "LOF5": {"raw": 1.2, "calibrated": 0.85}},
      "model_id": "m1", "bundle_id": "b1",
      "source": {"detections": [{"category": "1", "conf": 0.9, "bbox": [0, 0, 1, 1]}]}},
     {"key": "camA/a2.png", "id": "bb", "env": "camA", "label": "", "split": "archive",
@@ -31,7 +32,8 @@ RECORDS = [
 def render(tmp_path, fmt):
     suffix = {"jsonl": ".jsonl", "csv": ".csv", "megadetector": ".json"}[fmt]
     path = tmp_path / f"scores{suffix}"
-    n = write_scores(path, lambda: iter(RECORDS), info={"megadetector_info": {"detector": "md_v5a.0.0.pt"}})
+    n = write_scores(path, lambda: iter(RECORDS),
+                     info={"megadetector_info": {"detector": "md_v5a.0.0.pt"}})
     assert n == len(RECORDS)
     assert not list(tmp_path.glob("*.partial"))
     return path

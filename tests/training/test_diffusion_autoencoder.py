@@ -5,8 +5,12 @@ from __future__ import annotations
 import torch
 
 from envad.training.diffusion_autoencoder import (
-    DiffusionAEConfig, DiffusionAutoencoder, encode_all, timestep_embedding,
-    train_autoencoder)
+    DiffusionAEConfig,
+    DiffusionAutoencoder,
+    encode_all,
+    timestep_embedding,
+    train_autoencoder,
+)
 
 
 def test_training_lowers_the_denoising_loss(tiny_train_data):

@@ -9,7 +9,11 @@ import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from envad.training.metrics import (
-    mean_per_camera_auc, mean_std, per_camera_auc, roc_auc, roc_curve_points,
+    mean_per_camera_auc,
+    mean_std,
+    per_camera_auc,
+    roc_auc,
+    roc_curve_points,
 )
 
 

@@ -83,4 +83,4 @@ def test_style_mix_augment_restyles_features_in_supervised_updates(tiny_train_da
     plain, calls = step("style")
     assert calls == [None]
     assert any(not torch.equal(a, b) for a, b in zip(mixed.state_dict().values(),
-                                                      plain.state_dict().values()))
+                                                      plain.state_dict().values(), strict=True))

@@ -12,7 +12,12 @@ import pytest
 
 from envad.training.data import load_folder
 from envad.training.photodigits import (
-    ANOMALIES, TEST_CAMERAS, TRAIN_CAMERAS, generate, load_content)
+    ANOMALIES,
+    TEST_CAMERAS,
+    TRAIN_CAMERAS,
+    generate,
+    load_content,
+)
 
 
 def _files(root):

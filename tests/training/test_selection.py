@@ -10,7 +10,12 @@ from envad.pipeline import Pipeline, resolve_pipeline
 from envad.server.detectors import registry
 from envad.training.data import load_folder
 from envad.training.selection import (
-    ENSEMBLE_PREFIX, choosable_scorers, make_folds, run_selection, score_fold)
+    ENSEMBLE_PREFIX,
+    choosable_scorers,
+    make_folds,
+    run_selection,
+    score_fold,
+)
 
 
 def test_folds_are_seeded_and_use_cameras_and_classes_evenly(tiny_photodigits):

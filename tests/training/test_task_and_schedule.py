@@ -3,6 +3,7 @@ classes, through TrainData, the algorithms and `train()`."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -64,7 +65,7 @@ def test_scheduled_lr_warms_up_then_follows_a_half_cosine():
     assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
     assert values[10] == pytest.approx(1.0)
     assert values[55] == pytest.approx(0.5, abs=0.02) and values[-1] < 0.001
-    assert all(a >= b for a, b in zip(values[10:], values[11:]))
+    assert all(a >= b for a, b in itertools.pairwise(values[10:]))
 
 
 def test_the_schedule_sets_the_optimizer_learning_rate(tiny_train_data):
@@ -110,7 +111,7 @@ def test_rotation_views_turn_each_image_by_its_target():
 
     x = torch.rand(8, 3, 6, 6)
     turned, turns = rotated_views(x, torch.Generator().manual_seed(0))
-    for image, out, k in zip(x, turned, turns.tolist()):
+    for image, out, k in zip(x, turned, turns.tolist(), strict=True):
         assert torch.equal(out, torch.rot90(image, k, dims=(1, 2)))
     assert len(set(turns.tolist())) > 1
 

@@ -18,10 +18,11 @@ def test_cli_lists_the_registry():
 
 
 def test_cli_lists_the_tasks_and_augmentations():
+    from envad.training.algorithms.base import AUX_LOSSES
     from envad.training.augment import STYLE_AUGMENTS
     from envad.training.batches import TASKS
-    from envad.training.algorithms.base import AUX_LOSSES
-    from envad.training.cli import AUGMENTS, AUX, TASKS as CLI_TASKS
+    from envad.training.cli import AUGMENTS, AUX
+    from envad.training.cli import TASKS as CLI_TASKS
 
     assert CLI_TASKS == TASKS and list(AUGMENTS) == list(STYLE_AUGMENTS)
     assert AUX == AUX_LOSSES

@@ -265,4 +265,4 @@ def per_env_losses(logits: torch.Tensor, env_batches: list[EnvBatch]) -> list[to
     """Cross-entropy of each env's slice of `logits` (rows ordered as `concat`)."""
     sizes = [len(b.y) for b in env_batches]
     return [F.cross_entropy(chunk, b.y)
-            for chunk, b in zip(torch.split(logits, sizes), env_batches)]
+            for chunk, b in zip(torch.split(logits, sizes), env_batches, strict=True)]

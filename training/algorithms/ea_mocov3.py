@@ -18,8 +18,7 @@ import torch
 from envad.training.algorithms.mocov3 import MoCoV3, MoCoV3Hparams
 from envad.training.algorithms.registry import register
 from envad.training.augment import VIEW1, augment
-from envad.training.diffusion_autoencoder import (
-    DiffusionAEConfig, encode_all, train_autoencoder)
+from envad.training.diffusion_autoencoder import DiffusionAEConfig, encode_all, train_autoencoder
 
 if TYPE_CHECKING:
     from envad.training.batches import TrainData

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from envad.training.algorithms.base import (
-    OptimHparams, SupervisedAlgorithm, concat, per_env_losses)
+from envad.training.algorithms.base import OptimHparams, SupervisedAlgorithm, concat, per_env_losses
 from envad.training.algorithms.registry import register
 
 
@@ -22,7 +21,7 @@ def update_group_weights(q: torch.Tensor, envs: list[int], losses: torch.Tensor,
                          eta: float) -> torch.Tensor:
     """Exponentiated-gradient step on the env weights q (renormalised to sum 1)."""
     q = q.clone()
-    for env, loss in zip(envs, losses):
+    for env, loss in zip(envs, losses, strict=True):
         q[env] = q[env] * torch.exp(eta * loss.detach())
     return q / q.sum()
 

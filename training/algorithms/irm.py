@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from envad.training.algorithms.base import (
-    OptimHparams, SupervisedAlgorithm, concat, per_env_losses)
+from envad.training.algorithms.base import OptimHparams, SupervisedAlgorithm, concat, per_env_losses
 from envad.training.algorithms.registry import register
 
 
@@ -52,7 +51,7 @@ class IRM(SupervisedAlgorithm):
         sizes = [len(b.y) for b in env_batches]
         nll = torch.stack(per_env_losses(logits, env_batches)).mean()
         penalty = torch.stack([irm_penalty(chunk, b.y) for chunk, b in
-                               zip(torch.split(logits, sizes), env_batches)]).mean()
+                               zip(torch.split(logits, sizes), env_batches, strict=True)]).mean()
         loss = nll + weight * penalty
         if weight > 1.0:
             loss = loss / weight   # keeps gradients' scale (the IRM reference code)

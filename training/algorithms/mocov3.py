@@ -91,7 +91,8 @@ class MoCoV3(Algorithm):
     @torch.no_grad()
     def _momentum_update(self, m: float) -> None:
         base = nn.Sequential(self.encoder, self.projector)
-        for p_base, p_mom in zip(base.parameters(), self.momentum_encoder.parameters()):
+        for p_base, p_mom in zip(base.parameters(), self.momentum_encoder.parameters(),
+                                 strict=True):
             p_mom.mul_(m).add_(p_base.detach(), alpha=1.0 - m)
 
     def _update(self, env_batches, generator):

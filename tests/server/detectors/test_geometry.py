@@ -7,8 +7,17 @@ import pytest
 
 from envad.errors import InvalidInput
 from envad.server.detectors.geometry import (
-    ADAPTED_CAMERA, ADAPTED_FIT, ADAPTED_GLOBAL, SPACES, CameraStats, EmbeddingSpace,
-    parse_space, project_out, style_directions, unit_length)
+    ADAPTED_CAMERA,
+    ADAPTED_FIT,
+    ADAPTED_GLOBAL,
+    SPACES,
+    CameraStats,
+    EmbeddingSpace,
+    parse_space,
+    project_out,
+    style_directions,
+    unit_length,
+)
 
 
 def cameras(seed=0, per=50, dim=6, offsets=None):

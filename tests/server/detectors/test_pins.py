@@ -7,11 +7,11 @@ Widening a pin means running those tests on the new versions first."""
 from __future__ import annotations
 
 import importlib.metadata
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 from envad.server.detectors.iforest import DirectIForest
