@@ -12,6 +12,7 @@ quantisation (weights int8, activations quantised on the fly), then, in one run:
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def main() -> None:
         log("quantising ...")
         int8 = OnnxEncoder(quantize(args.model, Path(tmp) / "int8.onnx"))
         batch = test[:args.batch]
-        rates = {name: len(batch) / best_time(lambda e=enc: e.embed(batch), repeats=3,
+        rates = {name: len(batch) / best_time(functools.partial(enc.embed, batch), repeats=3,
                                               min_seconds=1.0)
                  for name, enc in (("fp32", fp32), ("int8", int8))}
         log("scoring ...")

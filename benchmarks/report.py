@@ -16,7 +16,7 @@ def _f(value, digits: int = 1) -> str:
 
 
 def serving(records: list[dict]) -> list[str]:
-    by = defaultdict(dict)
+    by: defaultdict[str, dict] = defaultdict(dict)
     for r in records:
         by[r["size"]][r["benchmark"]] = r
     lines = ["| input px | JPEG | Score images/s (gRPC, 4 clients) | raw ONNX Runtime images/s "

@@ -131,12 +131,13 @@ def _collect(in_flight: set[Future], checkpoint, summary, bar, *, block: bool) -
     else:
         done = {f for f in in_flight if f.done()}
     in_flight.difference_update(done)
-    errors = []
+    errors: list[BaseException] = []
     for future in done:
         if future.cancelled():
             continue
-        if future.exception() is not None:
-            errors.append(future.exception())
+        exc = future.exception()
+        if exc is not None:
+            errors.append(exc)
         else:
             _finish(checkpoint, future.result(), summary, bar)
     if errors and block:
@@ -194,6 +195,7 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batc
             retry = []
         pending = [(item, image) for item, image, _, _ in retry]
         if pending:
+            assert delay is not None    # retries left, or `retry` was emptied above
             log.info("retrying %d items in %.1fs (%s)", len(pending), delay, retry[0][3])
             time.sleep(delay)
     return batch
@@ -218,7 +220,7 @@ def _score(client, pending, options) -> list[tuple]:
     groups: dict[tuple[str, str], list[tuple[SourceItem, ImageInput]]] = {}
     for item, image in pending:
         groups.setdefault((item.split, item.label), []).append((item, image))
-    out = []
+    out: list[tuple[SourceItem, ImageInput, str, str, dict | None]] = []
     for (split, label), members in groups.items():
         result = client.score([image for _, image in members], store=options.store,
                               split=split, label=label)

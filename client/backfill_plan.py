@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from envad.client.checkpoint import Outcome
 from envad.client.retry import RetryPolicy
@@ -59,7 +60,7 @@ class BackfillOptions:
         )
 
 
-def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir: str,
+def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir: str | Path,
                engine: str = "service") -> dict:
     """What must match for a checkpoint to be resumed (same archive, table, engine, mode).
 

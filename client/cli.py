@@ -61,7 +61,7 @@ def missing_extra(exc: ModuleNotFoundError, command_extra: str | None = None) ->
     if root not in EXTRA_OF_MODULE:
         return None
     extra = EXTRA_OF_MODULE[root][0]
-    return command_extra if extra in INCLUDED_EXTRAS.get(command_extra, ()) else extra
+    return command_extra if extra in INCLUDED_EXTRAS.get(command_extra or "", ()) else extra
 
 
 def build_parser() -> argparse.ArgumentParser:

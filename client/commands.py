@@ -68,7 +68,7 @@ def row_filter(args, default_split: str | None = None):
 
 
 def print_json(value) -> None:
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = dataclasses.asdict(value)
     json.dump(value, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -248,7 +249,7 @@ def server_info_from_pb(msg: pb.GetInfoResponse) -> r.ServerInfo:
 
 def row_to_dict(row: pb.Row, with_vector: bool) -> dict:
     """An exported Row message as a plain dict with the store's column names."""
-    out = {
+    out: dict[str, Any] = {
         "id": row.id,
         "env": row.env,
         "label": row.label,

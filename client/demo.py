@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline, resolve_pipeline
 
@@ -67,7 +68,8 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     from envad.client.sources import open_source
     from envad.client.training_bridge import export_encoder, train_encoder
 
-    overrides = {k: v for k, v in (("epochs", epochs), ("algorithm", algorithm)) if v}
+    overrides: dict[str, Any] = {k: v for k, v in (("epochs", epochs), ("algorithm", algorithm))
+                                 if v}
     pipeline = replace(pipeline, **overrides)
     started = time.monotonic()
     timings: dict[str, float] = {}
@@ -79,8 +81,8 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     # a fresh store, checkpoints and outputs on every run (results must not mix runs)
     for stale in (store, workdir / "checkpoints"):
         shutil.rmtree(stale, ignore_errors=True)
-    for stale in ("scores.jsonl", "scores-raw.jsonl", "roc.png", "report.json", "server.log"):
-        (workdir / stale).unlink(missing_ok=True)
+    for name in ("scores.jsonl", "scores-raw.jsonl", "roc.png", "report.json", "server.log"):
+        (workdir / name).unlink(missing_ok=True)
 
     def stage(name: str, t0: float) -> None:
         timings[name] = round(time.monotonic() - t0, 1)

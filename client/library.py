@@ -31,7 +31,7 @@ T = TypeVar("T")
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 #: Image bytes packed into one Ingest message (gRPC's default receive limit is 4 MiB).
 DEFAULT_MAX_MESSAGE_BYTES = 3 * 1024 * 1024
-_CHANNEL_OPTIONS = [
+_CHANNEL_OPTIONS: list[tuple[str, int | str]] = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.keepalive_time_ms", 60_000),

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -161,7 +162,7 @@ def _init_ray(ray_options: RayOptions) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    kwargs = {"include_dashboard": False, "log_to_driver": False}
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     if ray_options.address:
         ray.init(address=ray_options.address, **kwargs)
     else:

@@ -34,6 +34,7 @@ class EnvStatistics:
             self._load()
 
     def _load(self) -> None:
+        assert self.path is not None
         with np.load(self.path, allow_pickle=False) as data:
             names, counts, sums = data["names"], data["counts"], data["sums"]
         if sums.ndim != 2 or (len(sums) and sums.shape[1] != self.dim):
@@ -43,7 +44,7 @@ class EnvStatistics:
             self._counts[str(name)] = int(count)
             self._sums[str(name)] = total.astype(np.float64)
 
-    def update(self, envs: Sequence[str], X: np.ndarray) -> None:
+    def update(self, envs: Sequence[str] | np.ndarray, X: np.ndarray) -> None:
         """Add rows X from cameras `envs` (rows with an empty camera are ignored)."""
         X = np.asarray(X, dtype=np.float64)
         envs = np.asarray(envs).astype(str)

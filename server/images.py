@@ -69,8 +69,7 @@ def decode_image(data: bytes, size: int, limits: DecodeLimits = DecodeLimits()) 
                 # Decode at the smallest DCT scale still >= 2x the target on both sides.
                 img.draft("RGB", (2 * size, 2 * size))
             img.load()
-            img = ImageOps.exif_transpose(img)
-            rgb = to_rgb(img)
+            rgb = to_rgb(ImageOps.exif_transpose(img))
             if rgb.size != (size, size):
                 rgb = rgb.resize((size, size), Image.Resampling.BILINEAR)
             return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
@@ -93,9 +92,9 @@ def to_rgb(img: Image.Image) -> Image.Image:
         grey = (arr.astype(np.float64) * (255.0 / peak)).round().clip(0, 255)
         return Image.fromarray(grey.astype(np.uint8), "L").convert("RGB")
     if mode == "F":
-        arr = np.asarray(img, dtype=np.float32)
-        lo, hi = float(np.nanmin(arr)), float(np.nanmax(arr))
-        scaled = (arr - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(arr)
+        values = np.asarray(img, dtype=np.float32)
+        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+        scaled = (values - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(values)
         return Image.fromarray(np.nan_to_num(scaled).astype(np.uint8), "L").convert("RGB")
     if mode == "P":
         img = img.convert("RGBA")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ def tiny_model_path(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def envad_server(tmp_path, tiny_model_path) -> ServerHandle:
+def envad_server(tmp_path, tiny_model_path) -> Iterator[ServerHandle]:
     """A started server with the tiny model in its models dir and an empty store."""
     models_dir = tmp_path / "models"
     models_dir.mkdir()

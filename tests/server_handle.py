@@ -48,7 +48,8 @@ class ServerHandle(LocalServer):
 
     def restart(self) -> ServerHandle:
         self.stop()
-        return self.start()
+        self.start()
+        return self
 
     def channel(self) -> grpc.Channel:
         limit = 256 * 1024 * 1024

@@ -11,6 +11,7 @@ GENERATED = ["envad_pb2.py", "envad_pb2.pyi", "envad_pb2_grpc.py"]
 
 def test_committed_stubs_are_fresh(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("gen_protos", ROOT / "scripts" / "gen_protos.py")
+    assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     gen.generate(tmp_path)

@@ -39,7 +39,8 @@ class TrainData:
     training target of `task` (the bucket, or the index of the record's normal class in
     `class_names`, the sorted normal labels of these records)."""
 
-    def __init__(self, dataset: MultiEnvDataset, positions: Sequence[int], size: int,
+    def __init__(self, dataset: MultiEnvDataset, positions: Sequence[int] | np.ndarray,
+                 size: int,
                  env_names: Sequence[str], *, task: str = "bucket",
                  cache_bytes: int = DEFAULT_CACHE_BYTES, progress: bool = False):
         self.dataset = dataset
@@ -126,7 +127,7 @@ class EnvBalancedSampler:
             chosen = np.sort(rng.choice(env_ids, self.envs_per_step, replace=False))
             step = []
             for env in chosen.tolist():
-                rows = []
+                rows: list[int] = []
                 while len(rows) < self.per_env:
                     if cursor[env] >= len(queues[env]):
                         queues[env], cursor[env] = rng.permutation(self.by_env[env]), 0

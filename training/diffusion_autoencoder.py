@@ -102,6 +102,9 @@ def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
 class DiffusionAutoencoder(nn.Module):
     """Semantic encoder + conditional denoiser, trained with the DDPM noise objective."""
 
+    #: cumulative product of (1 - beta) per timestep (a buffer)
+    alpha_bar: torch.Tensor
+
     def __init__(self, config: DiffusionAEConfig = DiffusionAEConfig()):
         super().__init__()
         self.config = config

@@ -23,6 +23,7 @@ import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -119,7 +120,8 @@ def choose_stylist_fraction(X_fit: np.ndarray, fit_envs: np.ndarray, fit_buckets
     return best, scores
 
 
-def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray) -> dict:
+def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray
+                 ) -> tuple[dict, dict]:
     if bundle.space.camera_aware:
         order = np.argsort(envs, kind="stable")       # camera by camera, as they arrive
         X, labels, envs = X[order], labels[order], envs[order]
@@ -178,9 +180,11 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
     fit_envs = np.array([records[i].env for i in fit_idx])
     test_labels = np.array([records[i].is_anomaly for i in test_idx], dtype=bool)
     test_envs = np.array([records[i].env for i in test_idx])
-    result = {"algorithm": algorithm, "seed": seed, "model_id": encoder.meta.model_id,
-              "n_fit": len(fit_idx), "n_test": len(test_idx), "variants": {}}
-    fraction, fraction_scores = 0.0, {}
+    result: dict[str, Any] = {
+        "algorithm": algorithm, "seed": seed, "model_id": encoder.meta.model_id,
+        "n_fit": len(fit_idx), "n_test": len(test_idx), "variants": {}}
+    fraction: float = 0.0
+    fraction_scores: dict[float, float] = {}
     if config.stylist_fractions and len(val_idx):
         fraction, fraction_scores = choose_stylist_fraction(
             X_fit, fit_envs, dataset.buckets(fit_idx), X_val,

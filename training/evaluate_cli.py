@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 
 def _list(value: str) -> list[str]:
@@ -77,7 +78,7 @@ def run(args) -> int:
     from envad.training.algorithms import names as algorithm_names
     from envad.training.evaluate import EvalConfig, run_evaluation
 
-    training = {}
+    training: dict[str, Any] = {}
     algorithms = args.algorithms or algorithm_names()
     detectors = args.detectors or detector_names()
     spaces = args.spaces or []

@@ -57,6 +57,9 @@ class Encoder(nn.Module):
     """ResNet-18 trunk without its classifier: float [N,3,S,S] in [0,1] -> [N, 512]."""
 
     dim = EMBEDDING_DIM
+    #: ImageNet normalisation (buffers, so they follow the module's device)
+    mean: torch.Tensor
+    std: torch.Tensor
 
     def __init__(self, config: EncoderConfig, *, load_weights: bool = True):
         super().__init__()

@@ -102,6 +102,7 @@ class MultiEnvDataset:
             set(labels) - {r.label for r in self.records})
         if unknown:
             raise DatasetError(f"cannot hold out {unknown}: not in {self.name}")
-        envs, labels = set(envs), set(labels)
-        kept = [r for r in self.records if r.env not in envs and r.label not in labels]
+        held_envs, held_labels = set(envs), set(labels)
+        kept = [r for r in self.records
+                if r.env not in held_envs and r.label not in held_labels]
         return MultiEnvDataset(self.name, self.root, kept)

@@ -109,7 +109,7 @@ def beyond(report: dict) -> list[str]:
     raw = report.get("references", {}).get("raw pixels")
     if raw and algorithms:
         knn = {a: np.mean(per_seed(report, a, "KNN")) for a in algorithms}
-        best = max(knn, key=knn.get)
+        best = max(knn, key=lambda a: knn[a])
         lines.append(f"- KNN on raw pixels scores {100 * raw['pooled']:.1f}; the best encoder "
                      f"under KNN ({DISPLAY.get(best, best)}) {knn[best]:.1f}.")
     return lines

@@ -171,6 +171,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
     start_epoch, epochs_log = 1, []
     last = ckpt.latest_checkpoint(run_dir) if run is not None else None
     if last is not None:
+        assert run is not None      # checkpoints are only looked for in an existing run
         payload = ckpt.load_checkpoint(last)
         if payload["args"] != algorithm.constructor_args():
             raise FailedPrecondition(f"{last} was written with other arguments")

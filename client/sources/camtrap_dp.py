@@ -129,9 +129,9 @@ class _ObservationLabels:
                 continue
             where = f"{path}:{line}: "
             start = parse_timestamp(row.get("eventStart"), where)
-            end = parse_timestamp(row.get("eventEnd"), where) or start
+            end = parse_timestamp(row.get("eventEnd"), where)
             if start is not None:
-                self.events[row["deploymentID"]].append((start, end, name))
+                self.events[row["deploymentID"]].append((start, end or start, name))
         for events in self.events.values():
             events.sort(key=lambda e: e[0])
         self.starts = {d: [e[0] for e in events] for d, events in self.events.items()}

@@ -136,6 +136,7 @@ class EmbeddingSpace:
         if self.name == "l2":
             return unit_length(X), [""] * len(X)
         if self.name == "style_l2":
+            assert self.basis_ is not None, "fit() first"
             return unit_length(project_out(X, self.basis_)), [""] * len(X)
         envs = [""] * len(X) if envs is None else [str(e) for e in envs]
         centres, adaptation = self.centres(envs, running)
@@ -144,6 +145,7 @@ class EmbeddingSpace:
     def centres(self, envs: Sequence[str], running: Callable[[str], CameraStats | None] | None
                 ) -> tuple[np.ndarray, list[str]]:
         """center_l2: the mean each row is centred on, and which mean it is."""
+        assert self.global_mean_ is not None, "fit() first"
         centres = np.empty((len(envs), len(self.global_mean_)))
         adaptation = []
         for i, env in enumerate(envs):
@@ -165,6 +167,7 @@ class EmbeddingSpace:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Fitted state as named arrays (np.savez), read back by `from_arrays`."""
+        assert self.global_mean_ is not None, "fit() first"
         cams = sorted(self.camera_means_)
         d = len(self.global_mean_)
         return {"global_mean": self.global_mean_,

@@ -76,7 +76,7 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
         if bundle.kept_features is not None:
             np.save(staging / "kept_features.npy", bundle.kept_features)
             files["kept_features.npy"] = ""
-        np.savez(staging / SPACE_FILE, **bundle.space.arrays())
+        np.savez(staging / SPACE_FILE, allow_pickle=False, **bundle.space.arrays())
         files[SPACE_FILE] = ""
         for file_name in files:
             files[file_name] = _sha256(staging / file_name)

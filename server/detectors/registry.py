@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
@@ -21,11 +22,11 @@ class DetectorSpec:
     """A registered detector: how to build its pyod estimator and how to feed it."""
 
     name: str
-    factory: Callable[[int], object]   # seed -> unfitted pyod estimator
+    factory: Callable[[int], Any]      # seed -> unfitted pyod estimator (untyped)
     uses_scaler: bool                  # standardise features before the estimator
     quadratic: bool                    # cost grows ~n^2 with the fit set (sample cap matters)
     description: str
-    reference: Callable[[int], object] | None = None  # pyod original, when factory is ours
+    reference: Callable[[int], Any] | None = None  # pyod original, when factory is ours
 
     def pyod_estimator(self, seed: int):
         """The paper's pyod estimator (for checks and benchmarks against envad's own)."""

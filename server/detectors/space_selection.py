@@ -12,7 +12,7 @@ does once a camera has sent enough images.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +54,11 @@ def _auc(positive: np.ndarray, scores: np.ndarray) -> float:
     return float(roc_auc_score(positive, scores))
 
 
+def _always(stats: CameraStats) -> Callable[[str], CameraStats]:
+    """A running-stats lookup that answers `stats` for every camera."""
+    return lambda env: stats
+
+
 def proxy_auc(spec: str, X: np.ndarray, envs: np.ndarray, labels: np.ndarray) -> float:
     """Mean ROC-AUC of leave-one-camera-out, leave-one-label-out novelty detection."""
     aucs = []
@@ -70,7 +75,7 @@ def proxy_auc(spec: str, X: np.ndarray, envs: np.ndarray, labels: np.ndarray) ->
             space = parse_space(spec).fit(X[ref_rows], envs[ref_rows])
             ref, _ = space.transform(X[ref_rows], envs[ref_rows])
             q, _ = space.transform(query, np.full(len(query), camera),
-                                   running=lambda env, stats=stats: stats)
+                                   running=_always(stats))
             knn = ExactKNN(n_neighbors=PROXY_K).fit(ref)     # the registry's KNN
             aucs.append(_auc(positive, knn.decision_function(q)))
     return float(np.mean(aucs)) if aucs else float("nan")
@@ -81,7 +86,8 @@ def usable_for_selection(envs: np.ndarray, labels: np.ndarray) -> bool:
     return len(np.unique(envs)) >= 2 and len(np.unique(labels)) >= 2
 
 
-def choose_space(X: np.ndarray, envs: Sequence[str], labels: Sequence[str], *,
+def choose_space(X: np.ndarray, envs: Sequence[str] | np.ndarray,
+                 labels: Sequence[str] | np.ndarray, *,
                  candidates: Sequence[str] | None = None, max_rows: int = DEFAULT_MAX_ROWS,
                  seed: int = 0, min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
                  ) -> SpaceChoice:

@@ -26,7 +26,9 @@ def test_help_everywhere(command, capsys) -> None:
 
 def test_every_registered_client_command_is_covered() -> None:
     parser = build_parser()
+    assert parser._subparsers is not None
     choices = parser._subparsers._group_actions[0].choices
+    assert isinstance(choices, dict)
     client = {n for n, p in choices.items() if "--server" in p.format_help()}
     assert client <= {c[0] for c in CLIENT_COMMANDS}
 

@@ -35,7 +35,7 @@ def test_rollout_of_a_new_encoder(envad_server, tmp_path) -> None:
         assert client.info().active_model.model_id == "tiny-test"  # not switched yet
         assert "tiny-v2" in {m.model_id for m in client.list_models().models}
 
-        said = []
+        said: list[str] = []
         state = run_retrain(client, spec, progress=False, say=said.append)
         assert list(state.done) == list(STEPS)
         assert sum("done before" in m for m in said) == 4

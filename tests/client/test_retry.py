@@ -25,7 +25,8 @@ def test_jitter_stays_within_bounds() -> None:
 
 @pytest.mark.parametrize("error", [Unavailable, ResourceExhausted])
 def test_transient_errors_are_retried(error) -> None:
-    calls, sleeps = [], []
+    calls: list[float | None] = []
+    sleeps: list[float] = []
 
     def fn(remaining):
         calls.append(remaining)
@@ -39,7 +40,7 @@ def test_transient_errors_are_retried(error) -> None:
 
 
 def test_other_errors_and_exhaustion_raise() -> None:
-    sleeps = []
+    sleeps: list[float] = []
     with pytest.raises(InvalidInput):
         call_with_retry(lambda t: (_ for _ in ()).throw(InvalidInput("bad")), RetryPolicy(),
                         sleep=sleeps.append)
@@ -53,7 +54,7 @@ def test_other_errors_and_exhaustion_raise() -> None:
 def test_no_wait_past_the_deadline() -> None:
     import time
 
-    sleeps = []
+    sleeps: list[float] = []
     with pytest.raises(Unavailable):
         call_with_retry(lambda t: (_ for _ in ()).throw(Unavailable("down")),
                         RetryPolicy(initial_backoff=10, jitter=0),

@@ -19,6 +19,7 @@ def test_start_serve_stop(tmp_path, tiny_model_path) -> None:
         assert server.port > 0
         with EnvadClient(server.address) as client:
             assert client.info().active_model.model_id == "tiny-test"
+    assert server.process is not None
     assert server.process.returncode == 0  # SIGTERM: graceful drain, exit code 0
     assert "envad serving on" in (tmp_path / "server.log").read_text()
 

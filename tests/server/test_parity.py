@@ -25,7 +25,7 @@ def golden_images() -> list[bytes]:
     for size, fmt in ((32, "PNG"), (97, "JPEG"), (640, "JPEG"), (50, "WEBP")):
         arr = rng.integers(0, 256, size=(size, size + 7, 3), dtype=np.uint8)
         buffer = io.BytesIO()
-        kwargs = {"quality": 90} if fmt == "JPEG" else {}
+        kwargs: dict[str, object] = {"quality": 90} if fmt == "JPEG" else {}
         if size == 97:
             exif = Image.Exif()
             exif[0x0112] = 3

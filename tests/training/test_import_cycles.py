@@ -40,7 +40,7 @@ def runtime_nodes(tree: ast.AST):
 
 def imports_of(path: Path, known: dict[str, Path]) -> set[str]:
     """The envad.training modules that `path` imports anywhere in its body (at run time)."""
-    targets = set()
+    targets: set[str] = set()
     for node in runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]

@@ -10,7 +10,7 @@ from envad.training import report_results as rr
 
 DETECTORS = ["KNN", "KDE"]
 # Mean AD per seed (in %) that each pretraining should get.
-MEANS = {"random": [50, 50, 50], "erm": [60, 61, 62], "fish": [70, 71, 72],
+MEANS: dict[str, list[float]] = {"random": [50, 50, 50], "erm": [60, 61, 62], "fish": [70, 71, 72],
          "irm": [61, 59, 63.5], "lisa": [55, 56, 57], "mocov3": [65, 66, 67],
          "ea_mocov3": [80, 81, 82]}
 

@@ -117,14 +117,17 @@ class Algorithm(nn.Module):
     supervised: ClassVar[bool] = True
     #: False for `random`: the run loop takes no steps
     trains: ClassVar[bool] = True
+    #: updates taken so far (a buffer, so checkpoints carry it)
+    step: torch.Tensor
 
     def __init__(self, encoder: EncoderConfig | dict, hparams: Any = None, *, num_envs: int,
                  total_steps: int, seed: int = 0, num_classes: int = NUM_BUCKETS,
                  augment: str = "none", aux: str = "none", load_weights: bool = True):
         super().__init__()
         if isinstance(encoder, dict):
-            encoder = EncoderConfig(**{k: tuple(v) if isinstance(v, list) else v
-                                       for k, v in encoder.items()})
+            fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                      for k, v in encoder.items()}
+            encoder = EncoderConfig(**fields)
         if num_envs < 1:
             raise ValueError("need at least one training environment")
         if num_classes < 2:
@@ -247,6 +250,7 @@ class SupervisedAlgorithm(Algorithm):
             rotation = F.cross_entropy(self.rotation_head(self.encoder(turned)), turns)
             loss = loss + ROTATION_WEIGHT * rotation
             self._aux_loss = rotation.item()
+        assert self.optimizer is not None, "the subclass builds its optimizer in __init__"
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()

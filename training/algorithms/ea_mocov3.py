@@ -74,6 +74,8 @@ class EAMoCoV3(MoCoV3):
 
     name = "ea_mocov3"
     hparams_class = EAMoCoV3Hparams
+    #: each training row's positive (a buffer, so checkpoints carry it)
+    positives: torch.Tensor
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

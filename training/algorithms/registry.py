@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-REGISTRY: dict[str, type] = {}
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:   # base.py's algorithms import this module to register themselves
+    from envad.training.algorithms.base import Algorithm
+
+A = TypeVar("A", bound="type[Algorithm]")
+
+REGISTRY: dict[str, type[Algorithm]] = {}
 
 
-def register(cls: type) -> type:
+def register(cls: A) -> A:
     """Class decorator: add an Algorithm subclass under its `name`; duplicates are errors."""
     name = getattr(cls, "name", "")
     if not name:
@@ -22,7 +29,7 @@ def names() -> list[str]:
     return list(REGISTRY)
 
 
-def get(name: str) -> type:
+def get(name: str) -> type[Algorithm]:
     """The algorithm class registered as `name` (KeyError lists the known names)."""
     try:
         return REGISTRY[name]

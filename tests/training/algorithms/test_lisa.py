@@ -13,7 +13,7 @@ ENVS = torch.tensor([0, 1, 0, 1, 2, 2, 3])
 
 
 def _all_partners(intra_label: bool) -> list[set[int]]:
-    seen = [set() for _ in Y]
+    seen: list[set[int]] = [set() for _ in Y]
     for seed in range(200):
         partners = lisa_partners(Y, ENVS, intra_label, torch.Generator().manual_seed(seed))
         for i, j in enumerate(partners.tolist()):
