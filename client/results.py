@@ -13,8 +13,18 @@ from dataclasses import dataclass
 # The records identical on both sides of the wire live in envad.records; re-exported so
 # callers find every type of the client library here.
 from envad.records import (  # noqa: F401
-    BundleInfo, DetectorFitStats, ImageInput, IngestInput, ItemError, ModelInfo, ModelList,
-    Neighbor, Provenance, RowFilter, ServerInfo, sha256_hex,
+    BundleInfo,
+    DetectorFitStats,
+    ImageInput,
+    IngestInput,
+    ItemError,
+    ModelInfo,
+    ModelList,
+    Neighbor,
+    Provenance,
+    RowFilter,
+    ServerInfo,
+    sha256_hex,
 )
 
 

@@ -23,7 +23,10 @@ from envad import __version__
 from envad.server.config import ServerConfig
 from envad.server.engine import Engine
 from envad.server.interceptors import (
-    BearerTokenInterceptor, ObserveInterceptor, log_observer, metrics_observer,
+    BearerTokenInterceptor,
+    ObserveInterceptor,
+    log_observer,
+    metrics_observer,
 )
 from envad.server.logs import configure_logging
 from envad.server.metrics import ServerMetrics
@@ -61,8 +64,9 @@ def start(config: ServerConfig) -> RunningServer:
     """Build and start the server; returns once it listens."""
     metrics = ServerMetrics()
     engine = Engine(config, metrics)
-    interceptors = [ObserveInterceptor(metrics_observer(metrics)),
-                    ObserveInterceptor(log_observer(logging.getLogger("envad.access")))]
+    interceptors: list[grpc.ServerInterceptor] = [
+        ObserveInterceptor(metrics_observer(metrics)),
+        ObserveInterceptor(log_observer(logging.getLogger("envad.access")))]
     if config.auth_token:
         interceptors.insert(0, BearerTokenInterceptor(config.auth_token))
     server = grpc.server(futures.ThreadPoolExecutor(config.workers, thread_name_prefix="rpc"),
@@ -94,6 +98,7 @@ def start(config: ServerConfig) -> RunningServer:
 def _bind(server: grpc.Server, config: ServerConfig) -> int:
     address = f"{config.host}:{config.port}"
     if config.tls_cert_file:
+        assert config.tls_key_file is not None      # load_config requires both
         credentials = grpc.ssl_server_credentials(
             [(Path(config.tls_key_file).read_bytes(), Path(config.tls_cert_file).read_bytes())])
         return server.add_secure_port(address, credentials)

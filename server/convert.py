@@ -9,24 +9,47 @@ The only server module besides service.py that imports the generated `_pb2` code
 from __future__ import annotations
 
 import datetime as dt
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import (
-    DEFAULT_SPLIT, BundleInfo, DetectorFitStats, ImageInput, IngestInput, ItemError,
-    ModelInfo, ModelList, Neighbor, Provenance, RowFilter, ServerInfo,
+    DEFAULT_SPLIT,
+    BundleInfo,
+    DetectorFitStats,
+    ImageInput,
+    IngestInput,
+    ItemError,
+    ModelInfo,
+    ModelList,
+    Neighbor,
+    Provenance,
+    RowFilter,
+    ServerInfo,
 )
 from envad.server.config import ServerConfig
 from envad.server.detectors import registry, stylist
 from envad.server.detectors.bundle import DEFAULT_CONTAMINATION
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS
 from envad.server.domain import (
-    DEFAULT_EXPORT_BATCH_SIZE, DEFAULT_FIT_FILTER, DEFAULT_SEARCH_K, Activation,
-    CameraStatsReset, EmbedOutcome, ExportOptions, ExportOutcome, FitOptions, FitOutcome,
-    ImageResult, IngestTotals, ScoreOptions, ScoreOutcome, SearchOutcome, SearchQuery,
+    DEFAULT_EXPORT_BATCH_SIZE,
+    DEFAULT_FIT_FILTER,
+    DEFAULT_SEARCH_K,
+    Activation,
+    CameraStatsReset,
+    EmbedOutcome,
+    ExportOptions,
+    ExportOutcome,
+    FitOptions,
+    FitOutcome,
+    ImageResult,
+    IngestTotals,
+    ScoreOptions,
+    ScoreOutcome,
+    SearchOutcome,
+    SearchQuery,
 )
 from envad.v1 import envad_pb2 as pb
 
@@ -135,7 +158,7 @@ def score_to_pb(outcome: ScoreOutcome) -> pb.ScoreResponse:
 def embed_to_pb(outcome: EmbedOutcome) -> pb.EmbedResponse:
     failures = {f.index: f for f in outcome.failures}
     embeddings = []
-    for index, (row_id, vector) in enumerate(zip(outcome.ids, outcome.vectors)):
+    for index, (row_id, vector) in enumerate(zip(outcome.ids, outcome.vectors, strict=True)):
         msg = pb.Embedding(index=index, id=row_id)
         if index in failures:
             msg.error.CopyFrom(item_error_to_pb(failures[index]))

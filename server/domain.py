@@ -8,11 +8,10 @@ on both sides of the wire (images, filters, neighbours, model and server info) l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from envad.records import BundleInfo, ItemError, ModelInfo, Neighbor, Provenance, RowFilter
-
 
 #: Neighbours a Search returns when the request names no k.
 DEFAULT_SEARCH_K = 10

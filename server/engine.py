@@ -9,24 +9,40 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from envad import __version__
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput, NotFound
 from envad.records import (
-    ImageInput, IngestInput, ItemError, ModelList, Provenance, ServerInfo, sha256_hex,
+    ImageInput,
+    IngestInput,
+    ItemError,
+    ModelList,
+    Provenance,
+    ServerInfo,
+    sha256_hex,
 )
 from envad.server.config import ServerConfig
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.persistence import BundleStore
 from envad.server.domain import (
-    Activation, CameraStatsReset, EmbedOutcome, ExportOptions, ExportOutcome, FitOptions,
-    FitOutcome, ImageResult, IngestTotals, ScoreOptions, ScoreOutcome, SearchOutcome,
+    Activation,
+    CameraStatsReset,
+    EmbedOutcome,
+    ExportOptions,
+    ExportOutcome,
+    FitOptions,
+    FitOutcome,
+    ImageResult,
+    IngestTotals,
+    ScoreOptions,
+    ScoreOutcome,
+    SearchOutcome,
     SearchQuery,
 )
 from envad.server.encoder import ModelRegistry
@@ -195,7 +211,7 @@ class Engine:
         futures = [self._decoder.submit(decode_image, img.data, size, self.limits)
                    for img in images]
         good, arrays, failures = [], [], []
-        for index, (img, future) in enumerate(zip(images, futures)):
+        for index, (img, future) in enumerate(zip(images, futures, strict=True)):
             try:
                 arrays.append(future.result())
                 good.append(index)

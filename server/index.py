@@ -9,6 +9,7 @@ id selector. Flat (exact) L2 search below `ivf_threshold` rows; an IVF index abo
 from __future__ import annotations
 
 import threading
+
 import faiss
 import numpy as np
 import pyarrow as pa
@@ -41,7 +42,7 @@ class VectorIndex:
         self._index: faiss.Index = faiss.IndexFlatL2(dim)
         self._ids: list[str] = []
         self._positions: dict[str, int] = {}
-        self._meta = {name: [] for name in ("env", "label", "split", "uri")}
+        self._meta: dict[str, list[str]] = {name: [] for name in ("env", "label", "split", "uri")}
         self._arrays: dict[str, np.ndarray] | None = None
         self.kind = "flat"
 
@@ -66,7 +67,12 @@ class VectorIndex:
                 return 0
             # Deduplicate within the table itself, keeping the first occurrence.
             seen: set[str] = set()
-            fresh = [i for i in fresh if not (ids[i] in seen or seen.add(ids[i]))]
+            unique = []
+            for i in fresh:
+                if ids[i] not in seen:
+                    seen.add(ids[i])
+                    unique.append(i)
+            fresh = unique
             subset = table.take(pa.array(fresh))
             vectors = vectors_of(subset)
             self._grow(len(self._ids) + len(fresh), vectors)
@@ -118,8 +124,11 @@ class VectorIndex:
                 if len(allowed) == 0:
                     return [[] for _ in range(len(queries))]
                 selector = faiss.IDSelectorBatch(allowed.astype(np.int64))
-                params = (faiss.SearchParametersIVF(sel=selector, nprobe=self._index.nprobe)
-                          if self.kind == "ivf" else faiss.SearchParameters(sel=selector))
+                # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe
+                params = (faiss.SearchParametersIVF(sel=selector,  # type: ignore[call-arg]
+                                                    nprobe=self._index.nprobe)  # type: ignore[attr-defined]
+                          if self.kind == "ivf"
+                          else faiss.SearchParameters(sel=selector))  # type: ignore[call-arg]
             k_eff = min(k, len(self._ids))
             distances, positions = self._index.search(queries, k_eff, params=params)
             meta = self._metadata()
@@ -127,6 +136,6 @@ class VectorIndex:
                 [Neighbor(id=self._ids[p], env=meta["env"][p], label=meta["label"][p],
                      split=meta["split"][p], uri=meta["uri"][p],
                      distance=float(np.sqrt(max(d, 0.0))))
-                 for d, p in zip(drow, prow) if p >= 0]
-                for drow, prow in zip(distances, positions)
+                 for d, p in zip(drow, prow, strict=True) if p >= 0]
+                for drow, prow in zip(distances, positions, strict=True)
             ]

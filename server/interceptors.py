@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 

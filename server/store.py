@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import lancedb
 import numpy as np

@@ -14,6 +14,8 @@ class EnvadError(Exception):
 
     code = "UNKNOWN"
     when = ""
+    #: on the client, the status name the error arrived as (set by from_rpc_error)
+    rpc_code = ""
 
 
 class InvalidInput(EnvadError):

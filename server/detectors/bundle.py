@@ -27,8 +27,7 @@ from tqdm import tqdm
 from envad.errors import InvalidInput
 from envad.records import BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
-from envad.server.detectors.geometry import (
-    DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space)
+from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space
 from envad.server.detectors.space_selection import choose_space, usable_for_selection
 from envad.server.detectors.stylist import select_features
 from envad.server.env_stats import EnvStatistics

@@ -12,9 +12,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from server_handle import ServerHandle, wait_for_health
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
+from server_handle import ServerHandle, wait_for_health
 from tiny_encoder import synthetic_images
 
 

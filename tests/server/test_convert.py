@@ -12,15 +12,32 @@ import pytest
 from envad.client import convert as client
 from envad.client import results as r
 from envad.records import (
-    DEFAULT_SPLIT, BundleInfo, DetectorFitStats, ImageInput, IngestInput, ItemError, ModelInfo,
-    ModelList, Neighbor, Provenance, RowFilter, ServerInfo,
+    DEFAULT_SPLIT,
+    BundleInfo,
+    DetectorFitStats,
+    ImageInput,
+    IngestInput,
+    ItemError,
+    ModelInfo,
+    ModelList,
+    Neighbor,
+    Provenance,
+    RowFilter,
+    ServerInfo,
 )
 from envad.server import convert as server
 from envad.server.config import ServerConfig
 from envad.server.detectors import registry
 from envad.server.domain import (
-    Activation, CameraStatsReset, EmbedOutcome, ExportOutcome, FitOutcome, ImageResult,
-    IngestTotals, ScoreOutcome, SearchOutcome,
+    Activation,
+    CameraStatsReset,
+    EmbedOutcome,
+    ExportOutcome,
+    FitOutcome,
+    ImageResult,
+    IngestTotals,
+    ScoreOutcome,
+    SearchOutcome,
 )
 from envad.server.store import make_schema
 from envad.v1 import envad_pb2 as pb

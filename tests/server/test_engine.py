@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from envad.errors import FailedPrecondition, NotFound
-from envad.server.config import ServerConfig
 from envad.records import ImageInput, IngestInput, RowFilter
+from envad.server.config import ServerConfig
 from envad.server.domain import FitOptions, ScoreOptions
 from envad.server.engine import Engine
 from envad.server.store import EmbeddingStore

@@ -27,7 +27,7 @@ def test_matches_brute_force(tmp_path):
     query = vectors[:3] + 0.01
     hits = index.search(query, 5)
     ids = data.column("id").to_pylist()
-    for q, row in zip(query, hits):
+    for q, row in zip(query, hits, strict=True):
         expected = np.argsort(((vectors - q) ** 2).sum(1))[:5]
         got = [h.id for h in row]
         assert got == [f"r{i}" for i in expected]

@@ -8,7 +8,12 @@ import pytest
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.records import RowFilter
 from envad.server.store import (
-    EmbeddingStore, Row, make_schema, table_name, vectors_of, where_clause,
+    EmbeddingStore,
+    Row,
+    make_schema,
+    table_name,
+    vectors_of,
+    where_clause,
 )
 
 
