@@ -40,6 +40,7 @@ from envad.server.domain import (
     FitOutcome,
     ImageResult,
     IngestTotals,
+    RejectedImage,
     ScoreOptions,
     ScoreOutcome,
     SearchOutcome,
@@ -208,12 +209,16 @@ class Engine:
 
     def _decode_all(self, images: Sequence[ImageInput], size: int
                     ) -> tuple[list[int], np.ndarray, list[ItemError]]:
-        futures = [self._decoder.submit(decode_image, img.data, size, self.limits)
-                   for img in images]
+        futures = {index: self._decoder.submit(decode_image, img.data, size, self.limits)
+                   for index, img in enumerate(images) if not isinstance(img, RejectedImage)}
         good, arrays, failures = [], [], []
-        for index, (img, future) in enumerate(zip(images, futures, strict=True)):
+        for index, img in enumerate(images):
+            if isinstance(img, RejectedImage):   # refused at the request: only it fails
+                failures.append(ItemError(index, img.resolved_id(), InvalidInput.code,
+                                          img.problem))
+                continue
             try:
-                arrays.append(future.result())
+                arrays.append(futures[index].result())
                 good.append(index)
             except EnvadError as exc:
                 label = img.id or img.uri or f"#{index}"
@@ -280,9 +285,9 @@ class Engine:
             if options.store:
                 rows = [_row(images[i], vectors[r], options.label, options.split)
                         for r, i in enumerate(good)]
-                space.writer.write(rows)
+                not_written = {row_id for row_id, _ in space.writer.write(rows).failed}
                 for index in good:
-                    results[index].stored = True
+                    results[index].stored = results[index].id not in not_written
         return ScoreOutcome(results, self.provenance(space))
 
     # ------------------------------------------------------------ ingest
@@ -333,6 +338,9 @@ class Engine:
             return
         totals.inserted += len(result.inserted)
         totals.duplicates += len(result.duplicates)
+        failed = dict(result.failed)
+        totals.failures.extend(ItemError(i, row_id, "INTERNAL", failed[row_id])
+                               for i, row_id in items if row_id in failed)
 
     # ------------------------------------------------------------ search
 
