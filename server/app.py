@@ -25,6 +25,7 @@ from envad.server.engine import Engine
 from envad.server.interceptors import (
     BearerTokenInterceptor,
     ObserveInterceptor,
+    ParseGuardInterceptor,
     log_observer,
     metrics_observer,
 )
@@ -65,6 +66,7 @@ def start(config: ServerConfig) -> RunningServer:
     metrics = ServerMetrics()
     engine = Engine(config, metrics)
     interceptors: list[grpc.ServerInterceptor] = [
+        ParseGuardInterceptor(),
         ObserveInterceptor(metrics_observer(metrics)),
         ObserveInterceptor(log_observer(logging.getLogger("envad.access")))]
     if config.auth_token:
