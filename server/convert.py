@@ -65,6 +65,7 @@ from envad.server.limits import (
     clip_message,
     text_problem,
 )
+from envad.server.row_encoding import row_batch_bytes
 from envad.v1 import envad_pb2 as pb
 
 # ------------------------------------------------------------------ requests -> domain
@@ -292,21 +293,9 @@ def server_info_to_pb(info: ServerInfo) -> pb.GetInfoResponse:
 
 
 def rows_to_pb(batch: pa.RecordBatch) -> pb.RowBatch:
-    """An Arrow record batch of store rows as a RowBatch message."""
-    data = batch.to_pydict()
-    vectors = data.get("vector")
-    rows = []
-    for i, row_id in enumerate(data["id"]):
-        row = pb.Row(id=row_id, env=data["env"][i] or "", label=data["label"][i] or "",
-                     split=data["split"][i] or "", uri=data["uri"][i] or "",
-                     sha256=data["sha256"][i] or "", model_id=data["model_id"][i] or "")
-        for name in ("timestamp", "ingested_at"):
-            if data[name][i] is not None:
-                getattr(row, name).FromDatetime(data[name][i])
-        if vectors is not None:
-            row.vector.extend(vectors[i])
-        rows.append(row)
-    return pb.RowBatch(rows=rows)
+    """An Arrow record batch of store rows as a RowBatch message (encoded from the
+    columns by `row_encoding`, not row by row)."""
+    return pb.RowBatch.FromString(row_batch_bytes(batch))
 
 
 def arrow_ipc_to_pb(batch: pa.RecordBatch) -> bytes:

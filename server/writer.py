@@ -111,12 +111,15 @@ class StoreWriter:
             inserted: list[str] = []
             duplicates: list[str] = []
             errors: list[tuple[str, str]] = []
+            counted: set[str] = set()    # an id sent twice by one caller: inserted once
             for row in rows:
                 if row.id in failed and first_owner[row.id] == owner:
                     errors.append((row.id, failed[row.id]))
                     continue
-                fresh = row.id in new_ids and first_owner[row.id] == owner
-                (inserted if fresh and row.id not in inserted else duplicates).append(row.id)
+                fresh = (row.id in new_ids and first_owner[row.id] == owner
+                         and row.id not in counted)
+                counted.add(row.id)
+                (inserted if fresh else duplicates).append(row.id)
             future.set_result(WriteResult(tuple(inserted), tuple(duplicates), version,
                                           tuple(errors)))
         if self._on_commit:
