@@ -8,8 +8,11 @@ new RPCs and drains in-flight ones for up to `grace_seconds`.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import signal
+import sys
 import threading
 from concurrent import futures
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ from envad.server.service import AnomalyServicer
 from envad.v1 import envad_pb2, envad_pb2_grpc
 
 log = logging.getLogger("envad.server")
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
 SERVICE_NAME = envad_pb2.DESCRIPTOR.services_by_name["AnomalyService"].full_name
 
 
@@ -85,7 +89,7 @@ def start(config: ServerConfig) -> RunningServer:
         raise OSError(f"cannot bind {config.host}:{config.port}")
     server.start()
     if config.metrics_port:
-        metrics.serve(config.metrics_port, config.host)
+        metrics.serve(config.metrics_port, config.metrics_host)
     running = RunningServer(server, engine, health_servicer, port, threading.Event())
     log.info("listening", extra={"address": f"{config.host}:{port}", "version": __version__,
                                  "data_dir": str(config.data_dir),
@@ -117,6 +121,7 @@ def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:
     interval = running.engine.config.refresh_seconds
     while not running.stop_event.wait(interval):
         try:
+            release_freed_memory()
             running.engine.refresh()
             _set_health(running)
             info = running.engine.info()
@@ -124,6 +129,12 @@ def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:
                 metrics.observe_envs(info.active_model.model_id, info.env_counts)
         except Exception:  # keep refreshing; a bad model file must not stop the server
             log.exception("refresh failed")
+
+
+def release_freed_memory() -> None:
+    """Hand memory freed by large requests back to the OS (glibc keeps it otherwise)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 def serve(config: ServerConfig) -> int:
