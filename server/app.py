@@ -2,8 +2,9 @@
 
 Health: the overall service ("") is SERVING as soon as the process answers;
 `envad.v1.AnomalyService` is NOT_SERVING until an encoder, its store and its index are
-loaded, and NOT_SERVING again during shutdown. On SIGTERM/SIGINT the server stops taking
-new RPCs and drains in-flight ones for up to `grace_seconds`.
+loaded, and both are NOT_SERVING during shutdown. On SIGTERM/SIGINT the server refuses
+new RPCs (UNAVAILABLE) and drains in-flight ones for up to `grace_seconds`, health still
+answering, then stops.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from envad.server.config import ServerConfig
 from envad.server.engine import Engine
 from envad.server.interceptors import (
     BearerTokenInterceptor,
+    DrainGate,
     ObserveInterceptor,
     ParseGuardInterceptor,
     log_observer,
@@ -39,6 +41,8 @@ from envad.v1 import envad_pb2, envad_pb2_grpc
 
 log = logging.getLogger("envad.server")
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
+#: After the drain, what gRPC's own stop waits for calls still unfinished (seconds).
+FINAL_GRACE_SECONDS = 1.0
 SERVICE_NAME = envad_pb2.DESCRIPTOR.services_by_name["AnomalyService"].full_name
 
 
@@ -51,11 +55,17 @@ class RunningServer:
     health: health.HealthServicer
     port: int
     stop_event: threading.Event
+    gate: DrainGate
 
     def stop(self, grace: float | None = None) -> None:
+        """NOT_SERVING first; new RPCs are refused (UNAVAILABLE) while the ones in flight
+        finish, for up to `grace` s, with health still answering; then stop."""
         self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self.stop_event.set()
-        self.server.stop(grace).wait()
+        if grace:
+            self.gate.drain(grace)
+        self.server.stop(FINAL_GRACE_SECONDS if grace else grace).wait()
         self.engine.close()
 
 
@@ -69,7 +79,9 @@ def start(config: ServerConfig) -> RunningServer:
     """Build and start the server; returns once it listens."""
     metrics = ServerMetrics()
     engine = Engine(config, metrics)
+    gate = DrainGate()
     interceptors: list[grpc.ServerInterceptor] = [
+        gate,
         ParseGuardInterceptor(),
         ObserveInterceptor(metrics_observer(metrics)),
         ObserveInterceptor(log_observer(logging.getLogger("envad.access")))]
@@ -90,7 +102,7 @@ def start(config: ServerConfig) -> RunningServer:
     server.start()
     if config.metrics_port:
         metrics.serve(config.metrics_port, config.metrics_host)
-    running = RunningServer(server, engine, health_servicer, port, threading.Event())
+    running = RunningServer(server, engine, health_servicer, port, threading.Event(), gate)
     log.info("listening", extra={"address": f"{config.host}:{port}", "version": __version__,
                                  "data_dir": str(config.data_dir),
                                  "models_dir": str(config.resolved_models_dir)})

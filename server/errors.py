@@ -29,6 +29,9 @@ def status_for(error: BaseException) -> grpc.StatusCode:
 
 
 def _abort(context: grpc.ServicerContext, error: BaseException, method: str) -> None:
+    if not context.is_active():   # the client cancelled or went away: nothing to answer
+        log.info("%s ended: the client cancelled or disconnected", method)
+        context.abort(grpc.StatusCode.CANCELLED, "cancelled by the client")
     code = status_for(error)
     if isinstance(error, EnvadError):   # one line, bounded: echoed input never overflows
         context.abort(code, clip_message(str(error)))

@@ -1,16 +1,17 @@
 """Cross-cutting concerns as small gRPC server interceptors: auth, metrics, access log,
-and the refusal of requests that do not parse."""
+the refusal of requests that do not parse, and the drain gate of a shutdown."""
 
 from __future__ import annotations
 
 import hmac
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 import grpc
 
-from envad.errors import InvalidInput, Unauthenticated
+from envad.errors import InvalidInput, Unauthenticated, Unavailable
 from envad.server.errors import status_for
 from envad.server.limits import clip_message
 
@@ -109,8 +110,11 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
         return _rebuild(handler, deny, deserializer=lambda parse: _ignore)
 
 
-def _ignore(data: bytes) -> None:
-    return None
+_UNREAD = object()   # gRPC takes a None request for a parse failure
+
+
+def _ignore(data: bytes) -> object:
+    return _UNREAD
 
 
 class UnparsableRequest:
@@ -180,6 +184,65 @@ def _refuse_unparsable(behavior, streams_in: bool, streams_out: bool):
         refuse(request, context)
         return behavior(request, context)
     return single
+
+
+class DrainGate(grpc.ServerInterceptor):
+    """Counts the RPCs in flight and, once draining, refuses new ones with UNAVAILABLE
+    (retryable) while health and reflection keep answering: a SIGTERM'd server reports
+    NOT_SERVING for the whole drain instead of vanishing."""
+
+    def __init__(self) -> None:
+        self._idle = threading.Condition()
+        self._in_flight = 0
+        self._draining = False
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
+            return handler
+        if self._draining:
+            def refuse(behavior, streams_in, streams_out):
+                def reject(request, context):
+                    error = Unavailable("server is shutting down; retry on another replica "
+                                        "or after it restarts")
+                    context.abort(status_for(error), str(error))
+                return reject
+            return _rebuild(handler, refuse, deserializer=lambda parse: _ignore)
+        return _rebuild(handler, self._counted)
+
+    def drain(self, timeout: float) -> bool:
+        """Refuse new RPCs and wait up to `timeout` s for those in flight; True if none
+        is left."""
+        with self._idle:
+            self._draining = True
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def _enter(self) -> None:
+        with self._idle:
+            self._in_flight += 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
+    def _counted(self, behavior, streams_in: bool, streams_out: bool):
+        if streams_out:
+            def stream_behavior(request, context):
+                self._enter()
+                try:
+                    yield from behavior(request, context)
+                finally:
+                    self._leave()
+            return stream_behavior
+
+        def unary_behavior(request, context):
+            self._enter()
+            try:
+                return behavior(request, context)
+            finally:
+                self._leave()
+        return unary_behavior
 
 
 def metrics_observer(metrics) -> Observer:

@@ -184,3 +184,25 @@ def test_unparsable_request_is_invalid_argument_without_traceback(shared_server,
     assert method in error.details()
     log = shared_server.log_path.read_text()
     assert "Traceback" not in log and "Exception deserializing" not in log
+
+
+def test_cancelled_ingest_is_not_logged_as_an_internal_error(shared_server, stub):
+    """Item 11: a client cancelling its Ingest mid-stream is logged as a cancellation,
+    with no traceback and no "internal error"."""
+    sent = threading.Event()
+
+    def requests():
+        for i in range(1000):
+            yield pb.IngestRequest(items=items([f"cancel-{i}"]))
+            sent.set()
+            threading.Event().wait(0.05)
+
+    call = stub.Ingest.future(requests(), timeout=60)
+    assert sent.wait(30)
+    threading.Event().wait(0.3)
+    call.cancel()
+    with pytest.raises(grpc.FutureCancelledError):
+        call.result()
+    threading.Event().wait(1.0)   # the server notices the cancellation and logs it
+    log = shared_server.log_path.read_text()
+    assert "internal error" not in log and "Traceback" not in log
