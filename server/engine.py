@@ -54,6 +54,7 @@ from envad.server.store import Row, vectors_of
 log = logging.getLogger(__name__)
 MAX_TOP_K = 100
 MAX_SEARCH_K = 1000
+MAX_EXPORT_BATCH = 65536
 
 
 class Engine:
@@ -403,8 +404,9 @@ class Engine:
     def export(self, options: ExportOptions) -> ExportOutcome:
         """Stored rows matching the filter, read lazily in record batches."""
         space = self.require_space()
-        if not 0 < options.batch_size <= 65536:
-            raise InvalidInput(f"batch_size must be in 1..65536, got {options.batch_size}")
+        if not 0 < options.batch_size <= MAX_EXPORT_BATCH:
+            raise InvalidInput(f"batch_size must be in 1..{MAX_EXPORT_BATCH}, got "
+                               f"{options.batch_size}")
         batches = space.store.iter_batches(options.row_filter, options.batch_size,
                                            with_vectors=options.with_vectors)
         return ExportOutcome(batches, self.provenance(space))

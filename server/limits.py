@@ -84,7 +84,7 @@ def check_vector(values: Sequence[float]) -> np.ndarray:
     if not np.isfinite(vector).all():
         raise InvalidInput("query vector contains NaN or infinity")
     squared = float(np.square(vector).sum())
-    if not squared < np.finfo(np.float32).max:
+    if not squared < float(np.finfo(np.float32).max):
         raise InvalidInput(f"query vector is too large: its squared length "
                            f"{squared:.3g} overflows float32 distances (largest value "
                            f"{float(np.abs(vector).max()):.3g})")
@@ -97,3 +97,41 @@ def clip_message(message: str) -> str:
     if len(line) <= MAX_ERROR_CHARS:
         return line
     return line[:MAX_ERROR_CHARS - 20] + f"... ({len(line)} chars)"
+
+
+def limits_table_markdown() -> str:
+    """The limits table of docs/api.md, rendered from the constants and settings that
+    own each limit (tests/server/test_limits.py compares)."""
+    from envad.server.config import ServerConfig
+    from envad.server.engine import MAX_EXPORT_BATCH, MAX_SEARCH_K, MAX_TOP_K
+
+    defaults = ServerConfig()
+    rows = [
+        ("item `id`", f"{MAX_ID_CHARS} characters, no control character",
+         "that item fails (`INVALID_ARGUMENT`), the rest of the request goes on"),
+        ("item `env`, `label`, `split`", f"{MAX_NAME_CHARS} characters, no control "
+         "character", "that item fails (`Score`'s own `label`/`split`: the request); the "
+         "same rule as filter values, so every stored value can be filtered on"),
+        ("item `uri`", f"{MAX_URI_CHARS} characters, no control character",
+         "that item fails"),
+        ("item `timestamp`", "0001-01-01 .. 9999-12-31", "that item fails"),
+        ("`Filter` (envs, splits, labels)", f"{MAX_FILTER_VALUES} values per field, each "
+         "a valid name", "the request fails (`INVALID_ARGUMENT`)"),
+        ("`ResetCameraStats.envs`", f"{MAX_RESET_ENVS} names", "the request fails"),
+        ("`Score.top_k`", f"1..{MAX_TOP_K}", "the request fails (in `ScoreStream`: that "
+         "request's `error`)"),
+        ("`Search.k`", f"1..{MAX_SEARCH_K}", "the request fails"),
+        ("`Search.vector`", "finite, squared length below float32's maximum",
+         "the request fails"),
+        ("`Export.batch_size`", f"1..{MAX_EXPORT_BATCH}", "the request fails"),
+        ("one encoded image", f"`max_image_mb` = {defaults.max_image_mb} MB, "
+         f"`max_image_megapixels` = {defaults.max_image_megapixels}", "that item fails"),
+        ("one gRPC message", f"`max_message_mb` = {defaults.max_message_mb} MB",
+         "`RESOURCE_EXHAUSTED` from gRPC before the message is parsed; a `ScoreStream` "
+         "ends there"),
+        ("an error message", f"{MAX_ERROR_CHARS} characters, one line; a caller's value "
+         f"is quoted up to {MAX_ECHO_CHARS} characters", "longer text is cut"),
+    ]
+    lines = ["| what | limit | beyond it |", "| --- | --- | --- |"]
+    lines += [f"| {what} | {limit} | {beyond} |" for what, limit, beyond in rows]
+    return "\n".join(lines) + "\n"
