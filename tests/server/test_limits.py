@@ -9,6 +9,7 @@ import pytest
 
 from envad.errors import InvalidInput
 from envad.records import RowFilter
+from envad.server.config import ServerConfig
 from envad.server.limits import (
     MAX_ECHO_CHARS,
     MAX_ERROR_CHARS,
@@ -62,3 +63,10 @@ def test_api_doc_limits_table_is_the_rendering_of_the_constants():
     assert limits_table_markdown() in API_DOC.read_text(), (
         "docs/api.md's limits table differs from server/limits.py: paste `python -c "
         "'from envad.server.limits import limits_table_markdown as t; print(t())'`")
+
+
+def test_message_limit_sits_just_above_the_image_limit():
+    """A message a little over the largest image is refused by gRPC before it is read;
+    far larger ones never reach the parser (it was 256 MB against 64 MB images)."""
+    config = ServerConfig()
+    assert config.max_image_mb < config.max_message_mb <= config.max_image_mb + 16
