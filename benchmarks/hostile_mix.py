@@ -19,6 +19,7 @@ import io
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -105,7 +106,10 @@ def clean_client(address: str, number: int, images: list[bytes], stop: float,
             tally.add("clean_rpc_errors", f"{exc.code().name}: {exc.details()}")
 
 
-def hostile_requests(images: list[bytes]) -> list[tuple[str, object]]:
+HostileCall = Callable[[pb_grpc.AnomalyServiceStub, grpc.Channel], object]
+
+
+def hostile_requests(images: list[bytes]) -> list[tuple[str, HostileCall]]:
     """(name, call(stub, raw_channel)) of every hostile request the client cycles over."""
     huge_filter = pb.Filter(envs=[f"env-{i}" for i in range(100_000)])
     far = Timestamp(seconds=300_000_000_000)

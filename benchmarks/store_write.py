@@ -67,7 +67,7 @@ def time_lancedb_add(db_dir: Path, rows: list[Row], chunk: int) -> float:
     return seconds
 
 
-def time_export(address: str, export_format: int) -> tuple[float, int]:
+def time_export(address: str, export_format: pb.ExportFormat) -> tuple[float, int]:
     channel = grpc.insecure_channel(address, options=[
         ("grpc.max_receive_message_length", 512 * 1024 * 1024)])
     stub = pb_grpc.AnomalyServiceStub(channel)

@@ -17,7 +17,7 @@ import pytest
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import ServerHandle, wait_for_health
+from server_handle import wait_for_health
 from tiny_encoder import build_tiny_encoder, synthetic_images
 
 pytestmark = pytest.mark.slow

@@ -48,10 +48,10 @@ def test_failed_write_acknowledges_nothing_and_writer_recovers(tmp_path):
     def full_disk(table):
         raise OSError(28, "No space left on device")
 
-    store.append = full_disk  # type: ignore[method-assign]  (the disk, outside the machine)
+    store.append = full_disk  # the disk, outside the machine
     with pytest.raises(ResourceExhausted, match="nothing was written"):
         writer.write(make_rows(["a", "b"]))
-    store.append = original  # type: ignore[method-assign]
+    store.append = original
     assert writer.write(make_rows(["a", "b"])).inserted == ("a", "b")
     assert store.count() == 2
     writer.close()
