@@ -184,9 +184,25 @@ class EmbeddingStore:
 
     def iter_batches(self, row_filter: RowFilter = RowFilter(), batch_size: int = 4096, *,
                      with_vectors: bool = True) -> Iterator[pa.RecordBatch]:
-        """Stream matching rows in record batches of at most `batch_size` rows."""
-        table = self.read(row_filter, with_vectors=with_vectors)
-        yield from table.to_batches(max_chunksize=batch_size)
+        """Stream matching rows in record batches of exactly `batch_size` rows (the last
+        one shorter), read lazily: memory holds about one batch, not the result."""
+        wanted = list(METADATA_COLUMNS) + (["vector"] if with_vectors else [])
+        query = self._table.search().select(wanted).limit(None)
+        where = where_clause(row_filter)
+        if where:
+            query = query.where(where)
+        pending: list[pa.RecordBatch] = []
+        held = 0
+        for batch in query.to_batches(batch_size):
+            pending.append(batch)
+            held += batch.num_rows
+            while held >= batch_size:
+                table = pa.Table.from_batches(pending)
+                yield table.slice(0, batch_size).combine_chunks().to_batches()[0]
+                rest = table.slice(batch_size)
+                pending, held = rest.to_batches(), rest.num_rows
+        if held:
+            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
     def read_ids(self, ids: Sequence[str], *, with_vectors: bool = True,
                  columns: Sequence[str] | None = None) -> pa.Table:
