@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client import convert
 from envad.client import results as r
-from envad.client.errors import from_rpc_error
+from envad.client.errors import error_class_for, from_rpc_error
 from envad.client.retry import RetryPolicy, call_with_retry
 from envad.errors import InvalidInput, Unavailable
 from envad.v1 import envad_pb2 as pb
@@ -201,7 +201,8 @@ class EnvadClient:
         self, batches: Iterable[Sequence[r.ImageInput]], timeout: float | None = None
     ) -> Iterator[r.ScoreResult]:
         """Score a stream of batches over one ScoreStream call (one result per batch, in
-        order). Not retried: a broken stream raises and the caller resumes."""
+        order). Not retried: a broken stream, or a batch the server refused (its
+        response's `error`: no images, a bad option), raises and the caller resumes."""
         requests = (
             pb.ScoreRequest(images=[convert.image_to_pb(as_image(i)) for i in batch])
             for batch in batches
@@ -211,6 +212,10 @@ class EnvadClient:
             for response in self._stub.ScoreStream(
                 requests, timeout=timeout, metadata=self._metadata
             ):
+                if response.HasField("error"):
+                    error = error_class_for(response.error.code)
+                    raise error(f"ScoreStream batch {response.error.index}: "
+                                f"{response.error.message}")
                 yield convert.score_result_from_pb(response)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, "ScoreStream") from None

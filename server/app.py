@@ -2,14 +2,18 @@
 
 Health: the overall service ("") is SERVING as soon as the process answers;
 `envad.v1.AnomalyService` is NOT_SERVING until an encoder, its store and its index are
-loaded, and NOT_SERVING again during shutdown. On SIGTERM/SIGINT the server stops taking
-new RPCs and drains in-flight ones for up to `grace_seconds`.
+loaded, and both are NOT_SERVING during shutdown. On SIGTERM/SIGINT the server refuses
+new RPCs (UNAVAILABLE) and drains in-flight ones for up to `grace_seconds`, health still
+answering, then stops.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import signal
+import sys
 import threading
 from concurrent import futures
 from dataclasses import dataclass
@@ -24,7 +28,9 @@ from envad.server.config import ServerConfig
 from envad.server.engine import Engine
 from envad.server.interceptors import (
     BearerTokenInterceptor,
+    DrainGate,
     ObserveInterceptor,
+    ParseGuardInterceptor,
     log_observer,
     metrics_observer,
 )
@@ -34,6 +40,9 @@ from envad.server.service import AnomalyServicer
 from envad.v1 import envad_pb2, envad_pb2_grpc
 
 log = logging.getLogger("envad.server")
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
+#: After the drain, what gRPC's own stop waits for calls still unfinished (seconds).
+FINAL_GRACE_SECONDS = 1.0
 SERVICE_NAME = envad_pb2.DESCRIPTOR.services_by_name["AnomalyService"].full_name
 
 
@@ -46,11 +55,17 @@ class RunningServer:
     health: health.HealthServicer
     port: int
     stop_event: threading.Event
+    gate: DrainGate
 
     def stop(self, grace: float | None = None) -> None:
+        """NOT_SERVING first; new RPCs are refused (UNAVAILABLE) while the ones in flight
+        finish, for up to `grace` s, with health still answering; then stop."""
         self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self.stop_event.set()
-        self.server.stop(grace).wait()
+        if grace:
+            self.gate.drain(grace)
+        self.server.stop(FINAL_GRACE_SECONDS if grace else grace).wait()
         self.engine.close()
 
 
@@ -64,7 +79,10 @@ def start(config: ServerConfig) -> RunningServer:
     """Build and start the server; returns once it listens."""
     metrics = ServerMetrics()
     engine = Engine(config, metrics)
+    gate = DrainGate()
     interceptors: list[grpc.ServerInterceptor] = [
+        gate,
+        ParseGuardInterceptor(),
         ObserveInterceptor(metrics_observer(metrics)),
         ObserveInterceptor(log_observer(logging.getLogger("envad.access")))]
     if config.auth_token:
@@ -83,8 +101,8 @@ def start(config: ServerConfig) -> RunningServer:
         raise OSError(f"cannot bind {config.host}:{config.port}")
     server.start()
     if config.metrics_port:
-        metrics.serve(config.metrics_port, config.host)
-    running = RunningServer(server, engine, health_servicer, port, threading.Event())
+        metrics.serve(config.metrics_port, config.metrics_host)
+    running = RunningServer(server, engine, health_servicer, port, threading.Event(), gate)
     log.info("listening", extra={"address": f"{config.host}:{port}", "version": __version__,
                                  "data_dir": str(config.data_dir),
                                  "models_dir": str(config.resolved_models_dir)})
@@ -115,6 +133,7 @@ def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:
     interval = running.engine.config.refresh_seconds
     while not running.stop_event.wait(interval):
         try:
+            release_freed_memory()
             running.engine.refresh()
             _set_health(running)
             info = running.engine.info()
@@ -122,6 +141,12 @@ def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:
                 metrics.observe_envs(info.active_model.model_id, info.env_counts)
         except Exception:  # keep refreshing; a bad model file must not stop the server
             log.exception("refresh failed")
+
+
+def release_freed_memory() -> None:
+    """Hand memory freed by large requests back to the OS (glibc keeps it otherwise)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 def serve(config: ServerConfig) -> int:

@@ -30,7 +30,8 @@ class ServerConfig:
     data_dir: Path = Path("var/envad")      # store, bundles, state
     models_dir: Path | None = None          # *.onnx encoders; default <data_dir>/models
     metrics_port: int = 0                   # Prometheus /metrics HTTP port; 0 = off
-    max_message_mb: int = 256               # gRPC send/receive limit per message
+    metrics_host: str = "127.0.0.1"         # /metrics bind address (it has no token)
+    max_message_mb: int = 72                # gRPC send/receive limit per message
     max_image_mb: int = 64                  # largest accepted encoded image
     max_image_megapixels: int = 120         # decompression-bomb guard
     max_batch: int = 64                     # images per ONNX Runtime call

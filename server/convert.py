@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from envad.errors import EnvadError
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import (
     DEFAULT_SPLIT,
@@ -46,11 +47,25 @@ from envad.server.domain import (
     FitOutcome,
     ImageResult,
     IngestTotals,
+    RejectedImage,
     ScoreOptions,
     ScoreOutcome,
     SearchOutcome,
     SearchQuery,
 )
+from envad.server.limits import (
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_RESET_ENVS,
+    MAX_URI_CHARS,
+    check_filter,
+    check_names,
+    check_text,
+    check_vector,
+    clip_message,
+    text_problem,
+)
+from envad.server.row_encoding import row_batch_bytes
 from envad.v1 import envad_pb2 as pb
 
 # ------------------------------------------------------------------ requests -> domain
@@ -58,9 +73,24 @@ from envad.v1 import envad_pb2 as pb
 # once, from the server config and the constants of the modules that own them.
 
 
-def image_from_pb(msg: pb.Image) -> ImageInput:
-    timestamp = msg.timestamp.ToDatetime(tzinfo=dt.timezone.utc) \
-        if msg.HasField("timestamp") else None
+def image_from_pb(msg: pb.Image, *extra_problems: str | None) -> ImageInput:
+    """The image of a request item. Fields that break a limit (server/limits.py), an
+    out-of-range timestamp or any of `extra_problems` make it a RejectedImage: that item
+    fails with its reason, the rest of the request goes on."""
+    problems = [text_problem("id", msg.id, MAX_ID_CHARS),
+                text_problem("env", msg.env, MAX_NAME_CHARS),
+                text_problem("uri", msg.uri, MAX_URI_CHARS), *extra_problems]
+    timestamp = None
+    if msg.HasField("timestamp"):
+        try:
+            timestamp = msg.timestamp.ToDatetime(tzinfo=dt.timezone.utc)
+        except (ValueError, OverflowError):
+            problems.append(f"timestamp {msg.timestamp.seconds} s is outside "
+                            "0001-01-01..9999-12-31")
+    problem = next((p for p in problems if p), None)
+    if problem:
+        return RejectedImage(data=msg.data, id=msg.id[:MAX_ID_CHARS],
+                             env=msg.env[:MAX_NAME_CHARS], problem=problem)
     return ImageInput(data=msg.data, id=msg.id, env=msg.env, timestamp=timestamp, uri=msg.uri)
 
 
@@ -68,31 +98,40 @@ def images_from_pb(msgs: Iterable[pb.Image]) -> list[ImageInput]:
     return [image_from_pb(m) for m in msgs]
 
 
-def filter_from_pb(msg: pb.Filter) -> RowFilter:
-    return RowFilter(envs=tuple(msg.envs), splits=tuple(msg.splits), labels=tuple(msg.labels))
+def filter_from_pb(msg: pb.Filter, what: str = "filter") -> RowFilter:
+    """A structured filter, refused (InvalidInput) beyond MAX_FILTER_VALUES per field or
+    with a value no row could hold."""
+    return check_filter(RowFilter(envs=tuple(msg.envs), splits=tuple(msg.splits),
+                                  labels=tuple(msg.labels)), what)
 
 
 def score_options_from_pb(msg: pb.ScoreRequest, config: ServerConfig) -> ScoreOptions:
-    neighbor_filter = filter_from_pb(msg.neighbor_filter)
+    neighbor_filter = filter_from_pb(msg.neighbor_filter, "neighbor_filter")
     return ScoreOptions(
-        top_k=msg.top_k or config.default_top_k, split=msg.split or DEFAULT_SPLIT,
+        top_k=msg.top_k or config.default_top_k,
+        split=check_text("split", msg.split, MAX_NAME_CHARS) or DEFAULT_SPLIT,
         threshold=msg.threshold if msg.HasField("threshold") else None,
         neighbor_filter=None if neighbor_filter.is_empty() else neighbor_filter,
-        store=msg.store, label=msg.label,
+        store=msg.store, label=check_text("label", msg.label, MAX_NAME_CHARS),
     )
 
 
 def ingest_chunk_from_pb(msg: pb.IngestRequest) -> list[IngestInput]:
-    return [IngestInput(image_from_pb(item.image), label=item.label,
-                        split=item.split or DEFAULT_SPLIT) for item in msg.items]
+    """One Ingest message's items; an item breaking a limit fails alone (RejectedImage)."""
+    return [IngestInput(image_from_pb(item.image,
+                                      text_problem("label", item.label, MAX_NAME_CHARS),
+                                      text_problem("split", item.split, MAX_NAME_CHARS)),
+                        label=item.label, split=item.split or DEFAULT_SPLIT)
+            for item in msg.items]
 
 
 def search_query_from_pb(msg: pb.SearchRequest) -> SearchQuery:
     which = msg.WhichOneof("query")
     return SearchQuery(k=msg.k or DEFAULT_SEARCH_K, row_filter=filter_from_pb(msg.filter),
                        image=msg.image if which == "image" else None,
-                       vector=tuple(msg.vector.values) if which == "vector" else None,
-                       row_id=msg.id if which == "id" else None)
+                       vector=(tuple(check_vector(msg.vector.values).tolist())
+                               if which == "vector" else None),
+                       row_id=check_text("id", msg.id, MAX_ID_CHARS) if which == "id" else None)
 
 
 def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:
@@ -108,6 +147,12 @@ def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:
         min_camera_rows=msg.min_camera_rows or DEFAULT_MIN_CAMERA_ROWS,
         seed=msg.seed, activate=not msg.no_activate,
     )
+
+
+def reset_envs_from_pb(msg: pb.ResetCameraStatsRequest) -> list[str]:
+    """The cameras to reset, refused beyond MAX_RESET_ENVS or with an invalid name."""
+    check_names("envs", msg.envs, MAX_RESET_ENVS)
+    return list(msg.envs)
 
 
 def export_options_from_pb(msg: pb.ExportRequest) -> ExportOptions:
@@ -153,6 +198,12 @@ def image_score_to_pb(r: ImageResult) -> pb.ImageScore:
 def score_to_pb(outcome: ScoreOutcome) -> pb.ScoreResponse:
     return pb.ScoreResponse(results=[image_score_to_pb(r) for r in outcome.results],
                             provenance=provenance_to_pb(outcome.provenance))
+
+
+def stream_error_to_pb(position: int, error: EnvadError) -> pb.ScoreResponse:
+    """The answer of a ScoreStream request that was refused: its error, no results."""
+    return pb.ScoreResponse(error=pb.ItemError(index=position, code=error.code,
+                                               message=clip_message(str(error))))
 
 
 def embed_to_pb(outcome: EmbedOutcome) -> pb.EmbedResponse:
@@ -242,21 +293,9 @@ def server_info_to_pb(info: ServerInfo) -> pb.GetInfoResponse:
 
 
 def rows_to_pb(batch: pa.RecordBatch) -> pb.RowBatch:
-    """An Arrow record batch of store rows as a RowBatch message."""
-    data = batch.to_pydict()
-    vectors = data.get("vector")
-    rows = []
-    for i, row_id in enumerate(data["id"]):
-        row = pb.Row(id=row_id, env=data["env"][i] or "", label=data["label"][i] or "",
-                     split=data["split"][i] or "", uri=data["uri"][i] or "",
-                     sha256=data["sha256"][i] or "", model_id=data["model_id"][i] or "")
-        for name in ("timestamp", "ingested_at"):
-            if data[name][i] is not None:
-                getattr(row, name).FromDatetime(data[name][i])
-        if vectors is not None:
-            row.vector.extend(vectors[i])
-        rows.append(row)
-    return pb.RowBatch(rows=rows)
+    """An Arrow record batch of store rows as a RowBatch message (encoded from the
+    columns by `row_encoding`, not row by row)."""
+    return pb.RowBatch.FromString(row_batch_bytes(batch))
 
 
 def arrow_ipc_to_pb(batch: pa.RecordBatch) -> bytes:

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from envad.records import BundleInfo, ItemError, ModelInfo, Neighbor, Provenance, RowFilter
+from envad.records import (
+    BundleInfo,
+    ImageInput,
+    ItemError,
+    ModelInfo,
+    Neighbor,
+    Provenance,
+    RowFilter,
+)
 
 #: Neighbours a Search returns when the request names no k.
 DEFAULT_SEARCH_K = 10
@@ -23,6 +31,14 @@ DEFAULT_FIT_FILTER = RowFilter(splits=("train",))
 # The option records below are fully resolved: the request converters (convert.py) fill
 # every default from these constants and the server config, so the engine never sees
 # "0 means default".
+
+
+@dataclass(frozen=True)
+class RejectedImage(ImageInput):
+    """An item whose fields broke a request limit (server/limits.py): reported as that
+    item's INVALID_ARGUMENT error, never decoded or stored."""
+
+    problem: str = ""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from envad.server.domain import (
     FitOutcome,
     ImageResult,
     IngestTotals,
+    RejectedImage,
     ScoreOptions,
     ScoreOutcome,
     SearchOutcome,
@@ -53,6 +54,7 @@ from envad.server.store import Row, vectors_of
 log = logging.getLogger(__name__)
 MAX_TOP_K = 100
 MAX_SEARCH_K = 1000
+MAX_EXPORT_BATCH = 65536
 
 
 class Engine:
@@ -208,12 +210,16 @@ class Engine:
 
     def _decode_all(self, images: Sequence[ImageInput], size: int
                     ) -> tuple[list[int], np.ndarray, list[ItemError]]:
-        futures = [self._decoder.submit(decode_image, img.data, size, self.limits)
-                   for img in images]
+        futures = {index: self._decoder.submit(decode_image, img.data, size, self.limits)
+                   for index, img in enumerate(images) if not isinstance(img, RejectedImage)}
         good, arrays, failures = [], [], []
-        for index, (img, future) in enumerate(zip(images, futures, strict=True)):
+        for index, img in enumerate(images):
+            if isinstance(img, RejectedImage):   # refused at the request: only it fails
+                failures.append(ItemError(index, img.resolved_id(), InvalidInput.code,
+                                          img.problem))
+                continue
             try:
-                arrays.append(future.result())
+                arrays.append(futures[index].result())
                 good.append(index)
             except EnvadError as exc:
                 label = img.id or img.uri or f"#{index}"
@@ -280,9 +286,9 @@ class Engine:
             if options.store:
                 rows = [_row(images[i], vectors[r], options.label, options.split)
                         for r, i in enumerate(good)]
-                space.writer.write(rows)
+                not_written = {row_id for row_id, _ in space.writer.write(rows).failed}
                 for index in good:
-                    results[index].stored = True
+                    results[index].stored = results[index].id not in not_written
         return ScoreOutcome(results, self.provenance(space))
 
     # ------------------------------------------------------------ ingest
@@ -333,6 +339,9 @@ class Engine:
             return
         totals.inserted += len(result.inserted)
         totals.duplicates += len(result.duplicates)
+        failed = dict(result.failed)
+        totals.failures.extend(ItemError(i, row_id, "INTERNAL", failed[row_id])
+                               for i, row_id in items if row_id in failed)
 
     # ------------------------------------------------------------ search
 
@@ -395,8 +404,9 @@ class Engine:
     def export(self, options: ExportOptions) -> ExportOutcome:
         """Stored rows matching the filter, read lazily in record batches."""
         space = self.require_space()
-        if not 0 < options.batch_size <= 65536:
-            raise InvalidInput(f"batch_size must be in 1..65536, got {options.batch_size}")
+        if not 0 < options.batch_size <= MAX_EXPORT_BATCH:
+            raise InvalidInput(f"batch_size must be in 1..{MAX_EXPORT_BATCH}, got "
+                               f"{options.batch_size}")
         batches = space.store.iter_batches(options.row_filter, options.batch_size,
                                            with_vectors=options.with_vectors)
         return ExportOutcome(batches, self.provenance(space))

@@ -1,7 +1,9 @@
 """Domain errors to gRPC status codes, derived from each error class's `code`.
 
 `abort_on_error` wraps servicer methods: an EnvadError becomes its status code with the
-error's message; anything else is logged and becomes INTERNAL (no stack trace leaks).
+error's message (one line, at most `limits.MAX_ERROR_CHARS`, so an echoed value can never
+push the status past gRPC's metadata limit); anything else is logged and becomes
+INTERNAL (no stack trace leaks).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import grpc
 
 from envad.errors import EnvadError
+from envad.server.limits import clip_message
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +29,12 @@ def status_for(error: BaseException) -> grpc.StatusCode:
 
 
 def _abort(context: grpc.ServicerContext, error: BaseException, method: str) -> None:
+    if not context.is_active():   # the client cancelled or went away: nothing to answer
+        log.info("%s ended: the client cancelled or disconnected", method)
+        context.abort(grpc.StatusCode.CANCELLED, "cancelled by the client")
     code = status_for(error)
-    if isinstance(error, EnvadError):
-        context.abort(code, str(error))
+    if isinstance(error, EnvadError):   # one line, bounded: echoed input never overflows
+        context.abort(code, clip_message(str(error)))
     log.exception("internal error in %s", method, exc_info=error)
     context.abort(code, f"internal error in {method}: {type(error).__name__}")
 

@@ -11,6 +11,7 @@ mode conversion to RGB -> resize to size x size (bilinear, aspect ratio not kept
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from envad.errors import InvalidInput
 
+_FILE_OBJECT = re.compile(r"<_io\.BytesIO object at 0x[0-9a-f]+>")
 # PIL's own bomb check warns/raises on its own global; we check explicitly instead.
 Image.MAX_IMAGE_PIXELS = None
 
@@ -75,10 +77,19 @@ def decode_image(data: bytes, size: int, limits: DecodeLimits = DecodeLimits()) 
             return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
     except ImageDecodeError:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise ImageDecodeError(f"cannot decode image: {exc}") from exc
+    except UnidentifiedImageError as exc:
+        raise ImageDecodeError(f"not an image format envad can read ({len(data)} bytes "
+                               f"starting {data[:8]!r})") from exc
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise ImageDecodeError(f"cannot decode image: {_reason(exc)}") from exc
     except Image.DecompressionBombError as exc:  # pragma: no cover - guard above fires first
         raise ImageDecodeError(str(exc)) from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """Pillow's message without the in-memory file object it sometimes names."""
+    text = _FILE_OBJECT.sub("the image", str(exc)).strip()
+    return text or type(exc).__name__
 
 
 def to_rgb(img: Image.Image) -> Image.Image:

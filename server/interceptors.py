@@ -1,16 +1,19 @@
-"""Cross-cutting concerns as small gRPC server interceptors: auth, metrics, access log."""
+"""Cross-cutting concerns as small gRPC server interceptors: auth, metrics, access log,
+the refusal of requests that do not parse, and the drain gate of a shutdown."""
 
 from __future__ import annotations
 
 import hmac
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 import grpc
 
-from envad.errors import Unauthenticated
+from envad.errors import InvalidInput, Unauthenticated, Unavailable
 from envad.server.errors import status_for
+from envad.server.limits import clip_message
 
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 Observer = Callable[[str, str, float], None]   # (method, status code name, seconds)
@@ -23,7 +26,8 @@ def _code_name(context) -> str:
     return code.name if isinstance(code, grpc.StatusCode) else str(code)
 
 
-def _observed(behavior, streams_out: bool, method: str, observe: Observer):
+def _observed(behavior, streams_in: bool, streams_out: bool, method: str,
+              observe: Observer):
     """Wrap a handler behaviour so `observe` sees its method, status and duration."""
     if streams_out:
         def stream_behavior(request, context):
@@ -43,18 +47,24 @@ def _observed(behavior, streams_out: bool, method: str, observe: Observer):
     return unary_behavior
 
 
-def _rebuild(handler: grpc.RpcMethodHandler, wrap) -> grpc.RpcMethodHandler:
-    kinds = (
-        ("unary_unary", grpc.unary_unary_rpc_method_handler, False),
-        ("unary_stream", grpc.unary_stream_rpc_method_handler, True),
-        ("stream_unary", grpc.stream_unary_rpc_method_handler, False),
-        ("stream_stream", grpc.stream_stream_rpc_method_handler, True),
-    )
-    for attr, factory, streams_out in kinds:
+_KINDS = (   # (attribute, factory, streams in, streams out)
+    ("unary_unary", grpc.unary_unary_rpc_method_handler, False, False),
+    ("unary_stream", grpc.unary_stream_rpc_method_handler, False, True),
+    ("stream_unary", grpc.stream_unary_rpc_method_handler, True, False),
+    ("stream_stream", grpc.stream_stream_rpc_method_handler, True, True),
+)
+
+
+def _rebuild(handler: grpc.RpcMethodHandler, wrap,
+             deserializer: Callable | None = None) -> grpc.RpcMethodHandler:
+    """`handler` with its behaviour wrapped (`wrap(behavior, streams_in, streams_out)`)
+    and, when given, `deserializer(handler's deserializer)` parsing its requests."""
+    for attr, factory, streams_in, streams_out in _KINDS:
         behavior = getattr(handler, attr)
         if behavior is not None:
-            return factory(wrap(behavior, streams_out),
-                           request_deserializer=handler.request_deserializer,
+            parse = handler.request_deserializer
+            return factory(wrap(behavior, streams_in, streams_out),
+                           request_deserializer=deserializer(parse) if deserializer else parse,
                            response_serializer=handler.response_serializer)
     return handler
 
@@ -70,7 +80,7 @@ class ObserveInterceptor(grpc.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method.rsplit("/", 1)[-1]
-        return _rebuild(handler, lambda b, s: _observed(b, s, method, self._observe))
+        return _rebuild(handler, lambda b, i, o: _observed(b, i, o, method, self._observe))
 
 
 class BearerTokenInterceptor(grpc.ServerInterceptor):
@@ -90,13 +100,149 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
         if handler is None:
             return None
 
-        def deny(behavior, streams_out):
+        def deny(behavior, streams_in, streams_out):
             def reject(request, context):
                 error = Unauthenticated("missing or wrong bearer token (metadata "
                                         "'authorization')")
                 context.abort(status_for(error), str(error))
             return reject
-        return _rebuild(handler, deny)
+        # an unauthenticated request is never parsed: its bytes are dropped unread
+        return _rebuild(handler, deny, deserializer=lambda parse: _ignore)
+
+
+_UNREAD = object()   # gRPC takes a None request for a parse failure
+
+
+def _ignore(data: bytes) -> object:
+    return _UNREAD
+
+
+class UnparsableRequest:
+    """What a request that does not parse (bad wire format, invalid UTF-8 in a string)
+    becomes instead of an exception inside gRPC, which would answer INTERNAL."""
+
+    def __init__(self, method: str, error: Exception):
+        self.reason = (f"request to {method} is not a valid message ({type(error).__name__}: "
+                       f"{clip_message(str(error))[:200]})")
+
+
+class ParseGuardInterceptor(grpc.ServerInterceptor):
+    """Answers a request that does not parse with INVALID_ARGUMENT and no traceback."""
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method.rsplit("/", 1)[-1]
+
+        def guarded(parse):
+            if parse is None:
+                return None
+
+            def parse_or_mark(data: bytes):
+                try:
+                    return parse(data)
+                except Exception as exc:  # noqa: BLE001 - any parse failure is the caller's
+                    return UnparsableRequest(method, exc)
+            return parse_or_mark
+
+        return _rebuild(handler, _refuse_unparsable, deserializer=guarded)
+
+
+def _refuse_unparsable(behavior, streams_in: bool, streams_out: bool):
+    """Wrap a behaviour so that an UnparsableRequest is refused as INVALID_ARGUMENT: before
+    the servicer for a single request, as InvalidInput from the request iterator (which
+    the servicer maps) for a stream."""
+    if streams_in:
+        def checked_stream(requests):
+            for request in requests:
+                if isinstance(request, UnparsableRequest):
+                    raise InvalidInput(request.reason)
+                yield request
+
+        if streams_out:
+            def stream_in_out(requests, context):
+                yield from behavior(checked_stream(requests), context)
+            return stream_in_out
+
+        def stream_in(requests, context):
+            return behavior(checked_stream(requests), context)
+        return stream_in
+
+    def refuse(request, context) -> bool:
+        if isinstance(request, UnparsableRequest):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
+        return False
+
+    if streams_out:
+        def single_in_stream_out(request, context):
+            refuse(request, context)
+            yield from behavior(request, context)
+        return single_in_stream_out
+
+    def single(request, context):
+        refuse(request, context)
+        return behavior(request, context)
+    return single
+
+
+class DrainGate(grpc.ServerInterceptor):
+    """Counts the RPCs in flight and, once draining, refuses new ones with UNAVAILABLE
+    (retryable) while health and reflection keep answering: a SIGTERM'd server reports
+    NOT_SERVING for the whole drain instead of vanishing."""
+
+    def __init__(self) -> None:
+        self._idle = threading.Condition()
+        self._in_flight = 0
+        self._draining = False
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
+            return handler
+        if self._draining:
+            def refuse(behavior, streams_in, streams_out):
+                def reject(request, context):
+                    error = Unavailable("server is shutting down; retry on another replica "
+                                        "or after it restarts")
+                    context.abort(status_for(error), str(error))
+                return reject
+            return _rebuild(handler, refuse, deserializer=lambda parse: _ignore)
+        return _rebuild(handler, self._counted)
+
+    def drain(self, timeout: float) -> bool:
+        """Refuse new RPCs and wait up to `timeout` s for those in flight; True if none
+        is left."""
+        with self._idle:
+            self._draining = True
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def _enter(self) -> None:
+        with self._idle:
+            self._in_flight += 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
+    def _counted(self, behavior, streams_in: bool, streams_out: bool):
+        if streams_out:
+            def stream_behavior(request, context):
+                self._enter()
+                try:
+                    yield from behavior(request, context)
+                finally:
+                    self._leave()
+            return stream_behavior
+
+        def unary_behavior(request, context):
+            self._enter()
+            try:
+                return behavior(request, context)
+            finally:
+                self._leave()
+        return unary_behavior
 
 
 def metrics_observer(metrics) -> Observer:

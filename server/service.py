@@ -6,6 +6,7 @@ response is built by a converter, so a method is two or three lines.
 
 from __future__ import annotations
 
+from envad.errors import EnvadError
 from envad.server import convert
 from envad.server.config import ServerConfig
 from envad.server.engine import Engine
@@ -28,10 +29,15 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
 
     @abort_on_error
     def ScoreStream(self, request_iterator, context):
-        for request in request_iterator:
-            options = convert.score_options_from_pb(request, self.config)
-            yield convert.score_to_pb(self.engine.score(
-                convert.images_from_pb(request.images), options, all_bad_is_error=False))
+        for position, request in enumerate(request_iterator):
+            try:   # a refused request is answered in the stream; the stream goes on
+                options = convert.score_options_from_pb(request, self.config)
+                outcome = self.engine.score(convert.images_from_pb(request.images), options,
+                                            all_bad_is_error=False)
+            except EnvadError as exc:
+                yield convert.stream_error_to_pb(position, exc)
+                continue
+            yield convert.score_to_pb(outcome)
 
     @abort_on_error
     def Embed(self, request, context):
@@ -67,7 +73,8 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
 
     @abort_on_error
     def ResetCameraStats(self, request, context):
-        return convert.camera_stats_reset_to_pb(self.engine.reset_camera_stats(request.envs))
+        envs = convert.reset_envs_from_pb(request)
+        return convert.camera_stats_reset_to_pb(self.engine.reset_camera_stats(envs))
 
     @abort_on_error
     def GetInfo(self, request, context):

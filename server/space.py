@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 
+from envad.errors import FailedPrecondition
 from envad.server.batching import MicroBatcher
 from envad.server.config import ServerConfig
 from envad.server.detectors.persistence import BundleStore, file_name_for
@@ -21,6 +23,29 @@ from envad.server.writer import StoreWriter
 log = logging.getLogger(__name__)
 
 
+def bind_weights(data_dir: Path, model_id: str, sha256: str) -> None:
+    """Bind `model_id`'s store table and detector bundles to the encoder file's sha256.
+
+    Embeddings (and detectors fitted on them) of other weights are not comparable, so a
+    file that changed under the same id is refused (FailedPrecondition naming both
+    hashes) instead of being served with the old table and bundle. The first file seen
+    for an id binds it.
+    """
+    binding = Path(data_dir) / "weights" / f"{file_name_for(model_id)}.sha256"
+    if binding.is_file():
+        bound = binding.read_text().strip()
+        if bound and bound != sha256:
+            raise FailedPrecondition(
+                f"model {model_id!r} now has weights sha256 {sha256[:12]}, but its store "
+                f"table and detectors were built with {bound[:12]}: give the new weights "
+                "their own model id (envad export --model-id), or restore the old file")
+        return
+    binding.parent.mkdir(parents=True, exist_ok=True)
+    staging = binding.with_suffix(".tmp")
+    staging.write_text(sha256)
+    staging.replace(binding)
+
+
 class ModelSpace:
     """Store, FAISS mirror, single writer, micro-batcher and detector bundle of an encoder."""
 
@@ -29,6 +54,7 @@ class ModelSpace:
         self.encoder = encoder
         self.model_id = encoder.meta.model_id
         self.store = EmbeddingStore(config.lancedb_dir, self.model_id, encoder.dim)
+        bind_weights(config.data_dir, self.model_id, encoder.meta.sha256)
         self.index = VectorIndex(encoder.dim, ivf_threshold=config.ivf_threshold)
         self.index.add_table(self.store.read())
         self._metrics = metrics

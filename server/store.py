@@ -2,9 +2,11 @@
 
 Embeddings of different encoders are not comparable, so each model id has its own table
 `emb_<model id>`. The id column is the table's (unenforced) primary key; the server keeps
-a single writer (see `writer.py`) because concurrent merge-inserts of the same new keys
-can insert duplicates. Filters are structured (`RowFilter`); the SQL is built here with
-quoting, never taken from a caller.
+a single writer (see `writer.py`), which knows the stored ids and appends only new ones.
+Filters are structured (`RowFilter`, at most `limits.MAX_FILTER_VALUES` values a field);
+the SQL is built here with quoting, never taken from a caller. Rows wanted by id are
+found by matching the id column in Arrow, never through SQL text, so a long id list
+costs memory in proportion to the ids, not to a query string.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.records import RowFilter
+from envad.server.limits import MAX_NAME_CHARS, text_problem
 
 PRIMARY_KEY_METADATA = {"lance-schema:unenforced-primary-key": "true"}
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 METADATA_COLUMNS = ("id", "env", "label", "split", "timestamp", "uri", "sha256", "model_id",
                     "ingested_at")
-_SAFE_VALUE = re.compile(r"^[^\x00-\x1f]*$")
 
 
 def table_name(model_id: str) -> str:
@@ -64,8 +66,10 @@ def where_clause(row_filter: RowFilter) -> str | None:
 
 
 def _quote(value: str) -> str:
-    if not isinstance(value, str) or not _SAFE_VALUE.match(value):
-        raise InvalidInput(f"filter value {value!r} must be a string without control characters")
+    problem = (text_problem("filter value", value, MAX_NAME_CHARS)
+               if isinstance(value, str) else f"filter value {value!r} is not a string")
+    if problem:
+        raise InvalidInput(problem)
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -140,16 +144,28 @@ class EmbeddingStore:
         return int(self._table.count_rows(where_clause(row_filter)))
 
     def insert(self, rows: Sequence[Row]) -> InsertResult:
-        """Insert rows whose id is not stored yet; one table version per call."""
+        """Insert rows whose id is not stored yet; one table version per call (for writers
+        that do not know the stored ids; the server's writer uses `append`)."""
         if not rows:
             return InsertResult(0, self.version)
         result = (self._table.merge_insert("id").when_not_matched_insert_all()
                   .execute(self.to_arrow(rows)))
         return InsertResult(int(result.num_inserted_rows), int(result.version))
 
+    def append(self, table: pa.Table) -> int:
+        """Append rows of the store schema whose ids the caller knows are new; returns
+        the table version that holds them."""
+        self._table.add(table)
+        return self.version
+
     def to_arrow(self, rows: Sequence[Row]) -> pa.Table:
         """Rows as an Arrow table of this store's schema."""
         return rows_table(rows, self.model_id, self.dim)
+
+    def ids(self) -> set[str]:
+        """Every stored id (one read of the id column)."""
+        column = self._table.search().select(["id"]).limit(None).to_arrow().column("id")
+        return set(column.to_pylist())
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """The subset of `ids` already stored."""
@@ -168,20 +184,38 @@ class EmbeddingStore:
 
     def iter_batches(self, row_filter: RowFilter = RowFilter(), batch_size: int = 4096, *,
                      with_vectors: bool = True) -> Iterator[pa.RecordBatch]:
-        """Stream matching rows in record batches of at most `batch_size` rows."""
-        table = self.read(row_filter, with_vectors=with_vectors)
-        yield from table.to_batches(max_chunksize=batch_size)
+        """Stream matching rows in record batches of exactly `batch_size` rows (the last
+        one shorter), read lazily: memory holds about one batch, not the result."""
+        wanted = list(METADATA_COLUMNS) + (["vector"] if with_vectors else [])
+        query = self._table.search().select(wanted).limit(None)
+        where = where_clause(row_filter)
+        if where:
+            query = query.where(where)
+        pending: list[pa.RecordBatch] = []
+        held = 0
+        for batch in query.to_batches(batch_size):
+            pending.append(batch)
+            held += batch.num_rows
+            while held >= batch_size:
+                table = pa.Table.from_batches(pending)
+                yield table.slice(0, batch_size).combine_chunks().to_batches()[0]
+                rest = table.slice(batch_size)
+                pending, held = rest.to_batches(), rest.num_rows
+        if held:
+            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
     def read_ids(self, ids: Sequence[str], *, with_vectors: bool = True,
                  columns: Sequence[str] | None = None) -> pa.Table:
-        """Rows with the given ids (any order)."""
+        """Rows with the given ids (any order), matched in Arrow against the id column:
+        no SQL text, whatever the number of ids."""
         wanted = list(columns or METADATA_COLUMNS) + (["vector"] if with_vectors else [])
-        tables = [make_schema(self.dim).empty_table().select(wanted)]
-        for start in range(0, len(ids), 1000):
-            where = "id IN (" + ", ".join(_quote(i) for i in ids[start:start + 1000]) + ")"
-            tables.append(self._table.search().where(where).select(wanted).limit(None)
-                          .to_arrow())
-        return pa.concat_tables(tables)
+        if not ids:
+            return make_schema(self.dim).empty_table().select(wanted)
+        dataset = self._table.to_lance()
+        stored = dataset.to_table(columns=["id"]).column("id")
+        positions = pa.compute.indices_nonzero(
+            pa.compute.is_in(stored, value_set=pa.array(list(ids), pa.string())))
+        return dataset.take(positions.to_numpy(), columns=wanted)
 
     def env_counts(self) -> dict[str, int]:
         """Rows per environment (recounted only when the table version changed)."""

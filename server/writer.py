@@ -6,6 +6,12 @@ are committed as one table version (fewer versions, fewer small fragments); ever
 `optimize_every` commits the table is compacted. A caller's future resolves only after
 the commit returned: that is the point at which a row is acknowledged as durable. The
 FAISS mirror is extended after each commit.
+
+Lean path: the writer owns the set of stored ids (read once at start, and again only
+when another process committed to the table), so a commit is a set lookup, one Arrow
+conversion shared by the store append and the index, and a plain append — no query of
+the table per commit. A commit that fails is retried in halves down to single rows, so
+one bad row fails alone and every other caller's rows are stored.
 """
 
 from __future__ import annotations
@@ -27,11 +33,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WriteResult:
-    """Outcome of one caller's write: which ids are new, which were already stored."""
+    """Outcome of one caller's write: which ids are new, which were already stored, and
+    which could not be written (id, reason) while the rest were."""
 
     inserted: tuple[str, ...]
     duplicates: tuple[str, ...]
     version: int
+    failed: tuple[tuple[str, str], ...] = ()
 
 
 class StoreWriter:
@@ -48,6 +56,7 @@ class StoreWriter:
         self._queue: queue.Queue[tuple[Sequence[Row], Future] | None] = queue.Queue()
         self._commits = 0
         self._closed = False
+        self._stored_ids, self._synced_version = store.ids(), store.version
         self._thread = threading.Thread(target=self._run, name=f"writer-{store.model_id}",
                                         daemon=True)
         self._thread.start()
@@ -82,12 +91,10 @@ class StoreWriter:
                     first_owner[row.id] = owner
                     unique.append(row)
         try:
-            already = self.store.existing_ids([r.id for r in unique])
-            new_rows = [r for r in unique if r.id not in already]
-            result = self.store.insert(new_rows)
-            if new_rows:
-                self.index.add_table(self.store.to_arrow(new_rows))
-        except OSError as exc:
+            self._sync_ids()
+            new_rows = [r for r in unique if r.id not in self._stored_ids]
+            failed = self._append(new_rows)
+        except OSError as exc:  # the disk, not a row: nothing of this group is written
             error = ResourceExhausted(f"store write failed, nothing was written: {exc}")
             for _, future in pending:
                 future.set_exception(error)
@@ -98,19 +105,56 @@ class StoreWriter:
                 future.set_exception(exc)
             log.exception("store write failed")
             return
-        new_ids = {r.id for r in new_rows}
+        version = self._synced_version
+        new_ids = {r.id for r in new_rows} - failed.keys()
         for owner, (rows, future) in enumerate(pending):
             inserted: list[str] = []
             duplicates: list[str] = []
+            errors: list[tuple[str, str]] = []
+            counted: set[str] = set()    # an id sent twice by one caller: inserted once
             for row in rows:
-                fresh = row.id in new_ids and first_owner[row.id] == owner
-                (inserted if fresh and row.id not in inserted else duplicates).append(row.id)
-            future.set_result(WriteResult(tuple(inserted), tuple(duplicates), result.version))
+                if row.id in failed and first_owner[row.id] == owner:
+                    errors.append((row.id, failed[row.id]))
+                    continue
+                fresh = (row.id in new_ids and first_owner[row.id] == owner
+                         and row.id not in counted)
+                counted.add(row.id)
+                (inserted if fresh else duplicates).append(row.id)
+            future.set_result(WriteResult(tuple(inserted), tuple(duplicates), version,
+                                          tuple(errors)))
         if self._on_commit:
-            self._on_commit(len(new_rows), result.version)
+            self._on_commit(len(new_ids), version)
         self._commits += 1
         if self.optimize_every and self._commits % self.optimize_every == 0:
             try:
                 self.store.optimize()
+                self._synced_version = self.store.version
             except Exception:  # compaction is housekeeping: never fail a write for it
                 log.exception("store optimize failed")
+
+    def _sync_ids(self) -> None:
+        """Re-read the stored ids when another process committed since our last commit."""
+        version = self.store.version
+        if version != self._synced_version:
+            self._stored_ids = self.store.ids()
+            self._synced_version = version
+
+    def _append(self, rows: list[Row]) -> dict[str, str]:
+        """Append rows (ids known to be new); a failing group is split in halves until
+        the failing rows stand alone. Returns {id: reason} of rows not written."""
+        if not rows:
+            return {}
+        try:
+            table = self.store.to_arrow(rows)     # the one conversion: store and index
+            self._synced_version = self.store.append(table)
+        except OSError:
+            raise
+        except Exception as exc:
+            if len(rows) == 1:
+                log.warning("row %.64r not written: %s", rows[0].id, exc)
+                return {rows[0].id: f"store write failed: {exc}"}
+            middle = len(rows) // 2
+            return self._append(rows[:middle]) | self._append(rows[middle:])
+        self._stored_ids.update(table.column("id").to_pylist())
+        self.index.add_table(table)
+        return {}

@@ -23,7 +23,8 @@ class InvalidInput(EnvadError):
 
     code = "INVALID_ARGUMENT"
     when = ("undecodable image (the message names the item: id, uri or index), bad field "
-            "values, wrong vector dimension, threshold outside (0, 1]")
+            "values, a field or filter beyond a request limit (see the limits table), a "
+            "request that does not parse, wrong vector dimension, threshold outside (0, 1]")
 
 
 class NotFound(EnvadError):
@@ -38,8 +39,9 @@ class FailedPrecondition(EnvadError):
 
     code = "FAILED_PRECONDITION"
     when = ("no active encoder, an encoder refused at activation (its store table holds "
-            "vectors of another size: the message names both), no fitted bundle, nothing "
-            "stored to fit on — the message says what to do")
+            "vectors of another size, or the file's weights changed under the same model "
+            "id: the message names both), no fitted bundle, nothing stored to fit on — the "
+            "message says what to do")
 
 
 class ResourceExhausted(EnvadError):
@@ -47,14 +49,14 @@ class ResourceExhausted(EnvadError):
 
     code = "RESOURCE_EXHAUSTED"
     when = ("a store write failed (e.g. disk full): nothing of that write was "
-            "acknowledged")
+            "acknowledged; a message above `max_message_mb` (refused by gRPC unread)")
 
 
 class Unavailable(EnvadError):
     """The server cannot take the request now (starting, shutting down); retry later."""
 
     code = "UNAVAILABLE"
-    when = "shutting down; retry"
+    when = "shutting down (new calls during the drain); retry"
 
 
 class Unauthenticated(EnvadError):

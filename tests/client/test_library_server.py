@@ -67,3 +67,16 @@ def test_ingest_fit_score_search_export(envad_server, tmp_path) -> None:
         assert info.bundle.bundle_id == fit.bundle_id
         with pytest.raises(InvalidInput):
             client.search(vector=[0.0] * 3)
+
+
+def test_score_stream_raises_for_a_refused_batch_after_the_good_ones(fitted_server) -> None:
+    """The server answers a refused batch in-band (ScoreResponse.error); the library
+    raises it as its domain error, after yielding the results before it."""
+    with EnvadClient(fitted_server.address) as client:
+        batches = [[ImageInput(png_bytes(1, size=32))], [],
+                   [ImageInput(png_bytes(2, size=32))]]
+        results = []
+        with pytest.raises(InvalidInput, match="batch 1: no images"):
+            for result in client.score_stream(batches):
+                results.append(result)
+        assert len(results) == 1 and len(results[0].results) == 1

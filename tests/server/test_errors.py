@@ -10,8 +10,9 @@ import grpc
 import pytest
 
 from envad.client.errors import CLIENT_ERRORS, from_rpc_error
-from envad.errors import ALL_ERRORS, EnvadError, error_table_markdown
+from envad.errors import ALL_ERRORS, EnvadError, InvalidInput, error_table_markdown
 from envad.server.errors import abort_on_error, status_for
+from envad.server.limits import MAX_ERROR_CHARS
 
 API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
@@ -30,7 +31,14 @@ class AbortedCall(grpc.RpcError):
 
 
 class RecordingContext:
-    """The part of grpc.ServicerContext that abort_on_error uses: abort raises."""
+    """The part of grpc.ServicerContext that abort_on_error uses: abort raises;
+    `active` False stands for a client that cancelled."""
+
+    def __init__(self, active: bool = True) -> None:
+        self.active = active
+
+    def is_active(self) -> bool:
+        return self.active
 
     def abort(self, code: grpc.StatusCode, details: str):
         raise AbortedCall(code, details)
@@ -88,3 +96,19 @@ def test_api_doc_error_table_is_the_rendering_of_the_classes() -> None:
     assert error_table_markdown() in API_DOC.read_text(), (
         "docs/api.md's error table differs from envad.errors: paste "
         "`python -c 'from envad.errors import error_table_markdown as t; print(t())'`")
+
+
+def test_status_messages_are_one_bounded_line() -> None:
+    """An error echoing a huge or multi-line value still travels as one short line."""
+    with pytest.raises(AbortedCall) as aborted:
+        Raiser(InvalidInput("bad value " + "x\n" * 50_000)).Unary(None, RecordingContext())
+    details = aborted.value.details()
+    assert "\n" not in details and len(details) <= MAX_ERROR_CHARS
+    assert details.startswith("bad value x x")
+
+
+def test_a_cancelled_call_is_not_an_internal_error(caplog) -> None:
+    with pytest.raises(AbortedCall) as aborted:
+        Raiser(RuntimeError("iterator ended")).Unary(None, RecordingContext(active=False))
+    assert aborted.value.code() is grpc.StatusCode.CANCELLED
+    assert "internal error" not in caplog.text

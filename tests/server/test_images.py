@@ -85,11 +85,30 @@ def test_large_jpeg_uses_reduced_decode_and_stays_close_to_full_decode():
 
 @pytest.mark.parametrize("data, message", [
     (b"", "empty"),
-    (b"definitely not an image", "cannot decode"),
+    (b"definitely not an image", "not an image format envad can read"),
 ])
 def test_garbage_is_rejected(data, message):
     with pytest.raises(ImageDecodeError, match=message):
         decode_image(data, 32)
+
+
+def malformed_images() -> list[bytes]:
+    """Headers of known formats with broken bodies, and bytes of no format at all."""
+    png = encode(Image.fromarray(gradient()), "PNG")
+    jpeg = encode(Image.fromarray(gradient()), "JPEG")
+    return [png[:40], png[:len(png) // 2], jpeg[:30], jpeg[:len(jpeg) // 2],
+            b"GIF89a" + b"\x00" * 20, b"BM" + b"\x00" * 60, b"II*\x00" + b"\x00" * 40,
+            b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"\x00" * 100, b"<svg></svg>",
+            b"%PDF-1.4", b"\xff\xd8\xff\xe0" + b"\xff" * 50]
+
+
+@pytest.mark.parametrize("data", malformed_images(), ids=lambda d: repr(d[:6]))
+def test_decode_errors_give_a_reason_not_a_file_object(data):
+    with pytest.raises(ImageDecodeError) as caught:
+        decode_image(data, 32)
+    message = str(caught.value)
+    assert "BytesIO" not in message and " at 0x" not in message
+    assert len(message) > len("cannot decode image: ")
 
 
 def test_truncated_file_is_rejected():

@@ -78,3 +78,19 @@ def test_optimize_keeps_rows(tmp_path):
         store.insert(rows(2, start=2 * i))
     store.optimize()
     assert store.count() == 10
+
+
+def test_batches_are_exact_across_fragments_and_filtered(tmp_path):
+    """Export's batches are read lazily from several fragments and still hold exactly
+    `batch_size` rows each (the last one shorter)."""
+    store = EmbeddingStore(tmp_path, "m", 4)
+    for start in range(0, 15, 3):        # five commits: five fragments of three rows
+        store.insert(rows(3, start=start))
+    batches = list(store.iter_batches(batch_size=4))
+    assert [b.num_rows for b in batches] == [4, 4, 4, 3]
+    ids = [i for b in batches for i in b.column("id").to_pylist()]
+    assert sorted(ids) == sorted(f"r{i}" for i in range(15))
+    filtered = list(store.iter_batches(RowFilter(envs=("e0",)), batch_size=2,
+                                       with_vectors=False))
+    assert sum(b.num_rows for b in filtered) == store.count(RowFilter(envs=("e0",)))
+    assert "vector" not in filtered[0].schema.names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -42,15 +43,61 @@ def test_concurrent_writers_of_the_same_ids_store_each_once(tmp_path):
 def test_failed_write_acknowledges_nothing_and_writer_recovers(tmp_path):
     store = EmbeddingStore(tmp_path, "m", 4)
     writer = StoreWriter(store, VectorIndex(4))
-    original = store.insert
+    original = store.append
 
-    def full_disk(rows):
+    def full_disk(table):
         raise OSError(28, "No space left on device")
 
-    store.insert = full_disk
+    store.append = full_disk  # the disk, outside the machine
     with pytest.raises(ResourceExhausted, match="nothing was written"):
         writer.write(make_rows(["a", "b"]))
-    store.insert = original
+    store.append = original
     assert writer.write(make_rows(["a", "b"])).inserted == ("a", "b")
     assert store.count() == 2
     writer.close()
+
+
+def test_a_bad_row_fails_alone_and_other_callers_rows_are_stored(tmp_path):
+    """One caller's unwritable row (here a vector of the wrong size) is split off the
+    commit group: it fails with its reason, every other row of every caller is stored."""
+    store = EmbeddingStore(tmp_path, "m", 4)
+    index = VectorIndex(4)
+    writer = StoreWriter(store, index)
+    writer.close()       # drive one commit group by hand, on this thread
+    clean = make_rows([f"clean-{i}" for i in range(400)])
+    hostile = make_rows(["h-0", "h-1"]) + [Row(id="h-bad", vector=np.zeros(7, np.float32))]
+    clean_future, hostile_future = Future(), Future()
+    writer._commit([(clean, clean_future), (hostile, hostile_future)])
+    clean_result, hostile_result = clean_future.result(), hostile_future.result()
+    assert len(clean_result.inserted) == 400 and clean_result.failed == ()
+    assert hostile_result.inserted == ("h-0", "h-1")
+    assert [row_id for row_id, _ in hostile_result.failed] == ["h-bad"]
+    assert "7 dims" in hostile_result.failed[0][1]
+    assert store.count() == 402 and len(index) == 402
+
+
+def test_stored_ids_are_known_at_start_and_after_another_process_writes(tmp_path):
+    """The writer's id set is read at start and re-read after a commit by another
+    connection, so nothing it acknowledges is stored twice."""
+    store = EmbeddingStore(tmp_path, "m", 4)
+    store.insert(make_rows(["a", "b"]))
+    writer = StoreWriter(store, VectorIndex(4))
+    assert writer.write(make_rows(["a", "c"])).duplicates == ("a",)
+    EmbeddingStore(tmp_path, "m", 4).insert(make_rows(["x", "y"]))   # another process
+    result = writer.write(make_rows(["x", "y", "z"]))
+    writer.close()
+    assert result.inserted == ("z",) and result.duplicates == ("x", "y")
+    assert sorted(store.read(with_vectors=False).column("id").to_pylist()) == [
+        "a", "b", "c", "x", "y", "z"]
+
+
+def test_a_commit_is_one_append_of_only_new_rows(tmp_path):
+    """Duplicates never reach the table: each commit adds exactly one version."""
+    store = EmbeddingStore(tmp_path, "m", 4)
+    writer = StoreWriter(store, VectorIndex(4), optimize_every=0)
+    first = writer.write(make_rows([f"r{i}" for i in range(50)]))
+    again = writer.write(make_rows([f"r{i}" for i in range(60)]))
+    writer.close()
+    assert again.version == first.version + 1
+    assert len(again.inserted) == 10 and len(again.duplicates) == 50
+    assert store.count() == 60

@@ -142,12 +142,14 @@ class ImageScore(_message.Message):
     def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., env: _Optional[str] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., detectors: _Optional[_Iterable[_Union[DetectorScore, _Mapping]]] = ..., ensemble: _Optional[float] = ..., is_anomaly: _Optional[bool] = ..., threshold: _Optional[float] = ..., neighbors: _Optional[_Iterable[_Union[Neighbor, _Mapping]]] = ..., stored: _Optional[bool] = ..., adaptation: _Optional[str] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
-    __slots__ = ("results", "provenance")
+    __slots__ = ("results", "provenance", "error")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ImageScore]
     provenance: Provenance
-    def __init__(self, results: _Optional[_Iterable[_Union[ImageScore, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
+    error: ItemError
+    def __init__(self, results: _Optional[_Iterable[_Union[ImageScore, _Mapping]]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
 class EmbedRequest(_message.Message):
     __slots__ = ("images", "model_id")

@@ -104,7 +104,9 @@ class AnomalyServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ScoreStream(self, request_iterator, context):
-        """Same as Score for ingestion pipelines: one response per request, in order.
+        """Same as Score for ingestion pipelines: one response per request, in order. A request
+        that Score would refuse (no images, top_k out of range, a bad filter, no detectors)
+        gets a response with `error` set and no results; the stream goes on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,123 @@
+"""The store's write and export paths against plain LanceDB, measured in one run.
+
+Two JSON lines:
+- store_write: `StoreWriter.write` (id check, Arrow conversion, append, FAISS mirror) of
+  N x 512 rows in calls of `--chunk` rows ÷ `table.add` of the same rows, pre-built as
+  Arrow tables, in the same chunks (ratio = lancedb seconds / writer seconds; 1.0 is
+  parity, the target is >= 0.6);
+- export_rows: Export through gRPC from a real `envad serve` in ROWS format (and in
+  ARROW format) ÷ reading the same table with LanceDB (ratio = export seconds / read
+  seconds; the target for ROWS is <= 1.5).
+
+    python -m benchmarks.store_write --rows 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import lancedb
+import numpy as np
+
+from benchmarks.common import emit, log
+from benchmarks.models import build_resnet18_onnx
+from envad.client.server_process import LocalServer
+from envad.server.index import VectorIndex
+from envad.server.store import EmbeddingStore, Row, make_schema, rows_table
+from envad.server.writer import StoreWriter
+from envad.v1 import envad_pb2 as pb
+from envad.v1 import envad_pb2_grpc as pb_grpc
+
+DIM = 512
+MODEL_ID = "bench-resnet18-32"
+
+
+def make_rows(count: int, seed: int = 0) -> list[Row]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((count, DIM), dtype=np.float32)
+    return [Row(id=f"{i:064x}", vector=vectors[i], env=f"cam-{i % 20}", label="normal",
+                split="train", uri=f"file:///archive/{i}.jpg", sha256=f"{i:064x}")
+            for i in range(count)]
+
+
+def time_writer(db_dir: Path, rows: list[Row], chunk: int) -> float:
+    store = EmbeddingStore(db_dir, MODEL_ID, DIM)
+    writer = StoreWriter(store, VectorIndex(DIM), optimize_every=0)
+    start = time.perf_counter()
+    for i in range(0, len(rows), chunk):
+        writer.write(rows[i:i + chunk])
+    seconds = time.perf_counter() - start
+    writer.close()
+    assert store.count() == len(rows)
+    return seconds
+
+
+def time_lancedb_add(db_dir: Path, rows: list[Row], chunk: int) -> float:
+    tables = [rows_table(rows[i:i + chunk], MODEL_ID, DIM) for i in range(0, len(rows), chunk)]
+    table = lancedb.connect(str(db_dir)).create_table("plain", schema=make_schema(DIM))
+    start = time.perf_counter()
+    for part in tables:
+        table.add(part)
+    seconds = time.perf_counter() - start
+    assert table.count_rows() == len(rows)
+    return seconds
+
+
+def time_export(address: str, export_format: pb.ExportFormat) -> tuple[float, int]:
+    channel = grpc.insecure_channel(address, options=[
+        ("grpc.max_receive_message_length", 512 * 1024 * 1024)])
+    stub = pb_grpc.AnomalyServiceStub(channel)
+    start = time.perf_counter()
+    rows = 0
+    for chunk in stub.Export(pb.ExportRequest(format=export_format), timeout=600):
+        rows += len(chunk.rows.rows) if export_format == pb.EXPORT_FORMAT_ROWS else 1
+    seconds = time.perf_counter() - start
+    channel.close()
+    return seconds, rows
+
+
+def time_table_read(db_dir: Path) -> float:
+    table = lancedb.connect(str(db_dir)).open_table("emb_" + MODEL_ID.replace("-", "_"))
+    start = time.perf_counter()
+    read = table.search().limit(None).to_arrow()
+    seconds = time.perf_counter() - start
+    assert read.num_rows > 0
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--chunk", type=int, default=4096)
+    args = parser.parse_args()
+    rows = make_rows(args.rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        log(f"lancedb table.add of {args.rows} x {DIM} rows ...")
+        plain = time_lancedb_add(work / "plain", rows, args.chunk)
+        log(f"StoreWriter.write of {args.rows} x {DIM} rows ...")
+        data = work / "data"
+        writer = time_writer(data / "lancedb", rows, args.chunk)
+        emit({"benchmark": "store_write", "rows": args.rows, "dim": DIM, "chunk": args.chunk,
+              "writer_s": round(writer, 3), "lancedb_add_s": round(plain, 3),
+              "ratio": round(plain / writer, 3), "target": ">= 0.6"})
+        del rows
+        model = build_resnet18_onnx(32, work / "models" / f"{MODEL_ID}.onnx",
+                                    model_id=MODEL_ID)
+        read = time_table_read(data / "lancedb")
+        with LocalServer(data, model.parent) as server:
+            export_rows, count = time_export(server.address, pb.EXPORT_FORMAT_ROWS)
+            export_arrow, _ = time_export(server.address, pb.EXPORT_FORMAT_ARROW_IPC)
+        assert count == args.rows
+        emit({"benchmark": "export_rows", "rows": args.rows, "read_s": round(read, 3),
+              "export_rows_s": round(export_rows, 3), "export_arrow_s": round(export_arrow, 3),
+              "rows_ratio": round(export_rows / read, 3),
+              "arrow_ratio": round(export_arrow / read, 3), "target": "rows_ratio <= 1.5"})
+
+
+if __name__ == "__main__":
+    main()
