@@ -10,13 +10,13 @@ import json
 import sys
 from pathlib import Path
 
-DEFAULT_CHECKPOINT_DIR = Path("var/checkpoints")
-
 
 def register(subparsers, connection_parser) -> None:
+    from envad.client.cli_help import EnvadHelpFormatter
+
     p = subparsers.add_parser(
         "backfill", parents=[connection_parser()],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=EnvadHelpFormatter,
         help="ingest (and optionally score) a whole archive, resumably",
         description="Stream an archive into the store: a folder-format dataset, a plain "
                     "image tree (environment = first folder), a Camtrap DP package "
@@ -56,8 +56,9 @@ def register(subparsers, connection_parser) -> None:
                    help="at most this many images per second (0: unlimited)")
     g.add_argument("--limit", type=int, default=0, help="stop after N new items (0: all)")
     g.add_argument("--checkpoint", type=Path,
-                   help=f"checkpoint journal (default: {DEFAULT_CHECKPOINT_DIR}/backfill-"
-                        "<source>-<hash of the job>.jsonl)")
+                   help="checkpoint journal (default: DATA_DIR/checkpoints/backfill-"
+                        "<source>-<hash of the job>.jsonl, DATA_DIR being the server's data "
+                        "dir when it is on this machine, else ~/.local/share/envad)")
     g.add_argument("--resume", action="store_true",
                    help="continue the job recorded in the checkpoint, skipping finished items")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -96,9 +97,13 @@ def source_options(args) -> dict:
 
 
 def default_checkpoint(source, job: dict) -> Path:
+    """The job's checkpoint under the work dir (envad.client.work_dirs), named after the
+    source and a hash of the job header."""
+    from envad.client.work_dirs import checkpoint_dir
+
     digest = hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()
     name = Path(source.describe()["path"]).name or "source"
-    return DEFAULT_CHECKPOINT_DIR / f"backfill-{name}-{digest[:12]}.jsonl"
+    return checkpoint_dir(job.get("data_dir")) / f"backfill-{name}-{digest[:12]}.jsonl"
 
 
 def cmd_backfill(args) -> int:
