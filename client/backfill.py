@@ -15,11 +15,12 @@ import logging
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envad.client.backfill_plan import (
     BackfillOptions,
+    check_some_wanted,
     count_wanted,
     item_outcome,
     job_header,
@@ -31,6 +32,7 @@ from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
 from envad.client.retry import RETRYABLE_CODES, backoff_delays
 from envad.client.sources import Source, SourceItem
+from envad.client.sources.exif import exif_timestamp
 from envad.client.writers import write_scores
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 
@@ -69,6 +71,7 @@ def run_backfill(
         raise FailedPrecondition(f"the server has no active encoder: {info.hint}")
     if options.scores and info.bundle is None:
         raise FailedPrecondition(f"scores need fitted detectors: {info.hint}")
+    check_some_wanted(source, options)
     header = job_header(source, options, info.active_model.model_id, info.data_dir)
     summary = BackfillSummary(model_id=info.active_model.model_id)
     with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
@@ -165,6 +168,8 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batc
                                            reason=f"cannot read {item.uri}: {exc}",
                                            keep_item=options.scores))
             continue
+        if item.timestamp is None:
+            item = replace(item, timestamp=exif_timestamp(data))
         pending.append((item, ImageInput(data=data, id=item.id or sha256_hex(data),
                                          env=item.env, timestamp=item.timestamp, uri=item.uri)))
     delays = backoff_delays(options.batch_retry)

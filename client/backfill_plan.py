@@ -83,6 +83,24 @@ def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir
     return header
 
 
+def check_some_wanted(source: Source, options: BackfillOptions) -> None:
+    """InvalidInput naming what the source holds when no item passes the filters (or
+    the source is empty), so that a run that would do nothing says why instead."""
+    envs: set[str] = set()
+    splits: set[str] = set()
+    for item in source:
+        if options.wants(item):
+            return
+        envs.add(item.env)
+        splits.add(item.split)
+    if not envs:
+        raise InvalidInput(f"{source.path} holds no images")
+    raise InvalidInput(
+        f"no item of {source.path} matches the filters (--only-env {list(options.envs)}, "
+        f"--only-split {list(options.splits)}); it holds environments "
+        f"{sorted(envs)[:10]} and splits {sorted(splits)[:10]}")
+
+
 def count_wanted(source: Source, options: BackfillOptions) -> int:
     """How many of the source's items pass the filters (the progress bar's total)."""
     return sum(1 for item in source if options.wants(item))
