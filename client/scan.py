@@ -127,6 +127,9 @@ def run_scan(options: ScanOptions) -> ScanReport:
     """Scan `options.source`; see the module docstring."""
     if not options.model.is_file():
         raise InvalidInput(f"--model {options.model}: no such encoder file")
+    if options.model.suffix.lower() != ".onnx":
+        raise InvalidInput(f"--model {options.model}: an envad encoder is an .onnx file "
+                           "(docs/model-format.md)")
     if options.top < 0 or options.batch_size < 1:
         raise InvalidInput("--top must be >= 0 and --batch-size >= 1")
     source = open_source(options.source, options.source_format)
@@ -208,11 +211,15 @@ def _data_dir(given: Path | None) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def _quiet_server_logs() -> Iterator[None]:
-    """The in-process service logs every call; a scan reports through its own output."""
+    """The in-process service logs every call and every refused model file; a scan
+    reports through its own output (with `envad -v` everything is logged)."""
+    if logging.getLogger().level <= logging.DEBUG:
+        yield
+        return
     loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.WARNING)
+        lg.setLevel(logging.ERROR)
     try:
         yield
     finally:
@@ -243,8 +250,9 @@ def _in_process_service(model: Path, data_dir: Path):
             listing = client.list_models()   # the service scanned the models dir on start
             mine = [m for m in listing.models if Path(m.file).name == installed.name]
             if not mine:
+                why = running.engine.registry.problems.get(installed.name, "")
                 raise InvalidInput(f"--model {model}: not a usable envad encoder "
-                                   "(docs/model-format.md)")
+                                   f"(docs/model-format.md): {why}".rstrip(": "))
             if not mine[0].active:
                 client.activate_model(mine[0].model_id)
             yield client
