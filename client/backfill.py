@@ -28,6 +28,7 @@ from envad.client.backfill_plan import (
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary, score_records
 from envad.client.checkpoint import Checkpoint, Outcome
+from envad.client.content_index import DUPLICATE_REASON, ContentIndex
 from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
 from envad.client.retry import RETRYABLE_CODES, backoff_delays
@@ -74,9 +75,11 @@ def run_backfill(
     check_some_wanted(source, options)
     header = job_header(source, options, info.active_model.model_id, info.data_dir)
     summary = BackfillSummary(model_id=info.active_model.model_id)
+    content = (ContentIndex.from_server(client)
+               if options.store and options.skip_duplicates else None)
     with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
         try:
-            _run(client, source, checkpoint, options, summary, progress)
+            _run(client, source, checkpoint, options, summary, progress, content)
         except KeyboardInterrupt as exc:
             summary.interrupted = True
             raise BackfillInterrupted(summary) from exc
@@ -91,7 +94,7 @@ def run_backfill(
     return summary
 
 
-def _run(client, source, checkpoint, options, summary, progress) -> None:
+def _run(client, source, checkpoint, options, summary, progress, content=None) -> None:
     from tqdm import tqdm
 
     bar = tqdm(total=count_wanted(source, options), unit="img", desc="backfill",
@@ -109,7 +112,7 @@ def _run(client, source, checkpoint, options, summary, progress) -> None:
                     _finish(checkpoint, batch, summary, bar)
                     continue
                 throttle.wait(len(batch.items))
-                in_flight.add(pool.submit(_send, client, batch, options))
+                in_flight.add(pool.submit(_send, client, batch, options, content))
                 while len(in_flight) >= 2 * options.concurrency:
                     _collect(in_flight, checkpoint, summary, bar, block=True)
             while in_flight:
@@ -157,9 +160,14 @@ def _finish(checkpoint: Checkpoint, batch: _Batch, summary: BackfillSummary, bar
 # ------------------------------------------------------------------ one batch (worker)
 
 
-def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batch:
-    """Read, send and retry one batch; every item ends with exactly one outcome."""
+def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
+          content: ContentIndex | None = None) -> _Batch:
+    """Read, send and retry one batch; every item ends with exactly one outcome.
+
+    An image whose content is stored under another id (`content`) is skipped when
+    ingesting, and scored without being stored again when scoring."""
     pending: list[tuple[SourceItem, ImageInput]] = []
+    copies: set[str] = set()      # keys of items whose content is stored already
     for item in batch.items:
         try:
             data = item.read_bytes()
@@ -170,12 +178,21 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batc
             continue
         if item.timestamp is None:
             item = replace(item, timestamp=exif_timestamp(data))
-        pending.append((item, ImageInput(data=data, id=item.id or sha256_hex(data),
-                                         env=item.env, timestamp=item.timestamp, uri=item.uri)))
+        sha = sha256_hex(data)
+        image = ImageInput(data=data, id=item.id or sha, env=item.env,
+                           timestamp=item.timestamp, uri=item.uri)
+        stored = content.claim(sha, image.id, item.env) if content is not None else None
+        if stored is not None and not options.scores:
+            batch.outcomes.append(item_outcome(item, "skipped", stored.id,
+                                               reason=DUPLICATE_REASON))
+            continue
+        if stored is not None:
+            copies.add(item.key)
+        pending.append((item, image))
     delays = backoff_delays(options.batch_retry)
     while pending:
         try:
-            outcomes = _score(client, pending, options) if options.scores else _ingest(
+            outcomes = _score(client, pending, options, copies) if options.scores else _ingest(
                 client, pending, batch, options)
         except EnvadError as exc:
             if exc.code not in RETRYABLE_CODES and exc.code != "INVALID_ARGUMENT":
@@ -220,20 +237,23 @@ def _ingest(client, pending, batch: _Batch, options) -> list[tuple]:
     ]
 
 
-def _score(client, pending, options) -> list[tuple]:
-    """Score (and store) the batch, one call per (split, label) group."""
-    groups: dict[tuple[str, str], list[tuple[SourceItem, ImageInput]]] = {}
+def _score(client, pending, options, copies: frozenset[str] | set[str] = frozenset()
+           ) -> list[tuple]:
+    """Score (and store) the batch, one call per (split, label, store) group; items in
+    `copies` (content stored under another id) are scored without storing."""
+    groups: dict[tuple[str, str, bool], list[tuple[SourceItem, ImageInput]]] = {}
     for item, image in pending:
-        groups.setdefault((item.split, item.label), []).append((item, image))
+        store = options.store and item.key not in copies
+        groups.setdefault((item.split, item.label, store), []).append((item, image))
     out: list[tuple[SourceItem, ImageInput, str, str, dict | None]] = []
-    for (split, label), members in groups.items():
-        result = client.score([image for _, image in members], store=options.store,
+    for (split, label, store), members in groups.items():
+        result = client.score([image for _, image in members], store=store,
                               split=split, label=label)
         prov = result.provenance
         for (item, image), res in zip(members, result.results, strict=True):
             if res.error is not None:
                 out.append((item, image, res.error.code, res.error.message, None))
-            elif options.store and not res.stored:
+            elif store and not res.stored:
                 out.append((item, image, "UNAVAILABLE", "scored but not stored", None))
             else:
                 out.append((item, image, "", "", {

@@ -55,6 +55,9 @@ def register(subparsers, connection_parser) -> None:
     g.add_argument("--rate-limit", type=float, default=0.0,
                    help="at most this many images per second (0: unlimited)")
     g.add_argument("--limit", type=int, default=0, help="stop after N new items (0: all)")
+    g.add_argument("--keep-duplicates", action="store_true",
+                   help="store an image even when the same content is stored already under "
+                        "another id (another source, path or camera)")
     g.add_argument("--checkpoint", type=Path,
                    help="checkpoint journal (default: DATA_DIR/checkpoints/backfill-"
                         "<source>-<hash of the job>.jsonl, DATA_DIR being the server's data "
@@ -119,6 +122,7 @@ def cmd_backfill(args) -> int:
         envs=tuple(args.only_env), splits=tuple(args.only_split),
         scores=args.scores_out is not None, store=not args.no_store,
         rate_limit=args.rate_limit, limit=args.limit,
+        skip_duplicates=not args.keep_duplicates,
     )
     if args.engine == "ray":
         return _run_ray(args, source, options)

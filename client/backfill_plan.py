@@ -35,6 +35,8 @@ class BackfillOptions:
     rate_limit : at most this many images per second (0: no limit), to spare a server
         that also serves live traffic.
     limit : stop after this many new items (0: all).
+    skip_duplicates : do not store an image whose content (sha256) is stored already
+        under another id (service engine; envad.client.content_index).
     """
 
     batch_size: int = 64
@@ -46,6 +48,7 @@ class BackfillOptions:
     store: bool = True
     rate_limit: float = 0.0
     limit: int = 0
+    skip_duplicates: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.concurrency < 1:
