@@ -3,7 +3,6 @@ embed it on a Ray cluster and write the store's Lance table directly."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json

@@ -53,7 +53,7 @@ def test_too_few_rows_are_refused_naming_the_minimum(envad_server, capsys) -> No
     server = ["--server", envad_server.address, "--no-progress"]
     assert main(["fit", *server]) == 1
     err = capsys.readouterr().err
-    assert f"only 36 stored rows" in err and f"at least {MIN_FIT_ROWS}" in err
+    assert "only 36 stored rows" in err and f"at least {MIN_FIT_ROWS}" in err
     assert "--allow-few-rows" in err
     assert main(["fit", "--allow-few-rows", "--json", *server]) == 0
     captured = capsys.readouterr()
