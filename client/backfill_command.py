@@ -109,7 +109,7 @@ def default_checkpoint(source, job: dict) -> Path:
 
 
 def cmd_backfill(args) -> int:
-    from envad.client.backfill_plan import BackfillOptions, job_header
+    from envad.client.backfill_plan import BackfillOptions, check_some_wanted, job_header
     from envad.client.commands import open_client
     from envad.client.sources import open_source
 
@@ -123,6 +123,7 @@ def cmd_backfill(args) -> int:
         rate_limit=args.rate_limit, limit=args.limit,
         skip_duplicates=not args.keep_duplicates,
     )
+    check_some_wanted(source, options)      # before any work: say why a run would do nothing
     if args.engine == "ray":
         return _run_ray(args, source, options)
 

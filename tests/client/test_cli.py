@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tiny_encoder import synthetic_images
+
 ENVAD = [sys.executable, "-m", "envad.client.cli"]
 
 
@@ -71,3 +73,14 @@ def test_an_output_that_cannot_be_written(envad_server, tmp_path) -> None:
     result = envad("export-embeddings", "--out", str(tmp_path / "file" / "emb.parquet"),
                    "--no-progress", "--server", envad_server.address)
     assert_one_line_error(result, "file")
+
+
+def test_a_backfill_that_would_do_nothing_says_so(envad_server, tmp_path) -> None:
+    (tmp_path / "empty" / "camA").mkdir(parents=True)
+    assert_one_line_error(envad("backfill", str(tmp_path / "empty"), "--server",
+                                envad_server.address), "holds no images")
+    (tmp_path / "cams" / "camA").mkdir(parents=True)
+    (tmp_path / "cams" / "camA" / "IMG_0001.JPG").write_bytes(synthetic_images("normal", 1)[0])
+    assert_one_line_error(envad("backfill", str(tmp_path / "cams"), "--only-split", "train",
+                                "--no-progress", "--server", envad_server.address),
+                          "no item", "splits ['archive']")
