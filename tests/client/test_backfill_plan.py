@@ -7,8 +7,8 @@ import pytest
 
 from client_archives import make_folder_dataset, make_megadetector_json
 from envad.client.backfill_plan import (
-    check_some_wanted,
     BackfillOptions,
+    check_some_wanted,
     count_wanted,
     item_outcome,
     job_header,
