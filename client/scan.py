@@ -16,12 +16,13 @@ image of the archive is scored without storing it again.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
 import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from envad.errors import FailedPrecondition, InvalidInput
 NORMAL_SPLIT = "scan-normal"
 ANOMALOUS_SPLIT = "scan-anomalous"
 REFERENCE_SPLIT = "scan-reference"
+TOP_FIELDS = ("key", "env", "ensemble", "is_anomaly", "uri", "id")
 QUIET_LOGGERS = ("envad.server", "envad.access", "faiss", "faiss.loader")
 
 
@@ -165,21 +167,33 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
     score_checkpoint = _checkpoint(checkpoints, f"score-{fit.bundle_id}", source)
     run_backfill(client, source, score_checkpoint, score_options, resume=True,
                  scores_out=scores_out, progress=options.progress)
-    records = _score_records(client, source, score_options, score_checkpoint)
-    scored = [r for r in records if r["status"] == "ok" and r["ensemble"] is not None]
-    scored.sort(key=lambda r: -r["ensemble"])
     report = ScanReport(
         source=str(options.source), model_id=fit.provenance.model_id, fit_on=what,
         fit_rows=fit.n_samples, bundle_id=fit.bundle_id, threshold=fit.threshold,
-        scored=len(scored), anomalies=sum(1 for r in scored if r["is_anomaly"]),
-        failed=sum(1 for r in records if r["status"] == "failed"),
-        skipped=sum(1 for r in records if r["status"] == "skipped"),
-        top=[{k: r[k] for k in ("key", "env", "ensemble", "is_anomaly", "uri", "id")}
-             for r in scored[:options.top]],
-        scores_out=str(options.scores_out) if options.scores_out or options.data_dir else "",
+        scores_out=str(scores_out) if options.scores_out or options.data_dir else "",
         warnings=[f"envad: {warning}"] if warning else [],
     )
+    _summarise(report, _score_records(client, source, score_options, score_checkpoint),
+               options.top)
     return report
+
+
+def _summarise(report: ScanReport, records: Iterable[dict], top: int) -> None:
+    """Count the score records and keep the `top` highest, streaming (any archive size)."""
+    best: list[tuple[float, int, dict]] = []
+    for n, record in enumerate(records):
+        if record["status"] != "ok" or record["ensemble"] is None:
+            report.failed += record["status"] == "failed"
+            report.skipped += record["status"] == "skipped"
+            continue
+        report.scored += 1
+        report.anomalies += bool(record["is_anomaly"])
+        entry = (record["ensemble"], -n, {k: record[k] for k in TOP_FIELDS})
+        if len(best) < top:
+            heapq.heappush(best, entry)
+        elif top and entry[:2] > best[0][:2]:
+            heapq.heapreplace(best, entry)
+    report.top = [entry[2] for entry in sorted(best, key=lambda e: e[:2], reverse=True)]
 
 
 def _checkpoint(folder: Path, step: str, source: Source) -> Path:
@@ -188,15 +202,15 @@ def _checkpoint(folder: Path, step: str, source: Source) -> Path:
 
 
 def _score_records(client, source: Source, options: BackfillOptions, path: Path
-                   ) -> list[dict]:
-    """The score records of the run, read back from its checkpoint journal."""
+                   ) -> Iterator[dict]:
+    """The score records of the run, streamed back from its checkpoint journal."""
     from envad.client.backfill_report import score_records
     from envad.client.checkpoint import Checkpoint
 
     info = client.info()
     header = job_header(source, options, info.active_model.model_id, info.data_dir)
     with Checkpoint(path, header, resume=True) as checkpoint:
-        return list(score_records(checkpoint.outcomes()))
+        yield from score_records(checkpoint.outcomes())
 
 
 @contextlib.contextmanager
