@@ -9,6 +9,7 @@ nested ones included): it sets `EnvadHelpFormatter` and appends the command's en
 from __future__ import annotations
 
 import argparse
+import re
 
 #: Examples per command path ("models list"), shown at the end of its help page.
 EXAMPLES: dict[str, str] = {
@@ -44,6 +45,10 @@ EXAMPLES: dict[str, str] = {
 }
 
 
+#: "(0: all)" in a help text: what the value 0 means.
+ZERO_MEANS = re.compile(r"\(0: ([^)]*)\)")
+
+
 class EnvadHelpFormatter(argparse.HelpFormatter):
     """Shows an option's default once: not when the help text already talks about its
     default, and not for defaults that say nothing (None, False, "", [])."""
@@ -52,6 +57,9 @@ class EnvadHelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         if "default" in text.lower() or not shows_default(action):
             return text
+        zero = ZERO_MEANS.search(text)
+        if zero and action.default == 0:     # "(0: all)" says what the default 0 means
+            return f"{text[:zero.start()]}(default: 0 = {zero.group(1)}){text[zero.end():]}"
         return f"{text} (default: %(default)s)"
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:

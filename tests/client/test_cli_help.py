@@ -40,6 +40,7 @@ def test_defaults_are_shown_once_and_readably(path) -> None:
     for option, help_text in expanded_helps(PAGES[path]):
         said = len(re.findall(r"\(default\b|default:|; default\b|\bdefault \d", help_text))
         assert said <= 1, f"`envad {path} --help` {option}: {help_text!r}"
+        assert not re.search(r"\(0: [^)]*\) \(default: 0", help_text), help_text
 
 
 @pytest.mark.parametrize("path", sorted(PAGES))
