@@ -231,7 +231,7 @@ def cmd_score(args) -> int:
     with open_client(args) as client:
         for start in range(0, len(args.images), args.batch_size):
             paths = args.images[start:start + args.batch_size]
-            images = [ImageInput.from_path(p, env=args.env) for p in paths]
+            images = [with_capture_time(ImageInput.from_path(p, env=args.env)) for p in paths]
             result = client.score(images, store=args.store, split=args.split_name,
                                   label=args.label_name, threshold=args.threshold,
                                   top_k=args.top_k)
@@ -252,6 +252,13 @@ def cmd_score(args) -> int:
     else:
         print_table(["IMAGE", "ENV", "ENSEMBLE", "VERDICT", "CALIBRATED DETECTOR SCORES"], rows)
     return 1 if failed else 0
+
+
+def with_capture_time(image):
+    """`image` with its EXIF capture time (stored with it under --store)."""
+    from envad.client.sources.exif import exif_timestamp
+
+    return dataclasses.replace(image, timestamp=exif_timestamp(image.data))
 
 
 def check_image_files(paths: list[Path]) -> None:

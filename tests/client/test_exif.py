@@ -47,3 +47,18 @@ def test_no_exif_bad_exif_and_non_images_give_none() -> None:
     exif.get_ifd(EXIF_IFD)[0x9003] = "0000:00:00 00:00:00"   # what some cameras write
     assert exif_timestamp(jpeg(exif)) is None
     assert exif_timestamp(b"not an image") is None
+
+
+def test_score_store_keeps_the_capture_time(fitted_server, tmp_path, capsys) -> None:
+    from envad.client import EnvadClient
+    from envad.client.cli import main
+    from envad.client.results import RowFilter
+
+    image = tmp_path / "IMG_0001.JPG"
+    image.write_bytes(jpeg_with_exif(synthetic_images("odd", 1)[0], datetime(2024, 7, 1, 5)))
+    assert main(["score", str(image), "--store", "--split-name", "new",
+                 "--server", fitted_server.address]) == 0
+    with EnvadClient(fitted_server.address) as client:
+        (row,) = [r for b in client.export(RowFilter(splits=("new",)), with_vectors=False)
+                  for r in b.to_pylist()]
+    assert row["timestamp"].replace(tzinfo=None) == datetime(2024, 7, 1, 5)
