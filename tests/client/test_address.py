@@ -46,3 +46,12 @@ def test_the_cli_sends_a_bare_host_to_the_default_port(monkeypatch) -> None:
     assert args.server == f"127.0.0.1:{DEFAULT_PORT}"
     monkeypatch.setenv("ENVAD_SERVER", "scoring.internal")
     assert build_parser().parse_args(["info"]).server == f"scoring.internal:{DEFAULT_PORT}"
+
+
+def test_the_library_takes_the_same_addresses() -> None:
+    from envad.client import EnvadClient
+
+    with EnvadClient("127.0.0.1") as client:
+        assert client.address == f"127.0.0.1:{DEFAULT_PORT}"
+    with pytest.raises(InvalidInput, match="not a URL"):
+        EnvadClient("http://127.0.0.1:50051")
