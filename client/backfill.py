@@ -181,9 +181,9 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
         sha = sha256_hex(data)
         image = ImageInput(data=data, id=item.id or sha, env=item.env,
                            timestamp=item.timestamp, uri=item.uri)
-        stored = content.claim(sha, image.id, item.env) if content is not None else None
+        stored = content.claim(sha, image.id) if content is not None else None
         if stored is not None and not options.scores:
-            batch.outcomes.append(item_outcome(item, "skipped", stored.id,
+            batch.outcomes.append(item_outcome(item, "skipped", stored,
                                                reason=DUPLICATE_REASON))
             continue
         if stored is not None:

@@ -19,8 +19,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client import convert
-from envad.client.address import parse_server_address
 from envad.client import results as r
+from envad.client.address import parse_server_address
 from envad.client.errors import from_rpc_error
 from envad.client.retry import RetryPolicy, call_with_retry
 from envad.errors import InvalidInput, Unavailable

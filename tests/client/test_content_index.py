@@ -62,11 +62,14 @@ def test_rerunning_a_source_is_not_a_duplicate(envad_server, tmp_path, capsys) -
 def test_claims() -> None:
     index = ContentIndex()
     sha = "ab" * 32
-    assert index.claim(sha, "row-1", "camA") is None
-    assert index.claim(sha, "row-1", "camA") is None          # the same row again
-    held = index.claim(sha, "row-2", "camB")
-    assert held is not None and (held.id, held.env) == ("row-1", "camA")
-    assert len(index) == 1
+    assert index.claim(sha, "row-1") is None
+    assert index.claim(sha, "row-1") is None                  # the same row again
+    assert index.claim(sha, "row-2") == "row-1"
+    other = "cd" * 32
+    index.add(other, other)                                   # stored under its hash
+    assert index.claim(other, other) is None
+    assert index.claim(other, "dep1/m0") == other
+    assert len(index) == 2
 
 
 def test_a_scoring_backfill_scores_copies_without_storing_them(fitted_server, tmp_path,
