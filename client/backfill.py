@@ -57,13 +57,14 @@ def run_backfill(
     resume: bool = False,
     scores_out: str | Path | None = None,
     scores_format: str = "auto",
-    progress: bool = True,
+    progress: bool | str = True,
 ) -> BackfillSummary:
     """Backfill `source` into the server behind `client`; returns the run's summary.
 
     Raises FailedPrecondition when the server has no active encoder (or, for scores, no
     fitted detectors). On Ctrl-C the finished batches stay recorded, the score output is
     written for them, and BackfillInterrupted (a KeyboardInterrupt) carries the summary.
+    `progress`: show a progress bar on stderr (a string: with that label).
     """
     if scores_out is not None and not options.scores:
         raise InvalidInput("scores_out needs options.scores=True")
@@ -97,7 +98,8 @@ def run_backfill(
 def _run(client, source, checkpoint, options, summary, progress, content=None) -> None:
     from tqdm import tqdm
 
-    bar = tqdm(total=count_wanted(source, options), unit="img", desc="backfill",
+    bar = tqdm(total=count_wanted(source, options), unit="img",
+               desc=progress if isinstance(progress, str) else "backfill",
                disable=not progress, smoothing=0.1)
     throttle = _Throttle(options.rate_limit)
     in_flight: set[Future] = set()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from envad.client.backfill_plan import BackfillOptions, job_header
 from envad.client.fit_choice import FitChoice, check_enough_rows
+from envad.client.progress import wait_with_progress
 from envad.client.results import RowFilter
 from envad.client.sources import Source, SourceItem, open_source
 from envad.errors import FailedPrecondition, InvalidInput
@@ -151,7 +152,7 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
     fit_split = REFERENCE_SPLIT if reference else NORMAL_SPLIT
     store = run_backfill(client, fit_source, _checkpoint(checkpoints, "store", fit_source),
                          BackfillOptions(batch_size=options.batch_size, concurrency=2),
-                         resume=True, progress=options.progress)
+                         resume=True, progress=options.progress and "store fit images")
     if not store.ok and not store.already_done:
         raise FailedPrecondition(f"no image of {fit_source.path} could be stored: "
                                  f"{dict(store.failed_reasons) or dict(store.skipped)}")
@@ -159,14 +160,16 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
             else f"the normal images of {options.source}")
     choice = FitChoice(RowFilter(splits=(fit_split,)), what)
     warning = check_enough_rows(client, choice, options.allow_few_rows)
-    fit = client.fit(choice.row_filter, detectors=options.detectors, space=options.space,
-                     contamination=options.contamination, timeout=None)
+    fit = wait_with_progress(
+        lambda: client.fit(choice.row_filter, detectors=options.detectors, space=options.space,
+                           contamination=options.contamination, timeout=None),
+        "fit", enabled=options.progress)
     score_options = BackfillOptions(batch_size=options.batch_size, concurrency=2,
                                     scores=True, store=False)
     scores_out = options.scores_out or (data_dir / "scores.jsonl")
     score_checkpoint = _checkpoint(checkpoints, f"score-{fit.bundle_id}", source)
     run_backfill(client, source, score_checkpoint, score_options, resume=True,
-                 scores_out=scores_out, progress=options.progress)
+                 scores_out=scores_out, progress=options.progress and "score")
     report = ScanReport(
         source=str(options.source), model_id=fit.provenance.model_id, fit_on=what,
         fit_rows=fit.n_samples, bundle_id=fit.bundle_id, threshold=fit.threshold,
