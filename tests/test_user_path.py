@@ -1,10 +1,12 @@
 """The README's path from a camera folder to a list of anomalies, run as written on a
 generated folder of nested JPEGs with EXIF times: with a real `envad serve` and store,
-and as the one-shot `envad scan` on the same folder; both score every image alike."""
+and as the one-shot `envad scan` on the same folder; both fit on the same images and
+rank the odd ones first."""
 
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shlex
 from pathlib import Path
@@ -67,18 +69,23 @@ def test_the_readme_path_and_the_one_shot_mode(envad_server, tiny_model_path, my
     assert set(rows[str(p.resolve())]["env"] for p in mycams.rglob("*.JPG")) == {
         "cam-a", "cam-b", "cam-c"}
 
+    with EnvadClient(envad_server.address) as client:
+        server_bundle = client.info().bundle
+    assert server_bundle is not None and server_bundle.n_samples == 124
+
     scan = commands[5]
     (tmp_path / "scores.csv").rename(tmp_path / "scores-server.csv")
     argv = [str(tiny_model_path) if a == "encoder.onnx" else a for a in scan[1:]]
-    assert main(argv + ["--no-progress"]) == 0
-    scan_scores = read_csv(tmp_path / "scores.csv")
-    check_scores(scan_scores, mycams)
-    assert "most anomalous" in capsys.readouterr().out
-    # the same engine: the same KNN distances on the same fit rows
-    for key, row in server_scores.items():
-        assert float(scan_scores[key]["raw_KNN"]) == pytest.approx(float(row["raw_KNN"]),
-                                                                   rel=1e-5, abs=1e-6)
-
+    capsys.readouterr()
+    assert main(argv + ["--no-progress", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    check_scores(read_csv(tmp_path / "scores.csv"), mycams)
+    # the same engine, fitted on the same images with the same detectors and space
+    assert report["fit_rows"] == server_bundle.n_samples
+    assert report["top"][0]["key"].rsplit("/", 1)[1].startswith("ODD_")
+    assert {d for d in server_bundle.detectors} == {
+        k.removeprefix("raw_") for k in server_scores[next(iter(server_scores))]
+        if k.startswith("raw_")}
 
 def quiet(command: str) -> list[str]:
     return ["--no-progress"] if command in ("backfill", "fit") else []
