@@ -6,6 +6,8 @@ heavy dependencies (torch, onnxruntime, lancedb) inside their handlers, so that
 `envad --help` and `envad score` start fast, the client never loads torch, and every
 command is listed even with only the base install (`pip install envad`, the client).
 A command whose extra is not installed says which one to install (`EXTRA_OF_MODULE`).
+Every help page gets its examples and defaults from `cli_help`; a failing command prints
+one line from `cli_errors` and exits non-zero, never a traceback (unless `-v`).
 """
 
 from __future__ import annotations
