@@ -15,11 +15,12 @@ import logging
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envad.client.backfill_plan import (
     BackfillOptions,
+    check_some_wanted,
     count_wanted,
     item_outcome,
     job_header,
@@ -27,10 +28,12 @@ from envad.client.backfill_plan import (
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary, score_records
 from envad.client.checkpoint import Checkpoint, Outcome
+from envad.client.content_index import DUPLICATE_REASON, ContentIndex
 from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
 from envad.client.retry import RETRYABLE_CODES, backoff_delays
 from envad.client.sources import Source, SourceItem
+from envad.client.sources.exif import exif_timestamp
 from envad.client.writers import write_scores
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 
@@ -54,13 +57,14 @@ def run_backfill(
     resume: bool = False,
     scores_out: str | Path | None = None,
     scores_format: str = "auto",
-    progress: bool = True,
+    progress: bool | str = True,
 ) -> BackfillSummary:
     """Backfill `source` into the server behind `client`; returns the run's summary.
 
     Raises FailedPrecondition when the server has no active encoder (or, for scores, no
     fitted detectors). On Ctrl-C the finished batches stay recorded, the score output is
     written for them, and BackfillInterrupted (a KeyboardInterrupt) carries the summary.
+    `progress`: show a progress bar on stderr (a string: with that label).
     """
     if scores_out is not None and not options.scores:
         raise InvalidInput("scores_out needs options.scores=True")
@@ -69,11 +73,14 @@ def run_backfill(
         raise FailedPrecondition(f"the server has no active encoder: {info.hint}")
     if options.scores and info.bundle is None:
         raise FailedPrecondition(f"scores need fitted detectors: {info.hint}")
+    check_some_wanted(source, options)
     header = job_header(source, options, info.active_model.model_id, info.data_dir)
     summary = BackfillSummary(model_id=info.active_model.model_id)
+    content = (ContentIndex.from_server(client)
+               if options.store and options.skip_duplicates else None)
     with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
         try:
-            _run(client, source, checkpoint, options, summary, progress)
+            _run(client, source, checkpoint, options, summary, progress, content)
         except KeyboardInterrupt as exc:
             summary.interrupted = True
             raise BackfillInterrupted(summary) from exc
@@ -88,10 +95,11 @@ def run_backfill(
     return summary
 
 
-def _run(client, source, checkpoint, options, summary, progress) -> None:
+def _run(client, source, checkpoint, options, summary, progress, content=None) -> None:
     from tqdm import tqdm
 
-    bar = tqdm(total=count_wanted(source, options), unit="img", desc="backfill",
+    bar = tqdm(total=count_wanted(source, options), unit="img",
+               desc=progress if isinstance(progress, str) else "backfill",
                disable=not progress, smoothing=0.1)
     throttle = _Throttle(options.rate_limit)
     in_flight: set[Future] = set()
@@ -106,7 +114,7 @@ def _run(client, source, checkpoint, options, summary, progress) -> None:
                     _finish(checkpoint, batch, summary, bar)
                     continue
                 throttle.wait(len(batch.items))
-                in_flight.add(pool.submit(_send, client, batch, options))
+                in_flight.add(pool.submit(_send, client, batch, options, content))
                 while len(in_flight) >= 2 * options.concurrency:
                     _collect(in_flight, checkpoint, summary, bar, block=True)
             while in_flight:
@@ -154,9 +162,14 @@ def _finish(checkpoint: Checkpoint, batch: _Batch, summary: BackfillSummary, bar
 # ------------------------------------------------------------------ one batch (worker)
 
 
-def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batch:
-    """Read, send and retry one batch; every item ends with exactly one outcome."""
+def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
+          content: ContentIndex | None = None) -> _Batch:
+    """Read, send and retry one batch; every item ends with exactly one outcome.
+
+    An image whose content is stored under another id (`content`) is skipped when
+    ingesting, and scored without being stored again when scoring."""
     pending: list[tuple[SourceItem, ImageInput]] = []
+    copies: set[str] = set()      # keys of items whose content is stored already
     for item in batch.items:
         try:
             data = item.read_bytes()
@@ -165,12 +178,23 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions) -> _Batc
                                            reason=f"cannot read {item.uri}: {exc}",
                                            keep_item=options.scores))
             continue
-        pending.append((item, ImageInput(data=data, id=item.id or sha256_hex(data),
-                                         env=item.env, timestamp=item.timestamp, uri=item.uri)))
+        if item.timestamp is None:
+            item = replace(item, timestamp=exif_timestamp(data))
+        sha = sha256_hex(data)
+        image = ImageInput(data=data, id=item.id or sha, env=item.env,
+                           timestamp=item.timestamp, uri=item.uri)
+        stored = content.claim(sha, image.id) if content is not None else None
+        if stored is not None and not options.scores:
+            batch.outcomes.append(item_outcome(item, "skipped", stored,
+                                               reason=DUPLICATE_REASON))
+            continue
+        if stored is not None:
+            copies.add(item.key)
+        pending.append((item, image))
     delays = backoff_delays(options.batch_retry)
     while pending:
         try:
-            outcomes = _score(client, pending, options) if options.scores else _ingest(
+            outcomes = _score(client, pending, options, copies) if options.scores else _ingest(
                 client, pending, batch, options)
         except EnvadError as exc:
             if exc.code not in RETRYABLE_CODES and exc.code != "INVALID_ARGUMENT":
@@ -215,20 +239,23 @@ def _ingest(client, pending, batch: _Batch, options) -> list[tuple]:
     ]
 
 
-def _score(client, pending, options) -> list[tuple]:
-    """Score (and store) the batch, one call per (split, label) group."""
-    groups: dict[tuple[str, str], list[tuple[SourceItem, ImageInput]]] = {}
+def _score(client, pending, options, copies: frozenset[str] | set[str] = frozenset()
+           ) -> list[tuple]:
+    """Score (and store) the batch, one call per (split, label, store) group; items in
+    `copies` (content stored under another id) are scored without storing."""
+    groups: dict[tuple[str, str, bool], list[tuple[SourceItem, ImageInput]]] = {}
     for item, image in pending:
-        groups.setdefault((item.split, item.label), []).append((item, image))
+        store = options.store and item.key not in copies
+        groups.setdefault((item.split, item.label, store), []).append((item, image))
     out: list[tuple[SourceItem, ImageInput, str, str, dict | None]] = []
-    for (split, label), members in groups.items():
-        result = client.score([image for _, image in members], store=options.store,
+    for (split, label, store), members in groups.items():
+        result = client.score([image for _, image in members], store=store,
                               split=split, label=label)
         prov = result.provenance
         for (item, image), res in zip(members, result.results, strict=True):
             if res.error is not None:
                 out.append((item, image, res.error.code, res.error.message, None))
-            elif options.store and not res.stored:
+            elif store and not res.stored:
                 out.append((item, image, "UNAVAILABLE", "scored but not stored", None))
             else:
                 out.append((item, image, "", "", {

@@ -3,20 +3,19 @@ embed it on a Ray cluster and write the store's Lance table directly."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
 import sys
 from pathlib import Path
 
-DEFAULT_CHECKPOINT_DIR = Path("var/checkpoints")
-
 
 def register(subparsers, connection_parser) -> None:
+    from envad.client.cli_help import EnvadHelpFormatter
+
     p = subparsers.add_parser(
         "backfill", parents=[connection_parser()],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=EnvadHelpFormatter,
         help="ingest (and optionally score) a whole archive, resumably",
         description="Stream an archive into the store: a folder-format dataset, a plain "
                     "image tree (environment = first folder), a Camtrap DP package "
@@ -55,9 +54,13 @@ def register(subparsers, connection_parser) -> None:
     g.add_argument("--rate-limit", type=float, default=0.0,
                    help="at most this many images per second (0: unlimited)")
     g.add_argument("--limit", type=int, default=0, help="stop after N new items (0: all)")
+    g.add_argument("--keep-duplicates", action="store_true",
+                   help="store an image even when the same content is stored already under "
+                        "another id (another source, path or camera)")
     g.add_argument("--checkpoint", type=Path,
-                   help=f"checkpoint journal (default: {DEFAULT_CHECKPOINT_DIR}/backfill-"
-                        "<source>-<hash of the job>.jsonl)")
+                   help="checkpoint journal (default: DATA_DIR/checkpoints/backfill-"
+                        "<source>-<hash of the job>.jsonl, DATA_DIR being the server's data "
+                        "dir when it is on this machine, else ~/.local/share/envad)")
     g.add_argument("--resume", action="store_true",
                    help="continue the job recorded in the checkpoint, skipping finished items")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -96,13 +99,17 @@ def source_options(args) -> dict:
 
 
 def default_checkpoint(source, job: dict) -> Path:
+    """The job's checkpoint under the work dir (envad.client.work_dirs), named after the
+    source and a hash of the job header."""
+    from envad.client.work_dirs import checkpoint_dir
+
     digest = hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()
     name = Path(source.describe()["path"]).name or "source"
-    return DEFAULT_CHECKPOINT_DIR / f"backfill-{name}-{digest[:12]}.jsonl"
+    return checkpoint_dir(job.get("data_dir")) / f"backfill-{name}-{digest[:12]}.jsonl"
 
 
 def cmd_backfill(args) -> int:
-    from envad.client.backfill_plan import BackfillOptions, job_header
+    from envad.client.backfill_plan import BackfillOptions, check_some_wanted, job_header
     from envad.client.commands import open_client
     from envad.client.sources import open_source
 
@@ -114,7 +121,9 @@ def cmd_backfill(args) -> int:
         envs=tuple(args.only_env), splits=tuple(args.only_split),
         scores=args.scores_out is not None, store=not args.no_store,
         rate_limit=args.rate_limit, limit=args.limit,
+        skip_duplicates=not args.keep_duplicates,
     )
+    check_some_wanted(source, options)      # before any work: say why a run would do nothing
     if args.engine == "ray":
         return _run_ray(args, source, options)
 

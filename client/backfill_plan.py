@@ -35,6 +35,8 @@ class BackfillOptions:
     rate_limit : at most this many images per second (0: no limit), to spare a server
         that also serves live traffic.
     limit : stop after this many new items (0: all).
+    skip_duplicates : do not store an image whose content (sha256) is stored already
+        under another id (service engine; envad.client.content_index).
     """
 
     batch_size: int = 64
@@ -46,6 +48,7 @@ class BackfillOptions:
     store: bool = True
     rate_limit: float = 0.0
     limit: int = 0
+    skip_duplicates: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.concurrency < 1:
@@ -81,6 +84,24 @@ def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir
     else:
         header["engine"] = engine
     return header
+
+
+def check_some_wanted(source: Source, options: BackfillOptions) -> None:
+    """InvalidInput naming what the source holds when no item passes the filters (or
+    the source is empty), so that a run that would do nothing says why instead."""
+    envs: set[str] = set()
+    splits: set[str] = set()
+    for item in source:
+        if options.wants(item):
+            return
+        envs.add(item.env)
+        splits.add(item.split)
+    if not envs:
+        raise InvalidInput(f"{source.path} holds no images")
+    raise InvalidInput(
+        f"no item of {source.path} matches the filters (--only-env {list(options.envs)}, "
+        f"--only-split {list(options.splits)}); it holds environments "
+        f"{sorted(envs)[:10]} and splits {sorted(splits)[:10]}")
 
 
 def count_wanted(source: Source, options: BackfillOptions) -> int:

@@ -6,6 +6,8 @@ heavy dependencies (torch, onnxruntime, lancedb) inside their handlers, so that
 `envad --help` and `envad score` start fast, the client never loads torch, and every
 command is listed even with only the base install (`pip install envad`, the client).
 A command whose extra is not installed says which one to install (`EXTRA_OF_MODULE`).
+Every help page gets its examples and defaults from `cli_help`; a failing command prints
+one line from `cli_errors` and exits non-zero, never a traceback (unless `-v`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from envad import __version__
+from envad.client.cli_errors import BROKEN_PIPE_EXIT, describe_failure
+from envad.client.cli_help import apply_help
 from envad.errors import EnvadError
 
 #: The modules that register subcommands, with the extra their commands need (the
@@ -27,6 +32,7 @@ COMMAND_MODULES = {
     "envad.training.cli": "train",
     "envad.training.evaluate_cli": "train",
     "envad.client.commands": None,
+    "envad.client.scan_command": "server",
 }
 #: extras that include others (`envad[train]` and `envad[ray]` install `envad[server]`)
 INCLUDED_EXTRAS = {"train": {"server"}, "ray": {"server"}}
@@ -85,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         seen |= added
         for name in added:
             subparsers.choices[name].set_defaults(command_extra=extra)
+    apply_help(parser)
     return parser
 
 
@@ -101,13 +108,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         code = args.func(args)
-    except EnvadError as exc:
-        print(f"envad: error: {exc.code}: {exc}", file=sys.stderr)
-        return 1
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`envad info --json | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
     except ModuleNotFoundError as exc:
         extra = missing_extra(exc, getattr(args, "command_extra", None))
         if extra is None:
-            raise
+            return _fail(exc, args)
         print(f"envad: error: `envad {args.command}` needs the '{extra}' extra "
               f"(module {exc.name!r} is not installed): pip install 'envad[{extra}]'",
               file=sys.stderr)
@@ -115,7 +124,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("envad: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        return _fail(exc, args)
     return int(code or 0)
+
+
+def _fail(exc: BaseException, args: argparse.Namespace) -> int:
+    """Print the one-line error of a failed command (the traceback too with -v)."""
+    if args.verbose and not isinstance(exc, EnvadError):
+        logging.getLogger("envad").exception("command failed")
+    print(f"envad: error: {describe_failure(exc, args)}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -23,10 +23,10 @@ def connection_parser(timeout: float | None = 60.0) -> argparse.ArgumentParser:
     argparse parents share their actions, so defaults must not be changed afterwards)."""
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("connection")
-    group.add_argument("--server", metavar="HOST:PORT",
-                       default=os.environ.get("ENVAD_SERVER", "127.0.0.1:50051"),
-                       help="server address, default $ENVAD_SERVER or 127.0.0.1:50051 "
-                            "(now %(default)s)")
+    group.add_argument("--server", metavar="HOST[:PORT]", type=server_address,
+                       default=os.environ.get("ENVAD_SERVER") or "127.0.0.1:50051",
+                       help="server address; the port defaults to 50051 (default: "
+                            "$ENVAD_SERVER, else 127.0.0.1:50051; now %(default)s)")
     group.add_argument("--token", default=None,
                        help="bearer token (default: $ENVAD_TOKEN)")
     group.add_argument("--tls", action="store_true", help="connect with TLS")
@@ -35,9 +35,20 @@ def connection_parser(timeout: float | None = 60.0) -> argparse.ArgumentParser:
     group.add_argument("--client-key", type=Path, help="PEM client key (mutual TLS)")
     group.add_argument("--server-name", help="TLS server name override")
     group.add_argument("--timeout", type=float, default=timeout,
-                       help="deadline of each call in seconds, retries included "
-                            "(default %(default)s)")
+                       help="deadline of each call in seconds, retries included (default: "
+                            + ("none)" if timeout is None else "%(default)s)"))
     return parent
+
+
+def server_address(text: str) -> str:
+    """argparse type of --server: HOST[:PORT] -> HOST:PORT, URLs refused."""
+    from envad.client.address import parse_server_address
+    from envad.errors import InvalidInput
+
+    try:
+        return parse_server_address(text)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def open_client(args):
@@ -50,21 +61,23 @@ def open_client(args):
     )
 
 
-def add_filter_flags(parser: argparse.ArgumentParser, default_split: str | None = None) -> None:
-    split_help = f" (default {default_split})" if default_split else ""
+def add_filter_flags(parser: argparse.ArgumentParser, split_help: str = "") -> None:
     parser.add_argument("--env", action="append", default=[], metavar="ENV",
                         help="only rows of this environment (repeatable)")
     parser.add_argument("--split", action="append", default=[], metavar="SPLIT",
-                        help=f"only rows of this split (repeatable){split_help}")
+                        help=split_help or "only rows of this split (repeatable)")
     parser.add_argument("--label", action="append", default=[], metavar="LABEL",
                         help="only rows with this label (repeatable)")
 
 
-def row_filter(args, default_split: str | None = None):
+def row_filter(args):
     from envad.client.results import RowFilter
 
-    splits = args.split or ([default_split] if default_split else [])
-    return RowFilter(envs=tuple(args.env), splits=tuple(splits), labels=tuple(args.label))
+    return RowFilter(envs=tuple(args.env), splits=tuple(args.split), labels=tuple(args.label))
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
 def print_json(value) -> None:
@@ -86,7 +99,7 @@ def print_table(header: list[str], rows: list[list]) -> None:
 
 def register(subparsers) -> None:
     conn = connection_parser
-    formatter = argparse.ArgumentDefaultsHelpFormatter
+    from envad.client.cli_help import EnvadHelpFormatter as formatter
 
     p = subparsers.add_parser(
         "score", parents=[conn()], formatter_class=formatter,
@@ -98,7 +111,7 @@ def register(subparsers) -> None:
     p.add_argument("--env", default="", help="environment (camera) of the images")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--top-k", type=int, default=0,
-                   help="nearest stored neighbours to return (0: server default)")
+                   help="nearest stored neighbours to return (default: the server's, 5)")
     p.add_argument("--threshold", type=float, help="override the bundle's threshold (0..1]")
     p.add_argument("--store", action="store_true", help="also store the images")
     p.add_argument("--split-name", default="", help="split for stored images")
@@ -109,28 +122,36 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "fit", parents=[conn(3600.0)], formatter_class=formatter,
         help="fit the anomaly detectors on stored embeddings",
-        description="Fit detectors on the stored rows matching the filter (default split "
-                    "train), persist the bundle and activate it.")
-    add_filter_flags(p, default_split="train")
+        description="Fit detectors on the stored rows matching the filter, persist the "
+                    "bundle and activate it. Without --split: split train when any row "
+                    "has it, else every stored row (the choice is printed). Fewer than "
+                    "100 rows are refused unless --allow-few-rows.")
+    add_filter_flags(p, split_help="only rows of this split (repeatable; default: train "
+                                   "when stored, else every stored row)")
     p.add_argument("--detectors", default="",
                    help="comma-separated detector names (default: all registered)")
     p.add_argument("--max-samples", type=int, default=0,
-                   help="cap on fit rows, seeded sample (0: server default)")
+                   help="cap on fit rows, seeded sample (default: the server's "
+                        "fit_max_samples, 20000)")
     p.add_argument("--contamination", type=float, default=0.0,
-                   help="expected anomaly rate of the fit set; sets the threshold (0: 0.05)")
+                   help="expected anomaly rate of the fit set; sets the threshold "
+                        "(default: 0.05)")
     p.add_argument("--stylist", action="store_true",
                    help="drop the most environment-dependent features before fitting")
     p.add_argument("--drop-fraction", type=float, default=0.0,
-                   help="fraction of features Stylist drops (0: server default)")
+                   help="fraction of features Stylist drops (default: Stylist's own)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--no-activate", action="store_true", help="keep the current bundle active")
     p.add_argument("--space", default="",
                    help="space step before the detectors: raw, l2, style_l2:N, center_l2 or "
-                        "auto ('': the server default, the default pipeline's space; "
+                        "auto (default: the default pipeline's space; see "
                         "docs/detectors.md)")
     p.add_argument("--min-camera-rows", type=int, default=0,
                    help="center_l2: images an unseen camera sends before it is re-centred on "
-                        "its own mean (0: 32)")
+                        "its own mean (default: 32)")
+    p.add_argument("--allow-few-rows", action="store_true",
+                   help="fit even on fewer than 100 rows (with a warning)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_fit)
 
@@ -141,10 +162,11 @@ def register(subparsers) -> None:
                     "of the images it sent. Forget that mean for the named cameras (all "
                     "cameras when none is named); they start again from the fit rows' mean.")
     p.add_argument("envs", nargs="*", metavar="ENV", help="cameras to forget (default: all)")
+    add_json_flag(p)
     p.set_defaults(func=cmd_reset_camera_stats)
 
     p = subparsers.add_parser(
-        "info", parents=[conn()], help="show the server's state",
+        "info", parents=[conn()], formatter_class=formatter, help="show the server's state",
         description="Server version, active encoder and detector bundle, rows per environment.")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_info)
@@ -161,6 +183,7 @@ def register(subparsers) -> None:
                               description="Switch the active encoder; in-flight requests "
                                           "finish on the old one.")
     p.add_argument("model_id", help="model id (see `envad models list`)")
+    add_json_flag(p)
     p.set_defaults(func=cmd_models_activate)
 
     p = subparsers.add_parser(
@@ -173,6 +196,8 @@ def register(subparsers) -> None:
                    help="output Parquet file (written atomically)")
     add_filter_flags(p)
     p.add_argument("--without-vectors", action="store_true", help="metadata only")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_json_flag(p)
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser(
@@ -183,6 +208,7 @@ def register(subparsers) -> None:
     p.add_argument("--live", action="store_true", help="liveness only (service \"\")")
     p.add_argument("--wait", type=float, default=0.0,
                    help="keep trying for this many seconds before giving up")
+    add_json_flag(p)
     p.set_defaults(func=cmd_health)
 
     from envad.client import backfill_command, retrain
@@ -199,12 +225,13 @@ def cmd_score(args) -> int:
 
     if args.batch_size < 1:
         raise SystemExit("envad score: --batch-size must be >= 1")
+    check_image_files(args.images)
     rows, records = [], []
     failed = 0
     with open_client(args) as client:
         for start in range(0, len(args.images), args.batch_size):
             paths = args.images[start:start + args.batch_size]
-            images = [ImageInput.from_path(p, env=args.env) for p in paths]
+            images = [with_capture_time(ImageInput.from_path(p, env=args.env)) for p in paths]
             result = client.score(images, store=args.store, split=args.split_name,
                                   label=args.label_name, threshold=args.threshold,
                                   top_k=args.top_k)
@@ -227,14 +254,44 @@ def cmd_score(args) -> int:
     return 1 if failed else 0
 
 
+def with_capture_time(image):
+    """`image` with its EXIF capture time (stored with it under --store)."""
+    from envad.client.sources.exif import exif_timestamp
+
+    return dataclasses.replace(image, timestamp=exif_timestamp(image.data))
+
+
+def check_image_files(paths: list[Path]) -> None:
+    """Raise the OSError `envad` reports for a path that is not a readable file, before
+    anything is sent."""
+    import errno
+
+    for path in paths:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
+        if not path.is_file():
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+
+
 def cmd_fit(args) -> int:
+    from envad.client.fit_choice import check_enough_rows, choose_fit_rows
+    from envad.client.progress import wait_with_progress
+
     detectors = tuple(d.strip() for d in args.detectors.split(",") if d.strip())
     with open_client(args) as client:
-        result = client.fit(row_filter(args, "train"), detectors=detectors,
-                            max_samples=args.max_samples, contamination=args.contamination,
-                            stylist=args.stylist, drop_fraction=args.drop_fraction,
-                            seed=args.seed, activate=not args.no_activate, space=args.space,
-                            min_camera_rows=args.min_camera_rows, timeout=args.timeout)
+        choice = choose_fit_rows(client, tuple(args.env), tuple(args.split), tuple(args.label))
+        print(f"fit: on {choice.description}", file=sys.stderr)
+        warning = check_enough_rows(client, choice, args.allow_few_rows)
+        if warning:
+            print(f"envad: {warning}", file=sys.stderr)
+        result = wait_with_progress(
+            lambda: client.fit(choice.row_filter, detectors=detectors,
+                               max_samples=args.max_samples, contamination=args.contamination,
+                               stylist=args.stylist, drop_fraction=args.drop_fraction,
+                               seed=args.seed, activate=not args.no_activate,
+                               space=args.space, min_camera_rows=args.min_camera_rows,
+                               timeout=args.timeout),
+            "fit", enabled=not args.no_progress)
     if args.json:
         print_json(result)
         return 0
@@ -249,15 +306,21 @@ def cmd_fit(args) -> int:
 def cmd_reset_camera_stats(args) -> int:
     with open_client(args) as client:
         reset = client.reset_camera_stats(args.envs, timeout=args.timeout)
+    if args.json:
+        print_json({"reset": list(reset)})
+        return 0
     print(f"forgot the statistics of {len(reset)} camera(s): {', '.join(reset) or '-'}")
     return 0
 
 
 def cmd_info(args) -> int:
+    from envad.client.next_step import next_step
+
     with open_client(args) as client:
         info = client.info()
+    step = next_step(info)
     if args.json:
-        print_json(info)
+        print_json({**dataclasses.asdict(info), "next_step": step})
         return 0
     model = info.active_model
     print(f"server       {args.server} (envad {info.server_version})")
@@ -274,8 +337,7 @@ def cmd_info(args) -> int:
           f"table version {info.table_version})")
     for env, n in sorted(info.env_counts.items()):
         print(f"  {env or '(none)':<20} {n}")
-    if info.hint and info.hint != "ready":
-        print(f"next step    {info.hint}")
+    print(f"next step    {step}")
     return 0
 
 
@@ -295,6 +357,9 @@ def cmd_models_list(args) -> int:
 def cmd_models_activate(args) -> int:
     with open_client(args) as client:
         model = client.activate_model(args.model_id)
+    if args.json:
+        print_json(model)
+        return 0
     print(f"active model: {model.model_id} ({model.file})")
     return 0
 
@@ -302,10 +367,14 @@ def cmd_models_activate(args) -> int:
 def cmd_export(args) -> int:
     from tqdm import tqdm
 
-    with open_client(args) as client, tqdm(unit="row", desc="export", file=sys.stderr) as bar:
+    with open_client(args) as client, tqdm(unit="row", desc="export", file=sys.stderr,
+                                           disable=args.no_progress) as bar:
         rows = client.export_parquet(args.out, row_filter(args),
                                      with_vectors=not args.without_vectors,
                                      timeout=args.timeout, progress=bar.update)
+    if args.json:
+        print_json({"rows": rows, "out": str(args.out)})
+        return 0
     print(f"{rows} rows -> {args.out}")
     return 0
 
@@ -323,5 +392,9 @@ def cmd_health(args) -> int:
                 status = client.health(service, timeout=args.timeout)
         except EnvadError as exc:
             status = f"{exc.code}: {exc}"
-    print(status)
+    if args.json:
+        print_json({"server": args.server, "service": service, "status": status,
+                    "serving": status == "SERVING"})
+    else:
+        print(status)
     return 0 if status == "SERVING" else 1

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client import convert
 from envad.client import results as r
+from envad.client.address import parse_server_address
 from envad.client.errors import error_class_for, from_rpc_error
 from envad.client.retry import RetryPolicy, call_with_retry
 from envad.errors import InvalidInput, Unavailable
@@ -78,7 +79,8 @@ class EnvadClient:
 
     Parameters
     ----------
-    address : "HOST:PORT" of the server (default `$ENVAD_SERVER` or 127.0.0.1:50051).
+    address : "HOST[:PORT]" of the server (default `$ENVAD_SERVER` or 127.0.0.1:50051;
+        the port defaults to 50051; a URL raises InvalidInput).
     timeout : default deadline of a call in seconds, retries included (None: no limit).
     retry : backoff policy for UNAVAILABLE / RESOURCE_EXHAUSTED.
     token : bearer token sent as `authorization: Bearer <token>` (default `$ENVAD_TOKEN`).
@@ -100,7 +102,7 @@ class EnvadClient:
         server_name: str | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
-        self.address = address or default_address()
+        self.address = parse_server_address(address or default_address())
         self.timeout = timeout
         self.retry = retry
         self.max_message_bytes = max_message_bytes

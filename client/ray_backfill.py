@@ -43,6 +43,7 @@ from envad.client.backfill_plan import (
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
 from envad.client.sources import Source, SourceItem, read_uri
+from envad.client.sources.exif import exif_timestamp
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 from envad.records import sha256_hex
 
@@ -271,12 +272,16 @@ class Embedder:
         n = batch.num_rows
         pixels = np.zeros((n, size, size, 3), dtype=np.uint8)
         ids, shas, errors = [], [], []
+        times = batch.column("timestamp").to_pylist()
         for i, (uri, given_id) in enumerate(zip(batch.column("uri").to_pylist(),
                                                 batch.column("id").to_pylist(), strict=True)):
             error, sha = "", ""
             try:
                 data = read_uri(uri)
                 sha = sha256_hex(data)
+                if not times[i]:        # the archive gave none: the EXIF capture time
+                    taken = exif_timestamp(data)
+                    times[i] = taken.isoformat() if taken else ""
                 pixels[i] = decode_image(data, size)
             except OSError as exc:
                 error = f"READ_ERROR: cannot read {uri}: {exc}"
@@ -289,6 +294,8 @@ class Embedder:
         vectors = np.zeros((n, dim), dtype=np.float32)
         if good.any():
             vectors[good] = self.encoder.embed(pixels[good])
+        batch = batch.set_column(batch.schema.get_field_index("timestamp"), "timestamp",
+                                 pa.array(times, pa.string()))
         return (batch.set_column(batch.schema.get_field_index("id"), "id", pa.array(ids))
                 .append_column("sha256", pa.array(shas))
                 .append_column("error", pa.array(errors))

@@ -273,11 +273,13 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--concurrency", type=int, default=4, help="re-embedding requests in flight")
     p.add_argument("--until", choices=STEPS, help="stop after this step (resume later)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true",
+                   help="print the job's finished steps and their results as JSON")
     p.set_defaults(func=cmd_retrain)
 
 
 def cmd_retrain(args) -> int:
-    from envad.client.commands import open_client
+    from envad.client.commands import open_client, print_json
 
     if (args.data is None) == (args.model_file is None):
         raise SystemExit("envad retrain: give exactly one of --data (train a new encoder) "
@@ -297,6 +299,9 @@ def cmd_retrain(args) -> int:
     )
     with open_client(args) as client:
         state = run_retrain(client, spec, until=args.until, progress=not args.no_progress)
+    if args.json:
+        print_json({"finished": "fit" in state.done, "done": state.done})
+        return 0
     if "fit" not in state.done:
         print(f"stopped after {args.until}; run the same command without --until to go on")
         return 0

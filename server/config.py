@@ -119,7 +119,14 @@ def load_config(*, config_file: Path | None = None, env: Mapping[str, str] | Non
 
 def describe() -> list[tuple[str, str, str]]:
     """(name, environment variable, default) for every setting, for docs and --help."""
-    return [(f.name, ENV_PREFIX + f.name.upper(), repr(f.default)) for f in fields(ServerConfig)]
+    return [(f.name, ENV_PREFIX + f.name.upper(), _shown(f.default)) for f in fields(ServerConfig)]
+
+
+def _shown(default: Any) -> str:
+    """A default as a user would type it: paths plain, unset as "-"."""
+    if default is None:
+        return "-"
+    return str(default) if isinstance(default, Path) else repr(default)
 
 
 replace = dataclasses.replace

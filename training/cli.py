@@ -29,9 +29,9 @@ def register(subparsers) -> None:
     p = kinds.add_parser(
         "photodigits", formatter_class=formatter,
         help="PhotoDigits: real digits on real photos, 6 training + 3 unseen cameras",
-        description="Write PhotoDigits (docs/training.md, BENCHMARK.md): 4800 images from "
+        description="Write PhotoDigits (docs/training.md): 4800 images from "
                     "6 styled training cameras (normals only) and 900 from 3 unseen test "
-                    "cameras (40%% anomalies), as metadata.csv + ad_spec.json + PNGs, "
+                    "cameras (40% anomalies), as metadata.csv + ad_spec.json + PNGs, "
                     "plus digits.npz (clean 8x8 content). Deterministic for a seed.")
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.add_argument("--size", type=int, choices=(32, 64), default=32, help="image side (px)")

@@ -26,6 +26,10 @@ class ImageTreeSource(Source):
         super().__init__(path, split=split)
         if not self.path.is_dir():
             raise InvalidInput(f"{self.path} is not a folder")
+        if next(iter(self), None) is None:
+            raise InvalidInput(
+                f"{self.path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in it "
+                "or its sub-folders")
 
     def __iter__(self) -> Iterator[SourceItem]:
         root = self.path.resolve()

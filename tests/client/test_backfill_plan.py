@@ -8,6 +8,7 @@ import pytest
 from client_archives import make_folder_dataset, make_megadetector_json
 from envad.client.backfill_plan import (
     BackfillOptions,
+    check_some_wanted,
     count_wanted,
     item_outcome,
     job_header,
@@ -80,3 +81,17 @@ def test_job_header_per_engine_and_checkpoint_resume(tmp_path) -> None:
         assert checkpoint.is_done(first.key)
     with pytest.raises(CheckpointMismatch, match="belongs to another job"):
         Checkpoint(path, ray, resume=True)
+
+
+def test_filters_that_select_nothing_are_refused_naming_what_is_there(tmp_path) -> None:
+    from envad.errors import InvalidInput
+
+    source = open_source(make_folder_dataset(tmp_path / "ds"))
+    check_some_wanted(source, BackfillOptions(splits=("train",)))
+    with pytest.raises(InvalidInput, match=r"no item .* matches .*environments \['cam0', "
+                                           r"'cam1'\] and splits \['train'\]"):
+        check_some_wanted(source, BackfillOptions(splits=("archive",)))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "metadata.csv").write_text("path,env,label,split\n")
+    with pytest.raises(InvalidInput, match="holds no images"):
+        check_some_wanted(open_source(tmp_path / "empty"), BackfillOptions())

@@ -90,7 +90,9 @@ def test_a_command_without_its_extra_names_the_extra(tmp_path) -> None:
                              "--out", str(tmp_path / "eval"))
     assert evaluate.returncode == 1
     assert "`envad evaluate` needs the 'train' extra" in evaluate.stderr
-    ray = envad_without("onnxruntime", "backfill", str(tmp_path), "--engine", "ray",
+    (tmp_path / "cams" / "camA").mkdir(parents=True)     # a source with an image in it
+    (tmp_path / "cams" / "camA" / "IMG_0001.JPG").write_bytes(b"\xff\xd8 a JPEG")
+    ray = envad_without("onnxruntime", "backfill", str(tmp_path / "cams"), "--engine", "ray",
                         "--data-dir", str(tmp_path), "--model-file", str(tmp_path / "m.onnx"))
     assert ray.returncode == 1
     assert "`envad backfill` needs the 'ray' extra" in ray.stderr

@@ -13,7 +13,7 @@ from envad.client.cli import build_parser, main
 
 CLIENT_COMMANDS = [["score"], ["fit"], ["info"], ["models"], ["models", "list"],
                    ["models", "activate"], ["export-embeddings"], ["health"], ["backfill"],
-                   ["retrain"], ["reset-camera-stats"]]
+                   ["retrain"], ["reset-camera-stats"], ["scan"]]
 
 
 @pytest.mark.parametrize("command", CLIENT_COMMANDS, ids=" ".join)
@@ -53,7 +53,7 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     assert code == 0 and json.loads(out)["ok"] == 30
 
     code, out = run(capsys, "fit", "--detectors", "KNN,PCA", "--space", "center_l2",
-                    "--min-camera-rows", "2", "--json", *server)
+                    "--min-camera-rows", "2", "--allow-few-rows", "--json", *server)
     fit = json.loads(out)
     assert code == 0 and fit["n_samples"] == 30 and fit["activated"]
     assert fit["space"] == "center_l2(min_camera_rows=2)"
@@ -71,6 +71,8 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     assert [r["image"] for r in records] == list(map(str, images))
     code, out = run(capsys, "reset-camera-stats", "camX", "nope", *server)
     assert code == 0 and "1 camera(s): camX" in out
+    code, out = run(capsys, "reset-camera-stats", "--json", *server)
+    assert code == 0 and json.loads(out) == {"reset": []}
     assert all(0 <= r["ensemble"] <= 1 for r in records)
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"not an image")
@@ -84,6 +86,13 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     code, out = run(capsys, "export-embeddings", "--out", str(out_file), "--without-vectors",
                     *server)
     assert "vector" not in pq.read_table(out_file).column_names
+    code, out = run(capsys, "export-embeddings", "--out", str(out_file), "--json",
+                    "--no-progress", *server)
+    assert code == 0 and json.loads(out) == {"rows": 30, "out": str(out_file)}
+    code, out = run(capsys, "health", "--json", *server)
+    assert code == 0 and json.loads(out)["serving"] is True
+    code, out = run(capsys, "models", "activate", "tiny-test", "--json", *server)
+    assert code == 0 and json.loads(out)["model_id"] == "tiny-test"
 
 
 def test_errors_become_messages(envad_server, capsys) -> None:

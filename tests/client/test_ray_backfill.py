@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,3 +75,17 @@ def test_ray_rows_are_served(local_ray, envad_server, tmp_path) -> None:
     assert fresh.ok == 20 and fresh.inserted == 0  # ids already stored are not written twice
     table = lance.dataset(target.table_uri).to_table(columns=["id"])
     assert table.num_rows == 20 and len(set(table.column("id").to_pylist())) == 20
+
+
+def test_ray_rows_keep_the_exif_capture_time(local_ray, envad_server, tmp_path) -> None:
+    from camera_folder import make_camera_folder, shot_time
+
+    folder = make_camera_folder(tmp_path / "cams", normal=6, odd=0)
+    target = target_for(envad_server.data_dir, envad_server.models_dir / "tiny-test.onnx")
+    summary = run_ray_backfill(open_source(folder), target, tmp_path / "ck.jsonl",
+                               BackfillOptions(), RayOptions(workers=1, batch_size=4),
+                               progress=False)
+    assert summary.ok == 6
+    table = lance.dataset(target.table_uri).to_table(columns=["uri", "timestamp"]).to_pylist()
+    times = {Path(r["uri"]).name: r["timestamp"].replace(tzinfo=None) for r in table}
+    assert times == {f"IMG_{n:04d}.JPG": shot_time(n) for n in range(6)}

@@ -86,3 +86,8 @@ def test_retrain_trains_a_new_encoder_through_the_cli(envad_server, tmp_path, ca
         info = client.info()
     assert info.active_model.algorithm == "erm" and info.active_model.embedding_dim == 512
     assert info.total_rows == 72 and info.bundle.n_samples == 66
+    code = main(["retrain", "--server", envad_server.address, "--data", str(dataset),
+                 "--workdir", str(tmp_path / "job"), "--epochs", "1", "--detectors", "KNN",
+                 "--no-progress", "--json"])        # finished: resumes to the same report
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["finished"] and report["done"]["fit"]["n_samples"] == 66

@@ -147,3 +147,10 @@ def test_unknown_kind_and_missing_path(tmp_path) -> None:
         open_source(tmp_path, kind="zip")
     with pytest.raises(InvalidInput, match="does not take"):
         open_source(make_image_tree(tmp_path / "t"), kind="image-tree", env_by="location")
+
+
+def test_an_image_tree_without_images_is_refused(tmp_path) -> None:
+    (tmp_path / "cams" / "camA" / "day1").mkdir(parents=True)
+    (tmp_path / "cams" / "camA" / "notes.txt").write_text("no images here")
+    with pytest.raises(InvalidInput, match="holds no images"):
+        open_source(tmp_path / "cams")

@@ -1,0 +1,73 @@
+"""`envad scan FOLDER --model ENCODER.onnx`: the one-shot mode, no server to run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    from envad.client.cli_help import EnvadHelpFormatter
+
+    p = subparsers.add_parser(
+        "scan", formatter_class=EnvadHelpFormatter,
+        help="one-shot: embed a folder, fit on its normals, score it (no server needed)",
+        description="Answer for one archive without running a server: embed every image "
+                    "of SOURCE with ENCODER.onnx into an embedded store, fit the detectors "
+                    "on the folder's normal images (its images marked normal, else all of "
+                    "them; or on --reference), score every image and list the most "
+                    "anomalous. Runs the scoring service's own code in this process "
+                    "(private loopback port, one-time token); nothing keeps running. "
+                    "SOURCE is any `envad backfill` source (image tree, folder format, "
+                    "Camtrap DP, MegaDetector JSON, manifest).")
+    p.add_argument("source", type=Path, metavar="SOURCE", help="archive folder or file")
+    p.add_argument("--model", type=Path, required=True, metavar="ENCODER.onnx",
+                   help="envad encoder file (docs/model-format.md)")
+    p.add_argument("--reference", type=Path, metavar="REF",
+                   help="fit on this archive of normal images instead of SOURCE's normals")
+    p.add_argument("--source-format", default="auto",
+                   help="kind of SOURCE and REF, as for `envad backfill`")
+    p.add_argument("--data-dir", type=Path,
+                   help="keep the store, detectors and work files here and reuse them on the "
+                        "next run (default: a temporary folder, removed at the end)")
+    p.add_argument("--scores-out", type=Path, metavar="FILE",
+                   help="write every image's scores: .jsonl, .csv or .json (MegaDetector "
+                        "1.4), as `envad backfill --scores-out` (default: "
+                        "DATA_DIR/scores.jsonl with --data-dir, else none)")
+    p.add_argument("--top", type=int, default=20,
+                   help="how many of the most anomalous images to list")
+    p.add_argument("--detectors", default="",
+                   help="comma-separated detector names (default: all registered)")
+    p.add_argument("--space", default="",
+                   help="space step (default: the default pipeline's; see docs/detectors.md)")
+    p.add_argument("--contamination", type=float, default=0.0,
+                   help="expected anomaly rate of the fit rows; sets the threshold "
+                        "(default: 0.05)")
+    p.add_argument("--allow-few-rows", action="store_true",
+                   help="fit even on fewer than 100 normal images (with a warning)")
+    p.add_argument("--batch-size", type=int, default=64, help="images per call")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_scan)
+
+
+def cmd_scan(args) -> int:
+    from envad.client.scan import ScanOptions, run_scan
+
+    options = ScanOptions(
+        source=args.source, model=args.model, reference=args.reference,
+        source_format=args.source_format, data_dir=args.data_dir,
+        scores_out=args.scores_out, top=args.top,
+        detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
+        space=args.space, contamination=args.contamination,
+        allow_few_rows=args.allow_few_rows, batch_size=args.batch_size,
+        progress=not args.no_progress,
+    )
+    report = run_scan(options)
+    if args.json:
+        json.dump(report.as_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(report.format())
+    return 1 if report.failed else 0
