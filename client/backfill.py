@@ -31,7 +31,7 @@ from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
 from envad.client.retry import RETRYABLE_CODES, backoff_delays
 from envad.client.sources import Source, SourceItem
-from envad.client.writers import write_scores
+from envad.client.writers import format_for, write_scores
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,9 @@ def run_backfill(
     """
     if scores_out is not None and not options.scores:
         raise InvalidInput("scores_out needs options.scores=True")
+    if scores_out is not None and format_for(scores_out, scores_format) == "camtrap-dp" \
+            and source.name != "camtrap-dp":
+        raise InvalidInput("--scores-format camtrap-dp needs a Camtrap DP source")
     info = client.info()
     if info.active_model is None:
         raise FailedPrecondition(f"the server has no active encoder: {info.hint}")
@@ -243,11 +246,15 @@ def _score(client, pending, options) -> list[tuple]:
 
 
 def _megadetector_info(source: Source) -> dict:
+    """What the score writers take from the source: its image root, and a MegaDetector
+    source's info and category tables."""
+    info: dict = {"image_root": str(source.image_root)}
     results = getattr(source, "results", None)
-    if not isinstance(results, dict):
-        return {}
-    return {"megadetector_info": results.get("info") or {},
-            "detection_categories": results.get("detection_categories")}
+    if isinstance(results, dict):
+        info.update({"megadetector_info": results.get("info") or {},
+                     "detection_categories": results.get("detection_categories"),
+                     "classification_categories": results.get("classification_categories")})
+    return info
 
 
 class _Throttle:

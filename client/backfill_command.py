@@ -33,6 +33,9 @@ def register(subparsers, connection_parser) -> None:
                    help="store every item under this split (default: the source's, else archive)")
     g.add_argument("--env-by", choices=["location", "deployment"],
                    help="Camtrap DP: environment from the location (default) or deployment")
+    g.add_argument("--skip-non-public", action="store_true",
+                   help="Camtrap DP: skip media with filePublic=false (people, by the "
+                        "package's rules) instead of scoring them with a flag")
     g.add_argument("--image-root", type=Path,
                    help="MegaDetector: folder the 'file' paths are relative to (default: "
                         "the JSON's folder)")
@@ -64,10 +67,12 @@ def register(subparsers, connection_parser) -> None:
     g.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("scores")
     g.add_argument("--scores-out", type=Path, metavar="FILE",
-                   help="also score every image and write the scores: .jsonl, .csv, or "
-                        ".json (MegaDetector format 1.4 with envad extension fields)")
+                   help="also score every image and write the scores: .jsonl, .csv, "
+                        ".json (MegaDetector format 1.4, the score as the classification "
+                        "'envad anomaly'), or with --scores-format camtrap-dp a Camtrap DP "
+                        "observations.csv")
     g.add_argument("--scores-format", default="auto",
-                   choices=["auto", "jsonl", "csv", "megadetector"],
+                   choices=["auto", "jsonl", "csv", "megadetector", "camtrap-dp"],
                    help="format of --scores-out (auto: from the file name)")
     g.add_argument("--no-store", action="store_true",
                    help="with --scores-out: score only, store nothing")
@@ -91,6 +96,7 @@ def source_options(args) -> dict:
         "split": args.set_split, "env_by": args.env_by, "image_root": args.image_root,
         "env_level": args.env_level, "min_conf": args.min_conf,
         "skip_empty": True if args.skip_empty else None,
+        "skip_non_public": True if args.skip_non_public else None,
     }
     return {k: v for k, v in given.items() if v is not None}
 

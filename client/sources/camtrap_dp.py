@@ -8,7 +8,10 @@ observations.csv when present.
   event-level ones whose eventStart..eventEnd holds the image's timestamp), sorted and
   joined with ";"; an observation without a name contributes its observationType
   (e.g. "blank", "human"); "" when nothing was observed;
-- media that are not images (fileMediatype not image/*) are listed as skipped.
+- media that are not images (fileMediatype not image/*) are listed as skipped;
+- non-public media (`filePublic` false: typically people) are flagged in the score outputs
+  (`filePublic: false` among the item's source values) and, with `skip_non_public`,
+  listed as skipped instead of being read.
 Resource paths are read from datapackage.json when it names them.
 """
 
@@ -50,20 +53,25 @@ class CamtrapDPSource(Source):
         )
 
     def __init__(
-        self, path: str | Path, *, split: str | None = None, env_by: str = "location"
+        self, path: str | Path, *, split: str | None = None, env_by: str = "location",
+        skip_non_public: bool = False,
     ) -> None:
         path = Path(path)
         super().__init__(path.parent if path.name == "datapackage.json" else path, split=split)
         if env_by not in ENV_BY:
             raise InvalidInput(f"env_by must be one of {ENV_BY}, got {env_by!r}")
         self.env_by = env_by
+        self.skip_non_public = skip_non_public
         self.resources = _resource_paths(self.path)
         for needed in ("deployments", "media"):
             if not self.resources[needed].is_file():
                 raise InvalidInput(f"Camtrap DP package {self.path} has no {needed} resource")
 
     def describe(self) -> dict[str, str]:
-        return {**super().describe(), "env_by": self.env_by}
+        described = {**super().describe(), "env_by": self.env_by}
+        if self.skip_non_public:  # only when set, so earlier checkpoints stay resumable
+            described["skip_non_public"] = "True"
+        return described
 
     def __iter__(self) -> Iterator[SourceItem]:
         envs = self._deployment_envs()
@@ -77,6 +85,10 @@ class CamtrapDPSource(Source):
             timestamp = parse_timestamp(row.get("timestamp"), where)
             mediatype = (row.get("fileMediatype") or "").strip().lower()
             key = f"{deployment}/{media}"
+            public = _file_public(row.get("filePublic"), where)
+            extra: dict[str, object] = {"deploymentID": deployment, "mediaID": media}
+            if public is not None:
+                extra["filePublic"] = public
             yield SourceItem(
                 key=key,
                 id=key,
@@ -85,13 +97,16 @@ class CamtrapDPSource(Source):
                 label=labels.label(deployment, media, timestamp),
                 split=self._split(None),
                 timestamp=timestamp,
-                skip_reason=(
-                    f"not an image ({mediatype})"
-                    if mediatype and not mediatype.startswith("image/")
-                    else ""
-                ),
-                extra={"deploymentID": deployment, "mediaID": media},
+                skip_reason=self._skip_reason(mediatype, public),
+                extra=extra,
             )
+
+    def _skip_reason(self, mediatype: str, public: bool | None) -> str:
+        if mediatype and not mediatype.startswith("image/"):
+            return f"not an image ({mediatype})"
+        if self.skip_non_public and public is False:
+            return "not public (filePublic=false)"
+        return ""
 
     def _deployment_envs(self) -> dict[str, str]:
         envs: dict[str, str] = {}
@@ -151,6 +166,18 @@ class _ObservationLabels:
                     names.add(name)
                 i -= 1
         return ";".join(sorted(names))
+
+
+def _file_public(value: str | None, where: str) -> bool | None:
+    """media.csv `filePublic` (a Frictionless boolean); None when the column is absent."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidInput(f"{where}filePublic must be true or false, got {value!r}")
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:

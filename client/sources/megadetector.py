@@ -1,9 +1,13 @@
 """A MegaDetector batch-output JSON used as a file list.
 
 Each entry of `images` is one item; `file` is resolved against `image_root` (default:
-the JSON's folder) and is also the key. The environment is a folder level of `file`
-(`env_level`, default 0 = the first folder, as camera-trap archives are usually laid out
-one folder per camera). Entries with a `failure` are skipped; with `skip_empty`, so are
+the JSON's folder) and is also the key. Backslashes are folder separators (MegaDetector
+on Windows writes `cam\\IMG_0001.JPG`), and an absolute `file` (`/data/cams/...` or
+`D:\\cams\\...`) that does not exist on this machine is found under `image_root` by its
+longest trailing part that does (`D:\\cams\\cam1\\IMG.JPG` -> `IMAGE_ROOT/cam1/IMG.JPG`).
+The environment is a folder level of the path relative to the image root (`env_level`,
+default 0 = the first folder, as camera-trap archives are usually laid out one folder per
+camera). Entries with a `failure` are skipped; with `skip_empty`, so are
 images without a detection of at least `min_conf` (default: the file's
 typical_detection_threshold, else 0.2) in an "animal", "person" or "vehicle" category.
 The detections are kept in `extra` so a MegaDetector-format output can carry them on.
@@ -13,9 +17,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from envad.client.sources.base import Source, SourceItem, register_source, resolve_uri
+from envad.client.sources.base import Source, SourceItem, register_source
 from envad.errors import InvalidInput
 
 DEFAULT_MIN_CONF = 0.2
@@ -56,7 +60,8 @@ class MegaDetectorSource(Source):
             raise InvalidInput(f"{self.path} is not valid JSON: {exc}") from exc
         if not isinstance(self.results, dict) or not isinstance(self.results.get("images"), list):
             raise InvalidInput(f"{self.path}: not a MegaDetector results file (no images list)")
-        self.image_root = Path(image_root) if image_root else self.path.parent
+        self._image_root = (Path(image_root) if image_root else self.path.parent).resolve()
+        self._tail_drop: int | None = None  # how many leading parts absolute files lose
         if env_level < 0:
             raise InvalidInput(f"env_level must be >= 0, got {env_level}")
         self.env_level = env_level
@@ -74,10 +79,14 @@ class MegaDetectorSource(Source):
     def describe(self) -> dict[str, str]:
         return {
             **super().describe(),
-            "image_root": str(self.image_root.resolve()),
+            "image_root": str(self._image_root),
             "skip_empty": str(self.skip_empty),
             "min_conf": str(self.min_conf),
         }
+
+    @property
+    def image_root(self) -> Path:
+        return self._image_root
 
     def count(self) -> int:
         return len(self.results["images"])
@@ -87,17 +96,45 @@ class MegaDetectorSource(Source):
             if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
                 raise InvalidInput(f"{self.path}: images[{n}] has no 'file' string")
             file = entry["file"]
-            parts = PurePosixPath(file.replace("\\", "/")).parts
-            folders = [p for p in parts[:-1] if p not in ("/", "")]
+            uri, relative = self.locate(file)
+            folders = [p for p in relative.parts[:-1] if p not in ("/", "")]
             detections = entry.get("detections")
             yield SourceItem(
                 key=file,
-                uri=resolve_uri(self.image_root, file),
+                uri=uri,
                 env=folders[self.env_level] if len(folders) > self.env_level else "",
                 split=self._split(None),
                 skip_reason=self._skip_reason(entry, detections),
                 extra={"detections": detections} if detections is not None else {},
             )
+
+    def locate(self, file: str) -> tuple[str, PurePosixPath]:
+        """Where a `file` entry is on this machine, and its path below the image root
+        (the whole path with `/` separators when it is absolute and not found)."""
+        if "://" in file:
+            return file, PurePosixPath(file.split("://", 1)[1])
+        windows = PureWindowsPath(file)
+        if windows.drive or windows.root:  # absolute: /x/y, \x\y, D:\x, \\server\share
+            parts = [p for p in windows.parts[1:] if p]
+            return self._locate_absolute(file, parts)
+        relative = PurePosixPath(*[p for p in windows.parts if p])
+        return str(self._image_root / relative), relative
+
+    def _locate_absolute(self, file: str, parts: list[str]) -> tuple[str, PurePosixPath]:
+        as_posix = PurePosixPath("/", *parts)
+        if Path(as_posix).is_file():
+            try:
+                return str(as_posix), PurePosixPath(Path(as_posix).relative_to(self._image_root))
+            except ValueError:
+                return str(as_posix), as_posix
+        drops = ([self._tail_drop] if self._tail_drop is not None else []) + list(
+            range(len(parts)))
+        for drop in drops:
+            tail = PurePosixPath(*parts[drop:]) if drop < len(parts) else None
+            if tail is not None and (self._image_root / tail).is_file():
+                self._tail_drop = drop
+                return str(self._image_root / tail), tail
+        return str(as_posix), as_posix
 
     def _skip_reason(self, entry: dict, detections: list | None) -> str:
         if entry.get("failure"):

@@ -129,3 +129,29 @@ def make_megadetector_json(root: Path) -> Path:
     path = root / "md_results.json"
     path.write_text(json.dumps(results))
     return path
+
+
+def make_windows_megadetector_json(root: Path) -> Path:
+    """MegaDetector output written on Windows: backslash paths, one absolute with a drive
+    letter from the machine that ran MegaDetector, and one absolute POSIX path that
+    exists here. Every image exists under `root`."""
+    files = ["dep-A1/IMG_0001.png", "dep-A1/IMG_0002.png", "dep-B2/IMG_0003.png"]
+    for n, rel in enumerate(files):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(png_bytes(400 + n))
+    results = {
+        "info": {"format_version": "1.4", "detector": "md_v5a.0.0.pt"},
+        "detection_categories": {"1": "animal", "2": "person", "3": "vehicle"},
+        "classification_categories": {"1": "red fox"},
+        "images": [
+            {"file": "dep-A1\\IMG_0001.png",
+             "detections": [{"category": "1", "conf": 0.9, "bbox": [0.1, 0.2, 0.3, 0.4],
+                             "classifications": [["1", 0.8]]}]},
+            {"file": "D:\\camtrap\\2024\\dep-A1\\IMG_0002.png", "detections": []},
+            {"file": str((root / files[2]).resolve()),
+             "detections": [{"category": "2", "conf": 1, "bbox": [0, 0, 0.5, 0.5]}]},
+        ],
+    }
+    path = root / "md_windows.json"
+    path.write_text(json.dumps(results))
+    return path
