@@ -190,6 +190,10 @@ def register(subparsers) -> None:
     backfill_command.register(subparsers, conn)
     retrain.register(subparsers, conn)
 
+    from envad.client import label_command
+
+    label_command.register(subparsers, conn)
+
 
 # ------------------------------------------------------------------ handlers
 

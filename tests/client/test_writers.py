@@ -21,7 +21,7 @@ from envad.client.sources import open_source
 from envad.client.writers import WRITERS, format_for, image_file, write_scores
 from envad.errors import InvalidInput
 
-RECORDS = [
+RECORDS: list[dict] = [
     {"key": "camA/a1.png", "id": "aa", "env": "camA", "label": "", "split": "archive",
      "uri": "/x/camA/a1.png", "timestamp": "2024-01-01T00:00:00+00:00", "status": "ok",
      "code": "", "reason": "", "ensemble": 0.9, "is_anomaly": True, "threshold": 0.8,
