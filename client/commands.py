@@ -190,9 +190,10 @@ def register(subparsers) -> None:
     backfill_command.register(subparsers, conn)
     retrain.register(subparsers, conn)
 
-    from envad.client import label_command
+    from envad.client import label_command, report_command
 
     label_command.register(subparsers, conn)
+    report_command.register(subparsers, conn)
 
 
 # ------------------------------------------------------------------ handlers
