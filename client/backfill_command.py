@@ -46,6 +46,12 @@ def register(subparsers, connection_parser) -> None:
     g.add_argument("--min-conf", type=float,
                    help="MegaDetector: detection confidence for --skip-empty (default: the "
                         "file's typical_detection_threshold, else 0.2)")
+    g.add_argument("--crops", action="store_true",
+                   help="MegaDetector: score each animal detection's crop instead of the "
+                        "whole image (one record per crop, joined back to its image)")
+    g.add_argument("--crop-min-conf", type=float,
+                   help="MegaDetector --crops: least detection confidence of a crop "
+                        "(default: --min-conf)")
     g.add_argument("--only-env", action="append", default=[], metavar="ENV",
                    help="only items of this environment (repeatable)")
     g.add_argument("--only-split", action="append", default=[], metavar="SPLIT",
@@ -97,6 +103,7 @@ def source_options(args) -> dict:
         "env_level": args.env_level, "min_conf": args.min_conf,
         "skip_empty": True if args.skip_empty else None,
         "skip_non_public": True if args.skip_non_public else None,
+        "crops": True if args.crops else None, "crop_min_conf": args.crop_min_conf,
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -144,6 +151,8 @@ def _run_ray(args, source, options) -> int:
     from envad.client.backfill_plan import job_header
     from envad.client.ray_backfill import RayOptions, resolve_target, run_ray_backfill
 
+    if getattr(source, "crops", False):
+        raise SystemExit("envad backfill: --crops runs on --engine service only")
     if options.scores:
         raise SystemExit("envad backfill: --engine ray stores embeddings only; score "
                          "afterwards with --engine service --no-store --scores-out")

@@ -11,6 +11,12 @@ camera). Entries with a `failure` are skipped; with `skip_empty`, so are
 images without a detection of at least `min_conf` (default: the file's
 typical_detection_threshold, else 0.2) in an "animal", "person" or "vehicle" category.
 The detections are kept in `extra` so a MegaDetector-format output can carry them on.
+
+With `crops`, the items are the image's "animal" detections of at least `crop_min_conf`
+(default: `min_conf`), one `CropItem` each (key `file#<detection index>`, the crop's
+bytes, `extra` naming the image and the detection), so that every crop is scored on its
+own and joined back to its image in the outputs; an image without such a detection is
+listed as skipped with its detections.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from envad.client.sources.base import Source, SourceItem, register_source
+from envad.client.sources.crops import CropItem, parse_bbox
 from envad.errors import InvalidInput
 
 DEFAULT_MIN_CONF = 0.2
@@ -52,6 +59,8 @@ class MegaDetectorSource(Source):
         env_level: int = 0,
         skip_empty: bool = False,
         min_conf: float | None = None,
+        crops: bool = False,
+        crop_min_conf: float | None = None,
     ) -> None:
         super().__init__(path, split=split)
         try:
@@ -75,6 +84,9 @@ class MegaDetectorSource(Source):
                       or {"1": "animal", "2": "person", "3": "vehicle"})
         self.detection_categories = {str(k): str(v) for k, v in categories.items()}
         self.counted = {k for k, v in self.detection_categories.items() if v in DETECTION_NAMES}
+        self.crops = crops
+        self.crop_min_conf = float(crop_min_conf if crop_min_conf is not None else self.min_conf)
+        self.animal = {k for k, v in self.detection_categories.items() if v == "animal"}
 
     def describe(self) -> dict[str, str]:
         return {
@@ -82,6 +94,8 @@ class MegaDetectorSource(Source):
             "image_root": str(self._image_root),
             "skip_empty": str(self.skip_empty),
             "min_conf": str(self.min_conf),
+            # only when set, so that earlier checkpoints stay resumable
+            **({"crops": str(self.crop_min_conf)} if self.crops else {}),
         }
 
     @property
@@ -99,14 +113,38 @@ class MegaDetectorSource(Source):
             uri, relative = self.locate(file)
             folders = [p for p in relative.parts[:-1] if p not in ("/", "")]
             detections = entry.get("detections")
+            env = folders[self.env_level] if len(folders) > self.env_level else ""
+            skip_reason = self._skip_reason(entry, detections)
+            if self.crops and not skip_reason:
+                yield from self._crops(n, file, uri, env, detections or [])
+                continue
             yield SourceItem(
                 key=file,
                 uri=uri,
-                env=folders[self.env_level] if len(folders) > self.env_level else "",
+                env=env,
                 split=self._split(None),
-                skip_reason=self._skip_reason(entry, detections),
+                skip_reason=skip_reason,
                 extra={"detections": detections} if detections is not None else {},
             )
+
+    def _crops(self, n: int, file: str, uri: str, env: str,
+               detections: list) -> Iterator[SourceItem]:
+        """The image's animal detections of at least crop_min_conf, one CropItem each."""
+        found = False
+        for index, detection in enumerate(detections):
+            if (str(detection.get("category")) not in self.animal
+                    or float(detection.get("conf", 0.0)) < self.crop_min_conf):
+                continue
+            found = True
+            yield CropItem(
+                key=f"{file}#{index}", uri=uri, env=env, split=self._split(None),
+                bbox=parse_bbox(detection.get("bbox"), f"{self.path}: images[{n}]"),
+                extra={"image": file, "detection": index, "detections": detections},
+            )
+        if not found:
+            yield SourceItem(key=file, uri=uri, env=env, split=self._split(None),
+                             skip_reason=f"no animal detection >= {self.crop_min_conf:g}",
+                             extra={"detections": detections})
 
     def locate(self, file: str) -> tuple[str, PurePosixPath]:
         """Where a `file` entry is on this machine, and its path below the image root

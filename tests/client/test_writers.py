@@ -18,7 +18,8 @@ from envad.client import EnvadClient
 from envad.client.backfill import run_backfill
 from envad.client.backfill_plan import BackfillOptions
 from envad.client.sources import open_source
-from envad.client.writers import WRITERS, format_for, image_file, write_scores
+from envad.client.writers import WRITERS, format_for, write_scores
+from envad.client.writers_megadetector import image_file
 from envad.errors import InvalidInput
 
 RECORDS: list[dict] = [
