@@ -30,8 +30,8 @@ def crop_bytes(data: bytes, bbox: tuple[float, float, float, float]) -> bytes:
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(data)) as img:
-            img = ImageOps.exif_transpose(img) or img
+        with Image.open(io.BytesIO(data)) as opened:
+            img = ImageOps.exif_transpose(opened) or opened
             width, height = img.size
             x, y, w, h = bbox
             left, top = int(max(0.0, x) * width), int(max(0.0, y) * height)
