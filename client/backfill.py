@@ -27,6 +27,7 @@ from envad.client.backfill_plan import (
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary, score_records
 from envad.client.checkpoint import Checkpoint, Outcome
+from envad.client.events import group_events
 from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
 from envad.client.retry import RETRYABLE_CODES, backoff_delays
@@ -55,12 +56,14 @@ def run_backfill(
     scores_out: str | Path | None = None,
     scores_format: str = "auto",
     progress: bool = True,
+    event_gap_s: float = 0.0,
 ) -> BackfillSummary:
     """Backfill `source` into the server behind `client`; returns the run's summary.
 
     Raises FailedPrecondition when the server has no active encoder (or, for scores, no
     fitted detectors). On Ctrl-C the finished batches stay recorded, the score output is
     written for them, and BackfillInterrupted (a KeyboardInterrupt) carries the summary.
+    `event_gap_s` > 0 groups the score records into events (envad.client.events).
     """
     if scores_out is not None and not options.scores:
         raise InvalidInput("scores_out needs options.scores=True")
@@ -84,7 +87,7 @@ def run_backfill(
             summary.elapsed_s = time.monotonic() - summary.started
             if scores_out is not None:
                 summary.scores_written = write_scores(
-                    scores_out, lambda: score_records(checkpoint.outcomes()), scores_format,
+                    scores_out, _records_of(checkpoint, event_gap_s), scores_format,
                     info=_megadetector_info(source),
                 )
                 summary.scores_out = str(scores_out)
@@ -243,6 +246,14 @@ def _score(client, pending, options) -> list[tuple]:
                     "space": prov.space, "adaptation": res.adaptation,
                 }))
     return out
+
+
+def _records_of(checkpoint: Checkpoint, event_gap_s: float):
+    """What the score writers read: the checkpoint's records, grouped into events when
+    asked."""
+    if event_gap_s > 0:
+        return lambda: group_events(score_records(checkpoint.outcomes()), event_gap_s)
+    return lambda: score_records(checkpoint.outcomes())
 
 
 def _megadetector_info(source: Source) -> dict:

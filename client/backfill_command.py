@@ -80,6 +80,11 @@ def register(subparsers, connection_parser) -> None:
     g.add_argument("--scores-format", default="auto",
                    choices=["auto", "jsonl", "csv", "megadetector", "camtrap-dp"],
                    help="format of --scores-out (auto: from the file name)")
+    g.add_argument("--group-events", type=float, default=0.0, metavar="SECONDS",
+                   help="with --scores-out: group images into events (bursts), one "
+                        "decision each: the Camtrap DP eventID, else images of a camera "
+                        "at most SECONDS apart; adds event, event_size, event_ensemble, "
+                        "event_is_anomaly (default 0: off)")
     g.add_argument("--no-store", action="store_true",
                    help="with --scores-out: score only, store nothing")
     g = p.add_argument_group("ray engine")
@@ -141,7 +146,7 @@ def cmd_backfill(args) -> int:
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
         summary = run_backfill(client, source, checkpoint, options, resume=args.resume,
                                scores_out=args.scores_out, scores_format=args.scores_format,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, event_gap_s=args.group_events)
     _print_summary(summary, args.json)
     return 1 if summary.failed else 0
 

@@ -2,7 +2,8 @@
 
 Input: the JSON lines a scoring backfill writes (`envad backfill ... --scores-out
 scores.jsonl`). Output, in one folder: `index.html` (per camera: a score histogram and the
-top-N images by ensemble score, each with its thumbnail, score, detector votes and its
+top-N images by ensemble score (one per event when the scores were grouped into events
+with --group-events), each with its thumbnail, score, detector votes and its
 nearest stored neighbours as thumbnails), `thumbs/` (the JPEG thumbnails the page shows),
 `contact_sheet.png` (the top images of every camera in one picture, for a terminal or a
 chat) and `review.csv` (the ids shown, for `envad label --normal --ids-from review.csv`).
@@ -43,6 +44,8 @@ class ScoredImage:
     is_anomaly: bool
     threshold: float
     detectors: dict[str, dict[str, float]]
+    event: str = ""
+    event_size: int = 1
 
     def votes(self) -> int:
         """Detectors whose calibrated score reaches the threshold."""
@@ -119,6 +122,8 @@ def read_scores(path: Path) -> list[ScoredImage]:
                 env=str(record.get("env") or ""), uri=str(record.get("uri") or ""),
                 ensemble=float(record["ensemble"]), is_anomaly=bool(record["is_anomaly"]),
                 threshold=float(record["threshold"]), detectors=dict(record["detectors"]),
+                event=str(record.get("event") or ""),
+                event_size=int(record.get("event_size") or 1),
             ))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InvalidInput(f"{path}:{number}: not a score record ({exc})") from exc
@@ -147,7 +152,8 @@ def build_report(scores_path: Path, out_dir: Path, *, top: int = 10, neighbours:
         by_env[image.env].append(image)
     sections = []
     for env in sorted(by_env):
-        ranked = sorted(by_env[env], key=lambda i: i.ensemble, reverse=True)[:top]
+        ranked = one_per_event(sorted(by_env[env], key=lambda i: i.ensemble,
+                                      reverse=True))[:top]
         reviewed = []
         for image in ranked:
             entry = Reviewed(image, thumbnail(out_dir, image.id, image.env, image.uri))
@@ -164,6 +170,19 @@ def build_report(scores_path: Path, out_dir: Path, *, top: int = 10, neighbours:
     review_csv = write_review_list(out_dir / "review.csv", sections)
     return ReportSummary(str(out_dir), str(page), str(sheet), str(review_csv), len(sections),
                          len(images), sum(len(s.top) for s in sections))
+
+
+def one_per_event(ranked: list[ScoredImage]) -> list[ScoredImage]:
+    """The highest-ranked image of each event (scores grouped with --group-events), so a
+    burst is one decision; images without an event stand alone."""
+    seen: set[str] = set()
+    kept = []
+    for image in ranked:
+        if image.event and image.event in seen:
+            continue
+        seen.add(image.event)
+        kept.append(image)
+    return kept
 
 
 def nearest_normals(client, image: ScoredImage, k: int, flagged: set[str]) -> list:

@@ -76,11 +76,17 @@ def _item(entry) -> str:
         f"{_figure(entry.thumb, small=False)}"
         f'<div><div class="score">{image.ensemble:.3f} ({verdict}, votes '
         f"{image.votes()}/{len(image.detectors)})</div>"
-        f'<div class="meta">{escape(image.key)}<br>id {escape(image.id)}</div>'
+        f'<div class="meta">{escape(image.key)}<br>id {escape(image.id)}{_event(image)}</div>'
         f'<table class="scores">{detector_rows}</table>'
         f'<div class="meta">nearest normal neighbours:</div>'
         f'<div class="neighbours">{neighbours}</div></div></div>'
     )
+
+
+def _event(image) -> str:
+    if not image.event:
+        return ""
+    return f"<br>event {escape(image.event)} ({image.event_size} image(s), the top one shown)"
 
 
 def _figure(thumb, *, small: bool) -> str:

@@ -9,7 +9,8 @@ Record fields: key, id, env, label, split, uri, timestamp (ISO 8601 or None), st
 ({name: {"raw": float, "calibrated": float}}), model_id, bundle_id, space (the bundle's
 space step), adaptation (how it placed the camera: fit, camera, global), source (the
 source's extra values, e.g. {"is_anomaly": true}, MegaDetector "detections", Camtrap DP
-"deploymentID", "mediaID" and "filePublic").
+"deploymentID", "mediaID", "eventID" and "filePublic"), and when grouped into events
+(envad.client.events) event, event_size, event_ensemble, event_is_anomaly.
 
 The MegaDetector format (Timelapse, AddaxAI) is written by
 envad.client.writers_megadetector, Camtrap DP observations by envad.client.writers_camtrap.
@@ -23,6 +24,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from envad.client.events import EVENT_FIELDS
 from envad.errors import InvalidInput
 
 ScoreRecord = dict
@@ -101,17 +103,21 @@ def write_jsonl(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: 
 
 @register_writer("csv")
 def write_csv(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: dict) -> int:
-    """One row per image: base columns, then raw_<detector> and cal_<detector> per
-    detector, then source_<name> for each scalar source value."""
+    """One row per image: base columns (and the event columns when the records were
+    grouped into events), then raw_<detector> and cal_<detector> per detector, then
+    source_<name> for each scalar source value."""
     detectors: dict[str, None] = {}
     source_keys: dict[str, None] = {}
+    base = list(BASE_COLUMNS)
     for record in records():
+        if "event" in record and "event" not in base:
+            base += EVENT_FIELDS
         detectors.update(dict.fromkeys(record.get("detectors") or {}))
         for k, v in (record.get("source") or {}).items():
             if v is None or isinstance(v, (str, int, float, bool)):
                 source_keys[k] = None
     columns = (
-        list(BASE_COLUMNS)
+        base
         + [f"raw_{d}" for d in detectors]
         + [f"cal_{d}" for d in detectors]
         + [f"source_{k}" for k in source_keys]
@@ -121,7 +127,7 @@ def write_csv(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: di
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for record in records():
-            row = {c: _csv_value(record.get(c)) for c in BASE_COLUMNS}
+            row = {c: _csv_value(record.get(c)) for c in base}
             for name, score in (record.get("detectors") or {}).items():
                 row[f"raw_{name}"] = score["raw"]
                 row[f"cal_{name}"] = score["calibrated"]

@@ -8,8 +8,9 @@ is, not what is on it), `classificationMethod` machine, `classifiedBy` "envad <m
 `classificationTimestamp` when the file was written, and `observationTags`
 "envad:anomaly:true|false", "envad:threshold:<t>", "envad:bundle:<bundle id>" (and
 "filePublic:false" for non-public media). The image's timestamp is the event start and
-end. Failed and skipped images get no row. Only a Camtrap DP source names the
-deploymentID and mediaID the rows refer to, so other sources are refused.
+end; `eventID` is the package's (or, with --group-events, the burst's:
+envad.client.events). Failed and skipped images get no row. Only a Camtrap DP source
+names the deploymentID and mediaID the rows refer to, so other sources are refused.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def observation_row(record: ScoreRecord, classified_at: str) -> dict[str, object
         "observationID": f"{OBSERVATION_ID_PREFIX}{source['mediaID']}",
         "deploymentID": source["deploymentID"],
         "mediaID": source["mediaID"],
+        "eventID": str(record.get("event") or source.get("eventID") or ""),
         "eventStart": _camtrap_time(taken),
         "eventEnd": _camtrap_time(taken),
         "observationLevel": "media",

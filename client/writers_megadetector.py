@@ -17,7 +17,8 @@ detection and the image-level detection carries the highest crop score.
 envad's detail is in extension fields that MegaDetector tools ignore: `images[].envad` =
 {"id", "env", "ensemble", "is_anomaly", "threshold", "detectors": {name: {"raw",
 "calibrated"}}, "crops" (with --crops: per crop "detection", "id", "ensemble",
-"is_anomaly", "detectors", or "failure"), "file_public" (only when false)} and
+"is_anomaly", "detectors", or "failure"), "event" (with --group-events: "id", "size",
+"ensemble", "is_anomaly" of the image's event), "file_public" (only when false)} and
 `info.envad` = {"model_id", "bundle_id", "detectors", "score_semantics", "image_root",
 "detection_category", "classification_category"}.
 """
@@ -186,7 +187,7 @@ def _cropped_image(file: str, crops: list[ScoreRecord], anomaly: _AnomalyIds) ->
 
 
 def _scores(record: ScoreRecord) -> dict:
-    return {
+    scores = {
         "id": record.get("id", ""),
         "env": record.get("env", ""),
         "ensemble": record.get("ensemble"),
@@ -194,6 +195,11 @@ def _scores(record: ScoreRecord) -> dict:
         "threshold": record.get("threshold"),
         "detectors": record.get("detectors"),
     }
+    if "event" in record:
+        scores["event"] = {"id": record["event"], "size": record.get("event_size"),
+                           "ensemble": record.get("event_ensemble"),
+                           "is_anomaly": record.get("event_is_anomaly")}
+    return scores
 
 
 def _classify(detection: dict, anomaly: _AnomalyIds, score: float) -> None:

@@ -9,6 +9,9 @@ observations.csv when present.
   joined with ";"; an observation without a name contributes its observationType
   (e.g. "blank", "human"); "" when nothing was observed;
 - media that are not images (fileMediatype not image/*) are listed as skipped;
+- event: the `eventID` of the image's observations (media-level, or the event-level one
+  whose window holds its timestamp), kept among the item's source values for
+  grouping bursts (envad.client.events);
 - non-public media (`filePublic` false: typically people) are flagged in the score outputs
   (`filePublic: false` among the item's source values) and, with `skip_non_public`,
   listed as skipped instead of being read.
@@ -87,6 +90,9 @@ class CamtrapDPSource(Source):
             key = f"{deployment}/{media}"
             public = _file_public(row.get("filePublic"), where)
             extra: dict[str, object] = {"deploymentID": deployment, "mediaID": media}
+            event = labels.event(deployment, media, timestamp)
+            if event:
+                extra["eventID"] = event
             if public is not None:
                 extra["filePublic"] = public
             yield SourceItem(
@@ -124,29 +130,33 @@ class CamtrapDPSource(Source):
 
 
 class _ObservationLabels:
-    """Label lookup from observations.csv: by mediaID, else by event time window."""
+    """Label and event lookup from observations.csv: by mediaID, else by the time window
+    (eventStart..eventEnd) of the deployment's event-level observations."""
 
     def __init__(self, path: Path | None) -> None:
         self.by_media: dict[str, set[str]] = defaultdict(set)
-        # deployment -> sorted event starts, and parallel (start, end, name) tuples
-        self.events: dict[str, list[tuple[datetime, datetime, str]]] = defaultdict(list)
+        self.event_by_media: dict[str, str] = {}
+        # deployment -> (start, end, name, eventID) tuples sorted by start
+        self.events: dict[str, list[tuple[datetime, datetime, str, str]]] = defaultdict(list)
         if path is None or not path.is_file():
             return
         for line, row in _read_csv(path, ("deploymentID",)):
             name = (row.get("scientificName") or "").strip() or (
                 row.get("observationType") or ""
             ).strip()
-            if not name:
-                continue
+            event_id = (row.get("eventID") or "").strip()
             media = (row.get("mediaID") or "").strip()
             if media:
-                self.by_media[media].add(name)
+                if name:
+                    self.by_media[media].add(name)
+                if event_id:
+                    self.event_by_media.setdefault(media, event_id)
                 continue
             where = f"{path}:{line}: "
             start = parse_timestamp(row.get("eventStart"), where)
             end = parse_timestamp(row.get("eventEnd"), where)
-            if start is not None:
-                self.events[row["deploymentID"]].append((start, end or start, name))
+            if start is not None and (name or event_id):
+                self.events[row["deploymentID"]].append((start, end or start, name, event_id))
         for events in self.events.values():
             events.sort(key=lambda e: e[0])
         self.starts = {d: [e[0] for e in events] for d, events in self.events.items()}
@@ -154,18 +164,29 @@ class _ObservationLabels:
 
     def label(self, deployment: str, media: str, timestamp: datetime | None) -> str:
         names = set(self.by_media.get(media, ()))
-        if not names and timestamp is not None and deployment in self.events:
-            events = self.events[deployment]
-            # events starting after the image cannot hold it; walk back from there only as
-            # far as the deployment's longest event reaches
-            i = bisect.bisect_right(self.starts[deployment], timestamp) - 1
-            earliest = timestamp - self.longest[deployment]
-            while i >= 0 and events[i][0] >= earliest:
-                start, end, name = events[i]
-                if timestamp <= end:
-                    names.add(name)
-                i -= 1
+        if not names:
+            names = {e[2] for e in self._holding(deployment, timestamp) if e[2]}
         return ";".join(sorted(names))
+
+    def event(self, deployment: str, media: str, timestamp: datetime | None) -> str:
+        """The eventID of the image's observations ("" when none names one)."""
+        if media in self.event_by_media:
+            return self.event_by_media[media]
+        return min((e[3] for e in self._holding(deployment, timestamp) if e[3]), default="")
+
+    def _holding(self, deployment: str, timestamp: datetime | None):
+        """The deployment's event-level observations whose window holds `timestamp`."""
+        if timestamp is None or deployment not in self.events:
+            return
+        events = self.events[deployment]
+        # events starting after the image cannot hold it; walk back from there only as
+        # far as the deployment's longest event reaches
+        i = bisect.bisect_right(self.starts[deployment], timestamp) - 1
+        earliest = timestamp - self.longest[deployment]
+        while i >= 0 and events[i][0] >= earliest:
+            if timestamp <= events[i][1]:
+                yield events[i]
+            i -= 1
 
 
 def _file_public(value: str | None, where: str) -> bool | None:

@@ -121,3 +121,18 @@ def test_crop_scores_are_joined_back_to_their_image(fitted_server, tmp_path) -> 
     assert "classifications" not in detections[1] and "classifications" not in detections[3]
     assert detections[4]["conf"] == max(scores.values())   # image level: the top crop
     assert images["camA/a2.png"]["detections"][0]["category"] == "3"   # carried, unscored
+
+
+def test_crops_flags(fitted_server, tmp_path, capsys) -> None:
+    from envad.client.cli import main
+
+    path = make_detections_archive(tmp_path / "md")
+    out = tmp_path / "scores.jsonl"
+    assert main(["backfill", str(path), "--server", fitted_server.address, "--no-store",
+                 "--scores-out", str(out), "--crops", "--crop-min-conf", "0.05",
+                 "--no-progress", "--checkpoint", str(tmp_path / "ck.jsonl")]) == 0
+    keys = {json.loads(x)["key"] for x in out.read_text().splitlines()}
+    assert keys == {"camA\\a1.png#0", "camA\\a1.png#2", "camA\\a1.png#3", "camA/a2.png"}
+    with pytest.raises(SystemExit, match="--crops runs on --engine service only"):
+        main(["backfill", str(path), "--crops", "--engine", "ray", "--no-progress",
+              "--data-dir", str(tmp_path / "data"), "--model-file", str(tmp_path / "m.onnx")])

@@ -105,3 +105,16 @@ def test_other_sources_are_refused_before_the_run(fitted_server, tmp_path) -> No
                      scores_out=tmp_path / "observations.csv", scores_format="camtrap-dp",
                      progress=False)
     assert not (tmp_path / "observations.csv").exists()
+
+
+def test_camtrap_flags(fitted_server, tmp_path) -> None:
+    from envad.client.cli import main
+
+    package = make_camtrap_dp(tmp_path / "pkg")
+    media_csv = package / "media.csv"
+    media_csv.write_text(media_csv.read_text().replace(",true,", ",false,", 1))  # dep1/m0
+    out = tmp_path / "envad-observations.csv"
+    assert main(["backfill", str(package), "--server", fitted_server.address, "--no-store",
+                 "--skip-non-public", "--scores-out", str(out), "--scores-format",
+                 "camtrap-dp", "--no-progress", "--checkpoint", str(tmp_path / "ck.jsonl")]) == 0
+    assert {r["mediaID"] for r in read_rows(out)} == {"m1", "m2", "m3"}
