@@ -67,6 +67,8 @@ def run_backfill(
     """
     if scores_out is not None and not options.scores:
         raise InvalidInput("scores_out needs options.scores=True")
+    if event_gap_s < 0 or (event_gap_s and scores_out is None):
+        raise InvalidInput("--group-events takes seconds > 0 and needs --scores-out")
     if scores_out is not None and format_for(scores_out, scores_format) == "camtrap-dp" \
             and source.name != "camtrap-dp":
         raise InvalidInput("--scores-format camtrap-dp needs a Camtrap DP source")

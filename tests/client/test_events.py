@@ -100,3 +100,14 @@ def test_group_events_flag(fitted_server, tmp_path, capsys) -> None:
                  "--checkpoint", str(tmp_path / "ck.jsonl")]) == 0
     events = {json.loads(x)["key"]: json.loads(x)["event"] for x in out.read_text().splitlines()}
     assert events["dep1/m0"] == events["dep1/m1"] == "e1"
+
+
+def test_bad_event_options_are_refused_before_the_run(fitted_server, tmp_path) -> None:
+    package = make_camtrap_dp(tmp_path / "pkg")
+    with EnvadClient(fitted_server.address) as client:
+        for gap, out in ((-1.0, tmp_path / "s.jsonl"), (60.0, None)):
+            with pytest.raises(InvalidInput, match="--group-events"):
+                run_backfill(client, open_source(package), tmp_path / "ck.jsonl",
+                             BackfillOptions(scores=True, store=False), scores_out=out,
+                             progress=False, event_gap_s=gap)
+    assert not (tmp_path / "ck.jsonl").exists()
