@@ -13,7 +13,7 @@ MAX_TILES = 48
 
 def write_contact_sheet(path: Path, out_dir: Path, sections) -> Path:
     """Tile the sections' top images (their thumbnails under `out_dir`) into `path`."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageOps
 
     entries = [entry for section in sections for entry in section.top][:MAX_TILES]
     rows = max(1, -(-len(entries) // COLUMNS))
@@ -24,7 +24,7 @@ def write_contact_sheet(path: Path, out_dir: Path, sections) -> Path:
         x, y = (n % COLUMNS) * TILE, (n // COLUMNS) * (TILE + CAPTION_H)
         if entry.thumb.path:
             with Image.open(out_dir / entry.thumb.path) as thumb:
-                tile = thumb.convert("RGB")
+                tile = ImageOps.contain(thumb.convert("RGB"), (TILE, TILE))  # small: scale up
                 sheet.paste(tile, (x + (TILE - tile.width) // 2, y + (TILE - tile.height) // 2))
         else:
             draw.rectangle((x + 4, y + 4, x + TILE - 4, y + TILE - 4), outline="gray")

@@ -155,3 +155,24 @@ def make_windows_megadetector_json(root: Path) -> Path:
     path = root / "md_windows.json"
     path.write_text(json.dumps(results))
     return path
+
+
+def megadetector_errors(path: Path, image_root: Path | None = None) -> list[str]:
+    """MegaDetector's own validator (megadetector-utils) on a batch output file: its
+    errors, [] when valid; with `image_root`, every `file` must exist under it too.
+
+    Importing the validator sets PIL's process-wide LOAD_TRUNCATED_IMAGES (MegaDetector's
+    visualization module does so at import); it is put back, so that the server's
+    truncated-image checks tested in the same process are unaffected."""
+    from PIL import ImageFile
+
+    before = ImageFile.LOAD_TRUNCATED_IMAGES
+    try:
+        from megadetector.postprocessing import validate_batch_results as validator
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = before
+    options = validator.ValidateBatchResultsOptions()
+    if image_root is not None:
+        options.check_image_existence = True
+        options.relative_path_base = str(image_root)
+    return validator.validate_batch_results(str(path), options)["validation_results"]["errors"]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from client_archives import megadetector_errors
 from envad.client import EnvadClient
 from envad.client.backfill import run_backfill
 from envad.client.backfill_plan import BackfillOptions
@@ -84,11 +85,6 @@ def test_megadetector_source_yields_one_crop_per_animal_detection(tmp_path) -> N
 
 
 def test_crop_scores_are_joined_back_to_their_image(fitted_server, tmp_path) -> None:
-    from megadetector.postprocessing.validate_batch_results import (
-        ValidateBatchResultsOptions,
-        validate_batch_results,
-    )
-
     path = make_detections_archive(tmp_path / "md")
     source = open_source(path, crops=True, crop_min_conf=0.5)
     jsonl, md = tmp_path / "crops.jsonl", tmp_path / "crops.json"
@@ -104,10 +100,7 @@ def test_crop_scores_are_joined_back_to_their_image(fitted_server, tmp_path) -> 
     assert {r["source"]["image"] for r in crops.values()} == {"camA\\a1.png"}
     assert crops["camA\\a1.png#0"]["id"] != crops["camA\\a1.png#2"]["id"]  # crops' own bytes
 
-    options = ValidateBatchResultsOptions()
-    options.check_image_existence = True
-    options.relative_path_base = str(source.image_root)
-    assert validate_batch_results(str(md), options)["validation_results"]["errors"] == []
+    assert megadetector_errors(md, source.image_root) == []
     doc = json.loads(md.read_text())
     images = {im["file"]: im for im in doc["images"]}
     assert sorted(images) == ["camA/a1.png", "camA/a2.png"]
