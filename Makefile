@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install test test-slow lint demo protos bench clean
+.PHONY: install system-deps test test-slow lint demo protos bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,9 +16,19 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+## Debian packages the tests use: headless Chromium renders the review page of
+## `envad report` (tests/client/test_report.py). A no-op when chromium is there; as root
+## it installs it with apt-get, otherwise it says what to install.
+system-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends chromium fonts-dejavu-core >/dev/null; \
+	  else echo "make system-deps: install the Debian package chromium (as root)" >&2; fi; }
+
 ## run the default test suite (CPU-only, offline; slow and GPU checks are skipped)
 ## (pytest's exit code 5, "no tests collected", is a failure here, not a pass)
-test: $(STAMP)
+test: $(STAMP) system-deps
 	@$(PY) -m pytest; code=$$?; \
 	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$code

@@ -29,12 +29,13 @@ from envad.client.backfill_plan import (
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary, score_records
 from envad.client.checkpoint import Checkpoint, Outcome
 from envad.client.content_index import DUPLICATE_REASON, ContentIndex
+from envad.client.events import group_events
 from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
 from envad.client.retry import RETRYABLE_CODES, backoff_delays
 from envad.client.sources import Source, SourceItem
 from envad.client.sources.exif import exif_timestamp
-from envad.client.writers import write_scores
+from envad.client.writers import format_for, write_scores
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def run_backfill(
     scores_out: str | Path | None = None,
     scores_format: str = "auto",
     progress: bool | str = True,
+    event_gap_s: float = 0.0,
 ) -> BackfillSummary:
     """Backfill `source` into the server behind `client`; returns the run's summary.
 
@@ -65,9 +67,15 @@ def run_backfill(
     fitted detectors). On Ctrl-C the finished batches stay recorded, the score output is
     written for them, and BackfillInterrupted (a KeyboardInterrupt) carries the summary.
     `progress`: show a progress bar on stderr (a string: with that label).
+    `event_gap_s` > 0 groups the score records into events (envad.client.events).
     """
     if scores_out is not None and not options.scores:
         raise InvalidInput("scores_out needs options.scores=True")
+    if event_gap_s < 0 or (event_gap_s and scores_out is None):
+        raise InvalidInput("--group-events takes seconds > 0 and needs --scores-out")
+    if scores_out is not None and format_for(scores_out, scores_format) == "camtrap-dp" \
+            and source.name != "camtrap-dp":
+        raise InvalidInput("--scores-format camtrap-dp needs a Camtrap DP source")
     info = client.info()
     if info.active_model is None:
         raise FailedPrecondition(f"the server has no active encoder: {info.hint}")
@@ -88,7 +96,7 @@ def run_backfill(
             summary.elapsed_s = time.monotonic() - summary.started
             if scores_out is not None:
                 summary.scores_written = write_scores(
-                    scores_out, lambda: score_records(checkpoint.outcomes()), scores_format,
+                    scores_out, _records_of(checkpoint, event_gap_s), scores_format,
                     info=_megadetector_info(source),
                 )
                 summary.scores_out = str(scores_out)
@@ -269,12 +277,24 @@ def _score(client, pending, options, copies: frozenset[str] | set[str] = frozens
     return out
 
 
+def _records_of(checkpoint: Checkpoint, event_gap_s: float):
+    """What the score writers read: the checkpoint's records, grouped into events when
+    asked."""
+    if event_gap_s > 0:
+        return lambda: group_events(score_records(checkpoint.outcomes()), event_gap_s)
+    return lambda: score_records(checkpoint.outcomes())
+
+
 def _megadetector_info(source: Source) -> dict:
+    """What the score writers take from the source: its image root, and a MegaDetector
+    source's info and category tables."""
+    info: dict = {"image_root": str(source.image_root)}
     results = getattr(source, "results", None)
-    if not isinstance(results, dict):
-        return {}
-    return {"megadetector_info": results.get("info") or {},
-            "detection_categories": results.get("detection_categories")}
+    if isinstance(results, dict):
+        info.update({"megadetector_info": results.get("info") or {},
+                     "detection_categories": results.get("detection_categories"),
+                     "classification_categories": results.get("classification_categories")})
+    return info
 
 
 class _Throttle:

@@ -32,6 +32,9 @@ def register(subparsers, connection_parser) -> None:
                    help="store every item under this split (default: the source's, else archive)")
     g.add_argument("--env-by", choices=["location", "deployment"],
                    help="Camtrap DP: environment from the location (default) or deployment")
+    g.add_argument("--skip-non-public", action="store_true",
+                   help="Camtrap DP: skip media with filePublic=false (people, by the "
+                        "package's rules) instead of scoring them with a flag")
     g.add_argument("--image-root", type=Path,
                    help="MegaDetector: folder the 'file' paths are relative to (default: "
                         "the JSON's folder)")
@@ -42,6 +45,12 @@ def register(subparsers, connection_parser) -> None:
     g.add_argument("--min-conf", type=float,
                    help="MegaDetector: detection confidence for --skip-empty (default: the "
                         "file's typical_detection_threshold, else 0.2)")
+    g.add_argument("--crops", action="store_true",
+                   help="MegaDetector: score each animal detection's crop instead of the "
+                        "whole image (one record per crop, joined back to its image)")
+    g.add_argument("--crop-min-conf", type=float,
+                   help="MegaDetector --crops: least detection confidence of a crop "
+                        "(default: --min-conf)")
     g.add_argument("--only-env", action="append", default=[], metavar="ENV",
                    help="only items of this environment (repeatable)")
     g.add_argument("--only-split", action="append", default=[], metavar="SPLIT",
@@ -67,11 +76,18 @@ def register(subparsers, connection_parser) -> None:
     g.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("scores")
     g.add_argument("--scores-out", type=Path, metavar="FILE",
-                   help="also score every image and write the scores: .jsonl, .csv, or "
-                        ".json (MegaDetector format 1.4 with envad extension fields)")
+                   help="also score every image and write the scores: .jsonl, .csv, "
+                        ".json (MegaDetector format 1.4, the score as the classification "
+                        "'envad anomaly'), or with --scores-format camtrap-dp a Camtrap DP "
+                        "observations.csv")
     g.add_argument("--scores-format", default="auto",
-                   choices=["auto", "jsonl", "csv", "megadetector"],
+                   choices=["auto", "jsonl", "csv", "megadetector", "camtrap-dp"],
                    help="format of --scores-out (auto: from the file name)")
+    g.add_argument("--group-events", type=float, default=0.0, metavar="SECONDS",
+                   help="with --scores-out: group images into events (bursts), one "
+                        "decision each: the Camtrap DP eventID, else images of a camera "
+                        "at most SECONDS apart; adds event, event_size, event_ensemble, "
+                        "event_is_anomaly (default 0: off)")
     g.add_argument("--no-store", action="store_true",
                    help="with --scores-out: score only, store nothing")
     g = p.add_argument_group("ray engine")
@@ -94,6 +110,8 @@ def source_options(args) -> dict:
         "split": args.set_split, "env_by": args.env_by, "image_root": args.image_root,
         "env_level": args.env_level, "min_conf": args.min_conf,
         "skip_empty": True if args.skip_empty else None,
+        "skip_non_public": True if args.skip_non_public else None,
+        "crops": True if args.crops else None, "crop_min_conf": args.crop_min_conf,
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -137,7 +155,7 @@ def cmd_backfill(args) -> int:
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
         summary = run_backfill(client, source, checkpoint, options, resume=args.resume,
                                scores_out=args.scores_out, scores_format=args.scores_format,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, event_gap_s=args.group_events)
     _print_summary(summary, args.json)
     return 1 if summary.failed else 0
 
@@ -147,6 +165,8 @@ def _run_ray(args, source, options) -> int:
     from envad.client.backfill_plan import job_header
     from envad.client.ray_backfill import RayOptions, resolve_target, run_ray_backfill
 
+    if getattr(source, "crops", False):
+        raise SystemExit("envad backfill: --crops runs on --engine service only")
     if options.scores:
         raise SystemExit("envad backfill: --engine ray stores embeddings only; score "
                          "afterwards with --engine service --no-store --scores-out")

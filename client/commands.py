@@ -216,6 +216,11 @@ def register(subparsers) -> None:
     backfill_command.register(subparsers, conn)
     retrain.register(subparsers, conn)
 
+    from envad.client import label_command, report_command
+
+    label_command.register(subparsers, conn)
+    report_command.register(subparsers, conn)
+
 
 # ------------------------------------------------------------------ handlers
 

@@ -218,6 +218,11 @@ def camera_stats_reset_from_pb(msg: pb.ResetCameraStatsResponse) -> tuple[str, .
     return tuple(msg.reset)
 
 
+def label_result_from_pb(msg: pb.SetLabelResponse) -> r.LabelResult:
+    return r.LabelResult(updated=tuple(msg.updated), missing=tuple(msg.missing),
+                         provenance=provenance_from_pb(msg.provenance))
+
+
 def bundle_info_from_pb(msg: pb.BundleInfo) -> r.BundleInfo:
     return r.BundleInfo(
         bundle_id=msg.bundle_id,

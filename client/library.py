@@ -368,6 +368,14 @@ class EnvadClient:
             self._unary("ResetCameraStats", request, timeout)
         )
 
+    def set_label(self, ids: Sequence[str], label: str, timeout: float | None = None
+                  ) -> r.LabelResult:
+        """Set the label of stored rows; "normal" and "anomaly" are the review labels a
+        refit honours (docs/client.md, "Review loop"). Ids not stored come back in
+        `missing`."""
+        request = pb.SetLabelRequest(ids=list(ids), label=label)
+        return convert.label_result_from_pb(self._unary("SetLabel", request, timeout))
+
     def list_models(self, timeout: float | None = None) -> r.ModelList:
         response = self._unary("ListModels", pb.ListModelsRequest(), timeout)
         return convert.model_list_from_pb(response)

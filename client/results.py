@@ -111,3 +111,12 @@ class FitResult:
     activated: bool
     provenance: Provenance
     space: str = ""
+
+
+@dataclass(frozen=True)
+class LabelResult:
+    """What SetLabel did: the ids relabelled, and the requested ids not stored."""
+
+    updated: tuple[str, ...]
+    missing: tuple[str, ...]
+    provenance: Provenance

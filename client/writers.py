@@ -1,4 +1,5 @@
-"""Per-image score outputs of a backfill: JSON lines, CSV, or MegaDetector batch JSON.
+"""Per-image score outputs of a backfill: JSON lines, CSV, MegaDetector batch JSON, or
+Camtrap DP observations (envad.client.writers_camtrap).
 
 Every writer takes the same score records (plain dicts, see `ScoreRecord` fields below)
 and writes atomically (temporary file + rename), so a reader never sees half a file.
@@ -7,15 +8,12 @@ Record fields: key, id, env, label, split, uri, timestamp (ISO 8601 or None), st
 ("ok", "failed", "skipped"), code, reason, ensemble, is_anomaly, threshold, detectors
 ({name: {"raw": float, "calibrated": float}}), model_id, bundle_id, space (the bundle's
 space step), adaptation (how it placed the camera: fit, camera, global), source (the
-source's extra values, e.g. {"is_anomaly": true} or MegaDetector "detections").
+source's extra values, e.g. {"is_anomaly": true}, MegaDetector "detections", Camtrap DP
+"deploymentID", "mediaID", "eventID" and "filePublic"), and when grouped into events
+(envad.client.events) event, event_size, event_ensemble, event_is_anomaly.
 
-MegaDetector format 1.4: `info`, `detection_categories` and `images`; an image that
-could not be processed has a `failure` string and `detections: null`. envad's results
-are extension fields that MegaDetector tools ignore: `images[].envad` = {"id", "env",
-"ensemble", "is_anomaly", "threshold", "detectors": {name: {"raw", "calibrated"}}}
-and `info.envad` = {"model_id", "bundle_id", "detectors", "score_semantics"}.
-Detections from a MegaDetector source are carried over; other sources give an empty
-`detections` list (envad does not detect objects).
+The MegaDetector format (Timelapse, AddaxAI) is written by
+envad.client.writers_megadetector, Camtrap DP observations by envad.client.writers_camtrap.
 """
 
 from __future__ import annotations
@@ -24,9 +22,9 @@ import csv
 import json
 import os
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 
+from envad.client.events import EVENT_FIELDS
 from envad.errors import InvalidInput
 
 ScoreRecord = dict
@@ -34,8 +32,6 @@ BASE_COLUMNS = (
     "key", "id", "env", "label", "split", "uri", "timestamp", "status", "code", "reason",
     "ensemble", "is_anomaly", "threshold", "model_id", "bundle_id", "space", "adaptation",
 )
-MEGADETECTOR_FORMAT_VERSION = "1.4"
-DEFAULT_DETECTION_CATEGORIES = {"1": "animal", "2": "person", "3": "vehicle"}
 SCORE_SEMANTICS = (
     "higher = more anomalous; 'raw' is the detector's own score, 'calibrated' its "
     "percentile among the detector bundle's fit-set scores in [0, 1]; 'ensemble' is the "
@@ -107,17 +103,21 @@ def write_jsonl(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: 
 
 @register_writer("csv")
 def write_csv(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: dict) -> int:
-    """One row per image: base columns, then raw_<detector> and cal_<detector> per
-    detector, then source_<name> for each scalar source value."""
+    """One row per image: base columns (and the event columns when the records were
+    grouped into events), then raw_<detector> and cal_<detector> per detector, then
+    source_<name> for each scalar source value."""
     detectors: dict[str, None] = {}
     source_keys: dict[str, None] = {}
+    base = list(BASE_COLUMNS)
     for record in records():
+        if "event" in record and "event" not in base:
+            base += EVENT_FIELDS
         detectors.update(dict.fromkeys(record.get("detectors") or {}))
         for k, v in (record.get("source") or {}).items():
             if v is None or isinstance(v, (str, int, float, bool)):
                 source_keys[k] = None
     columns = (
-        list(BASE_COLUMNS)
+        base
         + [f"raw_{d}" for d in detectors]
         + [f"cal_{d}" for d in detectors]
         + [f"source_{k}" for k in source_keys]
@@ -127,7 +127,7 @@ def write_csv(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: di
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for record in records():
-            row = {c: _csv_value(record.get(c)) for c in BASE_COLUMNS}
+            row = {c: _csv_value(record.get(c)) for c in base}
             for name, score in (record.get("detectors") or {}).items():
                 row[f"raw_{name}"] = score["raw"]
                 row[f"cal_{name}"] = score["calibrated"]
@@ -146,61 +146,5 @@ def _csv_value(value):
     return value
 
 
-@register_writer("megadetector")
-def write_megadetector(
-    path: Path, records: Callable[[], Iterable[ScoreRecord]], info: dict
-) -> int:
-    """MegaDetector batch-output JSON (format 1.4) with envad extension fields."""
-    images = []
-    detectors: dict[str, None] = {}
-    model_ids: dict[str, None] = {}
-    bundle_ids: dict[str, None] = {}
-    for record in records():
-        images.append(_megadetector_image(record))
-        detectors.update(dict.fromkeys(record.get("detectors") or {}))
-        if record.get("model_id"):
-            model_ids[record["model_id"]] = None
-        if record.get("bundle_id"):
-            bundle_ids[record["bundle_id"]] = None
-    source_info = dict(info.get("megadetector_info") or {})
-    document = {
-        "info": {
-            **source_info,
-            "format_version": MEGADETECTOR_FORMAT_VERSION,
-            "envad_completion_time": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-            "envad": {
-                "model_id": ",".join(model_ids),
-                "bundle_id": ",".join(bundle_ids),
-                "detectors": list(detectors),
-                "score_semantics": SCORE_SEMANTICS,
-            },
-        },
-        "detection_categories": info.get("detection_categories") or DEFAULT_DETECTION_CATEGORIES,
-        "images": images,
-    }
-    with path.open("w", encoding="utf-8") as f:
-        json.dump(document, f, indent=1, default=str)
-        f.write("\n")
-    return len(images)
-
-
-def _megadetector_image(record: ScoreRecord) -> dict:
-    source = record.get("source") or {}
-    entry: dict = {"file": record["key"]}
-    status = record.get("status")
-    source_detections = source.get("detections")
-    if status == "failed" or (status == "skipped" and source_detections is None):
-        entry["failure"] = record.get("reason") or status
-        entry["detections"] = None
-        return entry
-    entry["detections"] = source_detections if source_detections is not None else []
-    if status == "ok" and record.get("detectors") is not None:
-        entry["envad"] = {
-            "id": record.get("id", ""),
-            "env": record.get("env", ""),
-            "ensemble": record.get("ensemble"),
-            "is_anomaly": record.get("is_anomaly"),
-            "threshold": record.get("threshold"),
-            "detectors": record.get("detectors"),
-        }
-    return entry
+# the other formats register themselves on import
+from envad.client import writers_camtrap, writers_megadetector  # noqa: E402,F401

@@ -47,6 +47,7 @@ from envad.server.domain import (
     FitOutcome,
     ImageResult,
     IngestTotals,
+    LabelOutcome,
     RejectedImage,
     ScoreOptions,
     ScoreOutcome,
@@ -277,6 +278,11 @@ def activation_to_pb(activation: Activation) -> pb.ActivateModelResponse:
 def camera_stats_reset_to_pb(reset: CameraStatsReset) -> pb.ResetCameraStatsResponse:
     return pb.ResetCameraStatsResponse(reset=list(reset.envs),
                                        provenance=provenance_to_pb(reset.provenance))
+
+
+def label_to_pb(outcome: LabelOutcome) -> pb.SetLabelResponse:
+    return pb.SetLabelResponse(updated=list(outcome.updated), missing=list(outcome.missing),
+                               provenance=provenance_to_pb(outcome.provenance))
 
 
 def server_info_to_pb(info: ServerInfo) -> pb.GetInfoResponse:

@@ -94,6 +94,15 @@ class CameraStatsReset:
 
 
 @dataclass(frozen=True)
+class LabelOutcome:
+    """What SetLabel did: the ids relabelled and the requested ids not stored."""
+
+    updated: tuple[str, ...]
+    missing: tuple[str, ...]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
 class ExportOutcome:
     batches: Iterator   # of pyarrow.RecordBatch, read lazily from the store
     provenance: Provenance

@@ -40,6 +40,7 @@ from envad.server.domain import (
     FitOutcome,
     ImageResult,
     IngestTotals,
+    LabelOutcome,
     RejectedImage,
     ScoreOptions,
     ScoreOutcome,
@@ -48,6 +49,7 @@ from envad.server.domain import (
 )
 from envad.server.encoder import ModelRegistry
 from envad.server.images import DecodeLimits, decode_image
+from envad.server.review import fit_rows
 from envad.server.space import ModelSpace
 from envad.server.store import Row, vectors_of
 
@@ -370,7 +372,7 @@ class Engine:
 
     def fit(self, options: FitOptions) -> FitOutcome:
         space = self.require_space()
-        table = space.store.read(options.row_filter, columns=("id", "env", "label"))
+        table = fit_rows(space.store, options.row_filter, columns=("id", "env", "label"))
         if table.num_rows == 0:
             raise FailedPrecondition(
                 f"no stored rows match {options.row_filter.as_dict()} for model "
@@ -392,6 +394,20 @@ class Engine:
         if self.metrics:
             self.metrics.observe_fit(bundle)
         return FitOutcome(bundle.info(), options.activate, self.provenance(space))
+
+    def set_label(self, ids: Sequence[str], label: str) -> LabelOutcome:
+        """Relabel stored rows of the active encoder (the review loop, server/review.py)."""
+        space = self.require_space()
+        if not label or any(ord(c) < 32 for c in label):
+            raise InvalidInput(f"label must be a non-empty string without control "
+                               f"characters, got {label!r}")
+        if not ids:
+            raise InvalidInput("SetLabel needs at least one id")
+        updated = space.store.set_label(list(ids), label)
+        space.index.relabel(updated, label)
+        done = set(updated)
+        return LabelOutcome(tuple(updated), tuple(i for i in dict.fromkeys(ids)
+                                                  if i not in done), self.provenance(space))
 
     def reset_camera_stats(self, envs: Sequence[str]) -> CameraStatsReset:
         """Forget the running statistics of `envs` (every camera when empty)."""

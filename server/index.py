@@ -139,3 +139,12 @@ class VectorIndex:
                  for d, p in zip(drow, prow, strict=True) if p >= 0]
                 for drow, prow in zip(distances, positions, strict=True)
             ]
+
+    def relabel(self, ids, label: str) -> None:
+        """Set the label of indexed rows (after the store's; unknown ids are ignored)."""
+        with self._lock:
+            for row_id in ids:
+                position = self._positions.get(row_id)
+                if position is not None:
+                    self._meta["label"][position] = label
+            self._arrays = None

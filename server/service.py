@@ -77,5 +77,9 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
         return convert.camera_stats_reset_to_pb(self.engine.reset_camera_stats(envs))
 
     @abort_on_error
+    def SetLabel(self, request, context):
+        return convert.label_to_pb(self.engine.set_label(list(request.ids), request.label))
+
+    @abort_on_error
     def GetInfo(self, request, context):
         return convert.server_info_to_pb(self.engine.info())

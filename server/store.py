@@ -233,6 +233,15 @@ class EmbeddingStore:
         self._table.checkout_latest()
         return self.version != before
 
+    def set_label(self, ids: Sequence[str], label: str) -> list[str]:
+        """Set the label of the stored rows among `ids`; returns the ids updated."""
+        stored = self.existing_ids(ids)
+        wanted = sorted(stored)
+        for start in range(0, len(wanted), 1000):
+            where = "id IN (" + ", ".join(_quote(i) for i in wanted[start:start + 1000]) + ")"
+            self._table.update(where=where, values={"label": label})
+        return [i for i in dict.fromkeys(ids) if i in stored]
+
     def optimize(self, keep_versions_for: dt.timedelta = dt.timedelta(hours=1)) -> None:
         """Compact small fragments and drop versions older than `keep_versions_for`."""
         self._table.optimize(cleanup_older_than=keep_versions_for)

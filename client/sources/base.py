@@ -115,6 +115,13 @@ class Source(ABC):
         """What identifies this source in a checkpoint header."""
         return {"format": self.name, "path": str(self.path.resolve())}
 
+    @property
+    def image_root(self) -> Path:
+        """The folder the archive's image paths are relative to (where outputs that name
+        images by relative path, such as MegaDetector's `file`, resolve)."""
+        root = self.path if self.path.is_dir() else self.path.parent
+        return root.resolve()
+
     def _split(self, own: str | None) -> str:
         return self.split_override or own or "archive"
 

@@ -8,7 +8,13 @@ observations.csv when present.
   event-level ones whose eventStart..eventEnd holds the image's timestamp), sorted and
   joined with ";"; an observation without a name contributes its observationType
   (e.g. "blank", "human"); "" when nothing was observed;
-- media that are not images (fileMediatype not image/*) are listed as skipped.
+- media that are not images (fileMediatype not image/*) are listed as skipped;
+- event: the `eventID` of the image's observations (media-level, or the event-level one
+  whose window holds its timestamp), kept among the item's source values for
+  grouping bursts (envad.client.events);
+- non-public media (`filePublic` false: typically people) are flagged in the score outputs
+  (`filePublic: false` among the item's source values) and, with `skip_non_public`,
+  listed as skipped instead of being read.
 Resource paths are read from datapackage.json when it names them.
 """
 
@@ -50,20 +56,25 @@ class CamtrapDPSource(Source):
         )
 
     def __init__(
-        self, path: str | Path, *, split: str | None = None, env_by: str = "location"
+        self, path: str | Path, *, split: str | None = None, env_by: str = "location",
+        skip_non_public: bool = False,
     ) -> None:
         path = Path(path)
         super().__init__(path.parent if path.name == "datapackage.json" else path, split=split)
         if env_by not in ENV_BY:
             raise InvalidInput(f"env_by must be one of {ENV_BY}, got {env_by!r}")
         self.env_by = env_by
+        self.skip_non_public = skip_non_public
         self.resources = _resource_paths(self.path)
         for needed in ("deployments", "media"):
             if not self.resources[needed].is_file():
                 raise InvalidInput(f"Camtrap DP package {self.path} has no {needed} resource")
 
     def describe(self) -> dict[str, str]:
-        return {**super().describe(), "env_by": self.env_by}
+        described = {**super().describe(), "env_by": self.env_by}
+        if self.skip_non_public:  # only when set, so earlier checkpoints stay resumable
+            described["skip_non_public"] = "True"
+        return described
 
     def __iter__(self) -> Iterator[SourceItem]:
         envs = self._deployment_envs()
@@ -77,6 +88,13 @@ class CamtrapDPSource(Source):
             timestamp = parse_timestamp(row.get("timestamp"), where)
             mediatype = (row.get("fileMediatype") or "").strip().lower()
             key = f"{deployment}/{media}"
+            public = _file_public(row.get("filePublic"), where)
+            extra: dict[str, object] = {"deploymentID": deployment, "mediaID": media}
+            event = labels.event(deployment, media, timestamp)
+            if event:
+                extra["eventID"] = event
+            if public is not None:
+                extra["filePublic"] = public
             yield SourceItem(
                 key=key,
                 id=key,
@@ -85,13 +103,16 @@ class CamtrapDPSource(Source):
                 label=labels.label(deployment, media, timestamp),
                 split=self._split(None),
                 timestamp=timestamp,
-                skip_reason=(
-                    f"not an image ({mediatype})"
-                    if mediatype and not mediatype.startswith("image/")
-                    else ""
-                ),
-                extra={"deploymentID": deployment, "mediaID": media},
+                skip_reason=self._skip_reason(mediatype, public),
+                extra=extra,
             )
+
+    def _skip_reason(self, mediatype: str, public: bool | None) -> str:
+        if mediatype and not mediatype.startswith("image/"):
+            return f"not an image ({mediatype})"
+        if self.skip_non_public and public is False:
+            return "not public (filePublic=false)"
+        return ""
 
     def _deployment_envs(self) -> dict[str, str]:
         envs: dict[str, str] = {}
@@ -109,29 +130,33 @@ class CamtrapDPSource(Source):
 
 
 class _ObservationLabels:
-    """Label lookup from observations.csv: by mediaID, else by event time window."""
+    """Label and event lookup from observations.csv: by mediaID, else by the time window
+    (eventStart..eventEnd) of the deployment's event-level observations."""
 
     def __init__(self, path: Path | None) -> None:
         self.by_media: dict[str, set[str]] = defaultdict(set)
-        # deployment -> sorted event starts, and parallel (start, end, name) tuples
-        self.events: dict[str, list[tuple[datetime, datetime, str]]] = defaultdict(list)
+        self.event_by_media: dict[str, str] = {}
+        # deployment -> (start, end, name, eventID) tuples sorted by start
+        self.events: dict[str, list[tuple[datetime, datetime, str, str]]] = defaultdict(list)
         if path is None or not path.is_file():
             return
         for line, row in _read_csv(path, ("deploymentID",)):
             name = (row.get("scientificName") or "").strip() or (
                 row.get("observationType") or ""
             ).strip()
-            if not name:
-                continue
+            event_id = (row.get("eventID") or "").strip()
             media = (row.get("mediaID") or "").strip()
             if media:
-                self.by_media[media].add(name)
+                if name:
+                    self.by_media[media].add(name)
+                if event_id:
+                    self.event_by_media.setdefault(media, event_id)
                 continue
             where = f"{path}:{line}: "
             start = parse_timestamp(row.get("eventStart"), where)
             end = parse_timestamp(row.get("eventEnd"), where)
-            if start is not None:
-                self.events[row["deploymentID"]].append((start, end or start, name))
+            if start is not None and (name or event_id):
+                self.events[row["deploymentID"]].append((start, end or start, name, event_id))
         for events in self.events.values():
             events.sort(key=lambda e: e[0])
         self.starts = {d: [e[0] for e in events] for d, events in self.events.items()}
@@ -139,18 +164,41 @@ class _ObservationLabels:
 
     def label(self, deployment: str, media: str, timestamp: datetime | None) -> str:
         names = set(self.by_media.get(media, ()))
-        if not names and timestamp is not None and deployment in self.events:
-            events = self.events[deployment]
-            # events starting after the image cannot hold it; walk back from there only as
-            # far as the deployment's longest event reaches
-            i = bisect.bisect_right(self.starts[deployment], timestamp) - 1
-            earliest = timestamp - self.longest[deployment]
-            while i >= 0 and events[i][0] >= earliest:
-                start, end, name = events[i]
-                if timestamp <= end:
-                    names.add(name)
-                i -= 1
+        if not names:
+            names = {e[2] for e in self._holding(deployment, timestamp) if e[2]}
         return ";".join(sorted(names))
+
+    def event(self, deployment: str, media: str, timestamp: datetime | None) -> str:
+        """The eventID of the image's observations ("" when none names one)."""
+        if media in self.event_by_media:
+            return self.event_by_media[media]
+        return min((e[3] for e in self._holding(deployment, timestamp) if e[3]), default="")
+
+    def _holding(self, deployment: str, timestamp: datetime | None):
+        """The deployment's event-level observations whose window holds `timestamp`."""
+        if timestamp is None or deployment not in self.events:
+            return
+        events = self.events[deployment]
+        # events starting after the image cannot hold it; walk back from there only as
+        # far as the deployment's longest event reaches
+        i = bisect.bisect_right(self.starts[deployment], timestamp) - 1
+        earliest = timestamp - self.longest[deployment]
+        while i >= 0 and events[i][0] >= earliest:
+            if timestamp <= events[i][1]:
+                yield events[i]
+            i -= 1
+
+
+def _file_public(value: str | None, where: str) -> bool | None:
+    """media.csv `filePublic` (a Frictionless boolean); None when the column is absent."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidInput(f"{where}filePublic must be true or false, got {value!r}")
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:

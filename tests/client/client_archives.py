@@ -129,3 +129,50 @@ def make_megadetector_json(root: Path) -> Path:
     path = root / "md_results.json"
     path.write_text(json.dumps(results))
     return path
+
+
+def make_windows_megadetector_json(root: Path) -> Path:
+    """MegaDetector output written on Windows: backslash paths, one absolute with a drive
+    letter from the machine that ran MegaDetector, and one absolute POSIX path that
+    exists here. Every image exists under `root`."""
+    files = ["dep-A1/IMG_0001.png", "dep-A1/IMG_0002.png", "dep-B2/IMG_0003.png"]
+    for n, rel in enumerate(files):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(png_bytes(400 + n))
+    results = {
+        "info": {"format_version": "1.4", "detector": "md_v5a.0.0.pt"},
+        "detection_categories": {"1": "animal", "2": "person", "3": "vehicle"},
+        "classification_categories": {"1": "red fox"},
+        "images": [
+            {"file": "dep-A1\\IMG_0001.png",
+             "detections": [{"category": "1", "conf": 0.9, "bbox": [0.1, 0.2, 0.3, 0.4],
+                             "classifications": [["1", 0.8]]}]},
+            {"file": "D:\\camtrap\\2024\\dep-A1\\IMG_0002.png", "detections": []},
+            {"file": str((root / files[2]).resolve()),
+             "detections": [{"category": "2", "conf": 1, "bbox": [0, 0, 0.5, 0.5]}]},
+        ],
+    }
+    path = root / "md_windows.json"
+    path.write_text(json.dumps(results))
+    return path
+
+
+def megadetector_errors(path: Path, image_root: Path | None = None) -> list[str]:
+    """MegaDetector's own validator (megadetector-utils) on a batch output file: its
+    errors, [] when valid; with `image_root`, every `file` must exist under it too.
+
+    Importing the validator sets PIL's process-wide LOAD_TRUNCATED_IMAGES (MegaDetector's
+    visualization module does so at import); it is put back, so that the server's
+    truncated-image checks tested in the same process are unaffected."""
+    from PIL import ImageFile
+
+    before = ImageFile.LOAD_TRUNCATED_IMAGES
+    try:
+        from megadetector.postprocessing import validate_batch_results as validator
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = before
+    options = validator.ValidateBatchResultsOptions()
+    if image_root is not None:
+        options.check_image_existence = True
+        options.relative_path_base = str(image_root)
+    return validator.validate_batch_results(str(path), options)["validation_results"]["errors"]

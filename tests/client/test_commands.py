@@ -13,7 +13,7 @@ from envad.client.cli import build_parser, main
 
 CLIENT_COMMANDS = [["score"], ["fit"], ["info"], ["models"], ["models", "list"],
                    ["models", "activate"], ["export-embeddings"], ["health"], ["backfill"],
-                   ["retrain"], ["reset-camera-stats"], ["scan"]]
+                   ["retrain"], ["reset-camera-stats"], ["scan"], ["label"], ["report"]]
 
 
 @pytest.mark.parametrize("command", CLIENT_COMMANDS, ids=" ".join)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from client_archives import (
     make_folder_dataset,
     make_image_tree,
     make_megadetector_json,
+    make_windows_megadetector_json,
 )
 from envad.client.sources import SOURCES, detect_kind, open_source
 from envad.errors import InvalidInput
@@ -154,3 +156,31 @@ def test_an_image_tree_without_images_is_refused(tmp_path) -> None:
     (tmp_path / "cams" / "camA" / "notes.txt").write_text("no images here")
     with pytest.raises(InvalidInput, match="holds no images"):
         open_source(tmp_path / "cams")
+
+
+def test_megadetector_backslash_and_absolute_paths_resolve(tmp_path) -> None:
+    root = tmp_path / "md"
+    path = make_windows_megadetector_json(root)
+    items = list(open_source(path))
+    assert [i.key for i in items] == [
+        "dep-A1\\IMG_0001.png", "D:\\camtrap\\2024\\dep-A1\\IMG_0002.png",
+        str((root / "dep-B2/IMG_0003.png").resolve())]
+    for item in items:
+        assert Path(item.uri).is_file(), item.uri
+    assert [i.env for i in items] == ["dep-A1", "dep-A1", "dep-B2"]
+
+
+def test_camtrap_dp_non_public_media_flagged_and_skippable(tmp_path) -> None:
+    root = make_camtrap_dp(tmp_path / "pkg")
+    text = (root / "media.csv").read_text().splitlines()
+    text[3] = text[3].replace(",true,", ",false,")  # dep2/m2: a person, not public
+    (root / "media.csv").write_text("\n".join(text) + "\n")
+    items = {i.key: i for i in open_source(root)}
+    assert items["dep2/m2"].extra["filePublic"] is False and not items["dep2/m2"].skip_reason
+    assert items["dep1/m0"].extra["filePublic"] is True
+    skipping = {i.key: i for i in open_source(root, skip_non_public=True)}
+    assert skipping["dep2/m2"].skip_reason == "not public (filePublic=false)"
+    assert not skipping["dep1/m0"].skip_reason
+    (root / "media.csv").write_text((root / "media.csv").read_text().replace(",false,", ",maybe,"))
+    with pytest.raises(InvalidInput, match="filePublic must be true or false"):
+        list(open_source(root))

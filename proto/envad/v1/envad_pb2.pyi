@@ -483,3 +483,21 @@ class GetInfoResponse(_message.Message):
     hint: str
     index_rows: int
     def __init__(self, server_version: _Optional[str] = ..., active_model: _Optional[_Union[ModelInfo, _Mapping]] = ..., bundle: _Optional[_Union[BundleInfo, _Mapping]] = ..., env_counts: _Optional[_Iterable[_Union[EnvCount, _Mapping]]] = ..., total_rows: _Optional[int] = ..., table_version: _Optional[int] = ..., data_dir: _Optional[str] = ..., hint: _Optional[str] = ..., index_rows: _Optional[int] = ...) -> None: ...
+
+class SetLabelRequest(_message.Message):
+    __slots__ = ("ids", "label")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    label: str
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ...) -> None: ...
+
+class SetLabelResponse(_message.Message):
+    __slots__ = ("updated", "missing", "provenance")
+    UPDATED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    updated: _containers.RepeatedScalarFieldContainer[str]
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    provenance: Provenance
+    def __init__(self, updated: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...

@@ -89,6 +89,11 @@ class AnomalyServiceStub:
                 request_serializer=envad_dot_v1_dot_envad__pb2.ResetCameraStatsRequest.SerializeToString,
                 response_deserializer=envad_dot_v1_dot_envad__pb2.ResetCameraStatsResponse.FromString,
                 _registered_method=True)
+        self.SetLabel = channel.unary_unary(
+                '/envad.v1.AnomalyService/SetLabel',
+                request_serializer=envad_dot_v1_dot_envad__pb2.SetLabelRequest.SerializeToString,
+                response_deserializer=envad_dot_v1_dot_envad__pb2.SetLabelResponse.FromString,
+                _registered_method=True)
 
 
 class AnomalyServiceServicer:
@@ -177,6 +182,14 @@ class AnomalyServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetLabel(self, request, context):
+        """Set the label of stored rows (the review loop: "normal" and "anomaly" are the labels
+        Fit honours, see SetLabelRequest). Ids that are not stored are listed, not an error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AnomalyServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -234,6 +247,11 @@ def add_AnomalyServiceServicer_to_server(servicer, server):
                     servicer.ResetCameraStats,
                     request_deserializer=envad_dot_v1_dot_envad__pb2.ResetCameraStatsRequest.FromString,
                     response_serializer=envad_dot_v1_dot_envad__pb2.ResetCameraStatsResponse.SerializeToString,
+            ),
+            'SetLabel': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLabel,
+                    request_deserializer=envad_dot_v1_dot_envad__pb2.SetLabelRequest.FromString,
+                    response_serializer=envad_dot_v1_dot_envad__pb2.SetLabelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -533,6 +551,33 @@ class AnomalyService:
             '/envad.v1.AnomalyService/ResetCameraStats',
             envad_dot_v1_dot_envad__pb2.ResetCameraStatsRequest.SerializeToString,
             envad_dot_v1_dot_envad__pb2.ResetCameraStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLabel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/envad.v1.AnomalyService/SetLabel',
+            envad_dot_v1_dot_envad__pb2.SetLabelRequest.SerializeToString,
+            envad_dot_v1_dot_envad__pb2.SetLabelResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,39 @@
+"""The review report's contact sheet: the top images of every camera as one PNG (tiles
+with camera, score and verdict under each), for a terminal, a chat or an issue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TILE = 192
+CAPTION_H = 30
+COLUMNS = 6
+MAX_TILES = 48
+
+
+def write_contact_sheet(path: Path, out_dir: Path, sections) -> Path:
+    """Tile the sections' top images (their thumbnails under `out_dir`) into `path`."""
+    from PIL import Image, ImageDraw, ImageOps
+
+    entries = [entry for section in sections for entry in section.top][:MAX_TILES]
+    rows = max(1, -(-len(entries) // COLUMNS))
+    columns = min(COLUMNS, max(1, len(entries)))
+    sheet = Image.new("RGB", (columns * TILE, rows * (TILE + CAPTION_H)), "white")
+    draw = ImageDraw.Draw(sheet)
+    for n, entry in enumerate(entries):
+        x, y = (n % COLUMNS) * TILE, (n // COLUMNS) * (TILE + CAPTION_H)
+        if entry.thumb.path:
+            with Image.open(out_dir / entry.thumb.path) as thumb:
+                tile = ImageOps.contain(thumb.convert("RGB"), (TILE, TILE))  # small: scale up
+                sheet.paste(tile, (x + (TILE - tile.width) // 2, y + (TILE - tile.height) // 2))
+        else:
+            draw.rectangle((x + 4, y + 4, x + TILE - 4, y + TILE - 4), outline="gray")
+            draw.text((x + 10, y + TILE // 2), "unreadable", fill="gray")
+        image = entry.image
+        colour = (176, 0, 0) if image.is_anomaly else (40, 40, 40)
+        draw.text((x + 4, y + TILE + 2), f"{image.env[:28]}", fill=colour)
+        draw.text((x + 4, y + TILE + 15),
+                  f"{image.ensemble:.3f} {'ANOMALY' if image.is_anomaly else 'normal'} "
+                  f"{image.votes()}/{len(image.detectors)}", fill=colour)
+    sheet.save(path, "PNG")
+    return path

@@ -1,0 +1,113 @@
+"""One decision per burst: events from Camtrap DP eventIDs or time gaps, applied to the
+score outputs of a backfill through a real server, and to the review page."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from client_archives import make_camtrap_dp, make_folder_dataset
+from envad.client import EnvadClient
+from envad.client.backfill import run_backfill
+from envad.client.backfill_plan import BackfillOptions
+from envad.client.events import group_events
+from envad.client.report import build_report
+from envad.client.sources import open_source
+from envad.errors import InvalidInput
+
+
+def record(key, env, timestamp, ensemble=0.5, anomaly=False, **source):
+    return {"key": key, "env": env, "timestamp": timestamp, "status": "ok",
+            "ensemble": ensemble, "is_anomaly": anomaly, "source": source}
+
+
+def test_time_gaps_split_bursts_per_camera() -> None:
+    records = [
+        record("a1", "camA", "2024-01-01T10:00:00+00:00", 0.2),
+        record("b1", "camB", "2024-01-01T10:00:01+00:00", 0.3),
+        record("a2", "camA", "2024-01-01T10:00:20+00:00", 0.9, anomaly=True),
+        record("a3", "camA", "2024-01-01T10:05:00+00:00", 0.1),
+        record("x", "camA", None, 0.4),
+        {**record("f", "camA", "2024-01-01T10:00:10+00:00"), "status": "failed",
+         "ensemble": None},
+    ]
+    grouped = {r["key"]: r for r in group_events(records, gap_s=30)}
+    assert grouped["a1"]["event"] == grouped["a2"]["event"] == grouped["f"]["event"] \
+        == "camA@2024-01-01T10:00:00+00:00"
+    assert grouped["a1"]["event_size"] == 3
+    assert grouped["a1"]["event_ensemble"] == 0.9 and grouped["a1"]["event_is_anomaly"]
+    assert grouped["a3"]["event"] != grouped["a1"]["event"]
+    assert grouped["a3"]["event_is_anomaly"] is False
+    assert grouped["b1"]["event"].startswith("camB@")
+    assert grouped["x"]["event"] == "x" and grouped["x"]["event_size"] == 1
+    with pytest.raises(InvalidInput, match="event gap"):
+        group_events(records, gap_s=0)
+
+
+def test_camtrap_event_ids_win_over_time_gaps() -> None:
+    records = [record("m0", "locA", "2024-01-02T10:00:00+00:00", 0.2, eventID="e1"),
+               record("m1", "locA", "2024-01-02T11:00:00+00:00", 0.7, eventID="e1"),
+               record("m2", "locA", "2024-01-02T10:00:01+00:00", 0.4)]
+    grouped = {r["key"]: r for r in group_events(records, gap_s=60)}
+    assert grouped["m0"]["event"] == grouped["m1"]["event"] == "e1"
+    assert grouped["m0"]["event_ensemble"] == 0.7
+    assert grouped["m2"]["event"] == "locA@2024-01-02T10:00:01+00:00"
+
+
+def test_camtrap_source_names_the_event_of_each_image(tmp_path) -> None:
+    items = {i.key: i for i in open_source(make_camtrap_dp(tmp_path / "pkg"))}
+    assert items["dep1/m0"].extra["eventID"] == items["dep1/m1"].extra["eventID"] == "e1"
+    assert "eventID" not in items["dep2/m3"].extra
+
+
+def test_a_backfill_writes_events_and_the_report_shows_one_image_per_event(
+        fitted_server, tmp_path) -> None:
+    dataset = make_folder_dataset(tmp_path / "ds", per_env=4)   # timestamps days apart
+    package = make_camtrap_dp(tmp_path / "pkg")
+    with EnvadClient(fitted_server.address) as client:
+        out = tmp_path / "pkg.csv"
+        run_backfill(client, open_source(package), tmp_path / "pkg.ck",
+                     BackfillOptions(scores=True, store=False), scores_out=out,
+                     progress=False, event_gap_s=60)
+        with out.open() as f:
+            rows = {r["key"]: r for r in csv.DictReader(f)}
+        assert rows["dep1/m0"]["event"] == rows["dep1/m1"]["event"] == "e1"
+        assert rows["dep1/m0"]["event_size"] == "2"
+        assert rows["dep1/m0"]["event_ensemble"] == str(max(
+            float(rows["dep1/m0"]["ensemble"]), float(rows["dep1/m1"]["ensemble"])))
+
+        scores = tmp_path / "ds.jsonl"
+        run_backfill(client, open_source(dataset), tmp_path / "ds.ck",
+                     BackfillOptions(scores=True, store=False), scores_out=scores,
+                     progress=False, event_gap_s=3 * 86400)   # 2024-05-01..04: one burst
+    records = [json.loads(x) for x in scores.read_text().splitlines()]
+    assert {r["event_size"] for r in records} == {4}
+    assert len({r["event"] for r in records}) == 2   # one per camera
+    summary = build_report(scores, tmp_path / "review", top=3, neighbours=0)
+    assert summary.shown == 2      # one decision per burst, not three images per camera
+    assert "event cam0@" in (tmp_path / "review" / "index.html").read_text()
+
+
+def test_group_events_flag(fitted_server, tmp_path, capsys) -> None:
+    from envad.client.cli import main
+
+    package = make_camtrap_dp(tmp_path / "pkg")
+    out = tmp_path / "scores.jsonl"
+    assert main(["backfill", str(package), "--server", fitted_server.address, "--no-store",
+                 "--scores-out", str(out), "--group-events", "60", "--no-progress",
+                 "--checkpoint", str(tmp_path / "ck.jsonl")]) == 0
+    events = {json.loads(x)["key"]: json.loads(x)["event"] for x in out.read_text().splitlines()}
+    assert events["dep1/m0"] == events["dep1/m1"] == "e1"
+
+
+def test_bad_event_options_are_refused_before_the_run(fitted_server, tmp_path) -> None:
+    package = make_camtrap_dp(tmp_path / "pkg")
+    with EnvadClient(fitted_server.address) as client:
+        for gap, out in ((-1.0, tmp_path / "s.jsonl"), (60.0, None)):
+            with pytest.raises(InvalidInput, match="--group-events"):
+                run_backfill(client, open_source(package), tmp_path / "ck.jsonl",
+                             BackfillOptions(scores=True, store=False), scores_out=out,
+                             progress=False, event_gap_s=gap)
+    assert not (tmp_path / "ck.jsonl").exists()
