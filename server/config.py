@@ -35,10 +35,14 @@ class ServerConfig:
     max_image_megapixels: int = 120         # decompression-bomb guard
     max_batch: int = 64                     # images per ONNX Runtime call
     max_wait_ms: float = 2.0                # batching window after the first request
-    decode_threads: int = 2                 # threads decoding images
+    decode_threads: int = 0                 # threads decoding images (0 = thread budget)
     workers: int = 16                       # gRPC worker threads
-    intra_op_threads: int = 0               # ONNX Runtime threads (0 = all cores)
+    threads: int = 0                        # thread budget of every pool (0 = all cores)
+    intra_op_threads: int = 0               # ONNX Runtime intra-op threads (0 = budget)
+    blas_threads: int = 0                   # OpenBLAS/MKL threads (0 = budget's default)
+    faiss_threads: int = 0                  # FAISS OpenMP threads (0 = budget's default)
     default_top_k: int = 5                  # neighbours returned as evidence
+    anomaly_labels: str = "anomaly"         # comma-separated labels of known anomalies
     refresh_seconds: float = 2.0            # how often external writes/models are picked up
     optimize_every: int = 100               # compact the store every N commits
     ivf_threshold: int = 200_000            # rows above which the index switches to IVF
@@ -53,6 +57,11 @@ class ServerConfig:
     @property
     def resolved_models_dir(self) -> Path:
         return Path(self.models_dir) if self.models_dir else Path(self.data_dir) / "models"
+
+    @property
+    def anomaly_label_set(self) -> tuple[str, ...]:
+        """Labels that mark a stored row as a known anomaly (never a normal neighbour)."""
+        return tuple(sorted({v.strip() for v in self.anomaly_labels.split(",") if v.strip()}))
 
     @property
     def lancedb_dir(self) -> Path:

@@ -78,7 +78,8 @@ def score_options_from_pb(msg: pb.ScoreRequest, config: ServerConfig) -> ScoreOp
         top_k=msg.top_k or config.default_top_k, split=msg.split or DEFAULT_SPLIT,
         threshold=msg.threshold if msg.HasField("threshold") else None,
         neighbor_filter=None if neighbor_filter.is_empty() else neighbor_filter,
-        store=msg.store, label=msg.label,
+        store=msg.store, label=msg.label, include_self=msg.include_self,
+        exclude_labels=() if msg.include_known_anomalies else config.anomaly_label_set,
     )
 
 
@@ -87,12 +88,15 @@ def ingest_chunk_from_pb(msg: pb.IngestRequest) -> list[IngestInput]:
                         split=item.split or DEFAULT_SPLIT) for item in msg.items]
 
 
-def search_query_from_pb(msg: pb.SearchRequest) -> SearchQuery:
+def search_query_from_pb(msg: pb.SearchRequest, config: ServerConfig) -> SearchQuery:
     which = msg.WhichOneof("query")
     return SearchQuery(k=msg.k or DEFAULT_SEARCH_K, row_filter=filter_from_pb(msg.filter),
                        image=msg.image if which == "image" else None,
                        vector=tuple(msg.vector.values) if which == "vector" else None,
-                       row_id=msg.id if which == "id" else None)
+                       row_id=msg.id if which == "id" else None,
+                       exclude_self=msg.exclude_self,
+                       exclude_labels=(config.anomaly_label_set if msg.exclude_known_anomalies
+                                       else ()))
 
 
 def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:

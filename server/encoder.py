@@ -68,6 +68,9 @@ class OnnxEncoder:
         self.path = Path(path)
         options = ort.SessionOptions()
         options.intra_op_num_threads = intra_op_threads
+        options.inter_op_num_threads = 1          # one graph at a time: the batcher's
+        # idle intra-op threads yield the cores to decoding and the detectors at once
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         try:
             self._session = ort.InferenceSession(str(self.path), options,

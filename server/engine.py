@@ -47,8 +47,11 @@ from envad.server.domain import (
 )
 from envad.server.encoder import ModelRegistry
 from envad.server.images import DecodeLimits, decode_image
+from envad.server.index import SelfKey
+from envad.server.scoring import ScoredRows, ScoreJob
 from envad.server.space import ModelSpace
 from envad.server.store import Row, vectors_of
+from envad.server.threads import ThreadBudget
 
 log = logging.getLogger(__name__)
 MAX_TOP_K = 100
@@ -62,12 +65,14 @@ class Engine:
     def __init__(self, config: ServerConfig, metrics=None):
         self.config = config
         self.metrics = metrics
+        self.threads = ThreadBudget.from_config(config)
+        self.threads.apply()
         self.registry = ModelRegistry(config.resolved_models_dir,
-                                      intra_op_threads=config.intra_op_threads)
+                                      intra_op_threads=self.threads.onnx_intra_op)
         self.bundles = BundleStore(config.bundles_dir)
         self.limits = DecodeLimits(max_bytes=config.max_image_mb * 1024 * 1024,
                                    max_pixels=config.max_image_megapixels * 1_000_000)
-        self._decoder = ThreadPoolExecutor(max(config.decode_threads, 1),
+        self._decoder = ThreadPoolExecutor(self.threads.decode,
                                            thread_name_prefix="decode")
         self._spaces: dict[str, ModelSpace] = {}
         self._active: ModelSpace | None = None   # the one owner of "which model serves"
@@ -255,19 +260,24 @@ class Engine:
         top_k = options.top_k
         if not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
-        good, vectors, failures = self._embed_images(space, images)
+        good, batch, failures = self._decode_all(images, space.encoder.input_size)
         if all_bad_is_error and not good:
             raise InvalidInput("; ".join(f.message for f in failures))
         results = [ImageResult(i, img.resolved_id(), img.env) for i, img in enumerate(images)]
         for failure in failures:
             results[failure.index].error = failure
         if good:
-            envs = [images[i].env for i in good]
-            if bundle.space.camera_aware:   # an unseen camera adapts as it sends images
-                space.camera_stats.update(envs, vectors)
-            scores = bundle.score(vectors, envs, space.camera_stats.get)
-            neighbor_filter = options.neighbor_filter or bundle.info().filter
-            hits = space.index.search(vectors, top_k, neighbor_filter)
+            job = ScoreJob(
+                bundle, tuple(images[i].env for i in good), top_k,
+                options.neighbor_filter or bundle.info().filter,
+                exclude_labels=options.exclude_labels,
+                self_keys=None if options.include_self else tuple(
+                    (images[i].resolved_id(), sha256_hex(images[i].data)) for i in good))
+            step = space.batcher.max_batch
+            scored = ScoredRows.concat([
+                space.batcher.submit(batch[s:s + step], job.rows(s, s + step)).result()
+                for s in range(0, len(good), step)])
+            vectors, scores = scored.vectors, scored.scores
             for row, index in enumerate(good):
                 result = results[index]
                 result.raw = {name: float(v[row]) for name, v in scores.raw.items()}
@@ -275,7 +285,7 @@ class Engine:
                 result.ensemble = float(scores.ensemble[row])
                 result.threshold = threshold
                 result.is_anomaly = result.ensemble >= threshold
-                result.neighbors = hits[row]
+                result.neighbors = scored.neighbors[row]
                 result.adaptation = scores.adaptation[row]
             if options.store:
                 rows = [_row(images[i], vectors[r], options.label, options.split)
@@ -340,11 +350,14 @@ class Engine:
         space = self.require_space()
         if not 1 <= query.k <= MAX_SEARCH_K:
             raise InvalidInput(f"k must be in 1..{MAX_SEARCH_K}, got {query.k}")
+        own: SelfKey | None = None
         if query.image is not None:
             good, vectors, failures = self._embed_images(space, [ImageInput(query.image)])
             if failures:
                 raise InvalidInput(failures[0].message)
             vector = vectors
+            digest = sha256_hex(query.image)
+            own = (digest, digest)
         elif query.vector is not None:
             vector = np.asarray(query.vector, dtype=np.float32).reshape(1, -1)
         elif query.row_id:
@@ -352,10 +365,13 @@ class Engine:
             if table.num_rows == 0:
                 raise NotFound(f"no stored row with id {query.row_id!r}")
             vector = vectors_of(table)[:1]
+            own = (query.row_id, str(table.column("sha256")[0].as_py() or ""))
         else:
             raise InvalidInput("search needs an image, a vector or an id")
-        return SearchOutcome(space.index.search(vector, query.k, query.row_filter)[0],
-                             self.provenance(space))
+        exclude = [own] if (query.exclude_self and own is not None) else None
+        hits = space.index.search(vector, query.k, query.row_filter,
+                                  exclude_labels=query.exclude_labels, exclude_self=exclude)
+        return SearchOutcome(hits[0], self.provenance(space))
 
     # ------------------------------------------------------------ fit
 

@@ -77,7 +77,9 @@ class DetectorBundle:
         X, adaptation = self.space.transform(X, envs, running)
         if self.kept_features is not None:
             X = X[:, self.kept_features]
-        raw = {name: self.fitted[name].score(X) for name in self.detectors}
+        X32 = np.ascontiguousarray(X, dtype=np.float32)   # one copy for every float32 detector
+        raw = {name: self.fitted[name].score(X32 if registry.get(name).float32 else X)
+               for name in self.detectors}
         calibrated = {name: calibrate(raw[name], self.reference[name]) for name in raw}
         ensemble = np.mean(np.stack(list(calibrated.values())), axis=0)
         return BundleScores(raw, calibrated, ensemble, adaptation)

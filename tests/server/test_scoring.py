@@ -1,0 +1,131 @@
+"""BatchScorer behind the micro-batcher: concurrent Score requests are scored in one
+encoder call, one bundle call and one neighbour search, with the scores and neighbours
+each request gets when it is scored alone."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from envad.records import RowFilter
+from envad.server.batching import MicroBatcher
+from envad.server.detectors.bundle import fit_bundle
+from envad.server.encoder import OnnxEncoder
+from envad.server.env_stats import EnvStatistics
+from envad.server.images import decode_image
+from envad.server.index import VectorIndex
+from envad.server.scoring import BatchScorer, ScoredRows, ScoreJob
+from envad.server.store import EmbeddingStore, Row
+from tiny_encoder import build_tiny_encoder, synthetic_images
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A real tiny encoder, 80 stored normal rows in LanceDB + FAISS, a fitted bundle."""
+    tmp = tmp_path_factory.mktemp("scoring")
+    encoder = OnnxEncoder(build_tiny_encoder(tmp / "enc.onnx"))
+    pixels = np.stack([decode_image(d, 32) for d in synthetic_images("normal", 80, seed=1)])
+    vectors = encoder.embed(pixels)
+    store = EmbeddingStore(tmp / "lancedb", "tiny-test", encoder.dim)
+    store.insert([Row(id=f"n{i}", vector=v, env=("cam-a", "cam-b")[i % 2], split="train",
+                      label="anomaly" if i % 10 == 0 else "normal", sha256=f"h{i}")
+                  for i, v in enumerate(vectors)])
+    index = VectorIndex(encoder.dim)
+    index.add_table(store.read())
+    bundle = fit_bundle(vectors.astype(np.float64), envs=[("cam-a", "cam-b")[i % 2]
+                                                         for i in range(80)], seed=0)
+    return encoder, index, bundle, EnvStatistics(None, encoder.dim)
+
+
+def requests(bundle) -> list[tuple[np.ndarray, ScoreJob]]:
+    """Six requests of 1-3 images, normal and odd, different k, filters and exclusions."""
+    out = []
+    for i in range(6):
+        kind = "odd" if i % 2 else "normal"
+        count = 1 + i % 3
+        pixels = np.stack([decode_image(d, 32)
+                           for d in synthetic_images(kind, count, seed=100 + i)])
+        job = ScoreJob(bundle, tuple(["cam-a", "cam-b", "cam-z"][i % 3] for _ in range(count)),
+                       top_k=2 + i, neighbor_filter=RowFilter(envs=("cam-a",)) if i == 3
+                       else RowFilter(), exclude_labels=("anomaly",) if i % 2 else (),
+                       self_keys=tuple((f"n{j}", "") for j in range(count)) if i == 4 else None)
+        out.append((pixels, job))
+    return out
+
+
+def assert_same(batched: ScoredRows, alone: ScoredRows) -> None:
+    for name in alone.scores.raw:
+        np.testing.assert_allclose(batched.scores.raw[name], alone.scores.raw[name],
+                                   rtol=1e-6, atol=1e-9, err_msg=name)
+        np.testing.assert_array_equal(batched.scores.calibrated[name],
+                                      alone.scores.calibrated[name], err_msg=name)
+    np.testing.assert_array_equal(batched.scores.ensemble, alone.scores.ensemble)
+    assert [[n.id for n in row] for row in batched.neighbors] == \
+        [[n.id for n in row] for row in alone.neighbors]
+
+
+def test_concurrent_requests_share_one_batch_and_score_as_alone(world):
+    encoder, index, bundle, stats = world
+    scorer = BatchScorer(index, stats)
+    sizes: list[int] = []
+    release = threading.Event()
+
+    def embed(batch):
+        release.wait(5)          # hold the first batch until every request is queued
+        return encoder.embed(batch)
+
+    batcher = MicroBatcher(embed, max_batch=64, max_wait_s=0.5, on_batch=sizes.append,
+                           stage=scorer)
+    jobs = requests(bundle)
+    futures = [batcher.submit(pixels, job) for pixels, job in jobs]
+    release.set()
+    batched = [f.result(30) for f in futures]
+    batcher.close()
+    assert sizes == [sum(len(p) for p, _ in jobs)]       # one encoder call for all six
+    for (pixels, job), result in zip(jobs, batched, strict=True):
+        alone = scorer([(encoder.embed(pixels), job)])[0]
+        assert_same(result, alone)
+        assert all(len(row) == job.top_k for row in result.neighbors)
+
+
+def test_one_bundle_call_per_micro_batch(world, monkeypatch):
+    encoder, index, bundle, stats = world
+    calls: list[int] = []
+    original = type(bundle).score
+
+    def counting(self, X, envs=None, running=None):
+        calls.append(len(X))
+        return original(self, X, envs, running)
+
+    monkeypatch.setattr(type(bundle), "score", counting)
+    jobs = requests(bundle)
+    BatchScorer(index, stats)([(encoder.embed(p), job) for p, job in jobs])
+    assert calls == [sum(len(p) for p, _ in jobs)]
+
+
+def test_evidence_rules_hold_in_a_batch(world):
+    encoder, index, bundle, stats = world
+    jobs = requests(bundle)
+    results = BatchScorer(index, stats)([(encoder.embed(p), job) for p, job in jobs])
+    for (_, job), result in zip(jobs, results, strict=True):
+        for r, row in enumerate(result.neighbors):
+            if job.exclude_labels:
+                assert all(n.label != "anomaly" for n in row)
+            if job.self_keys is not None:
+                assert job.self_keys[r][0] not in {n.id for n in row}
+            if job.neighbor_filter.envs:
+                assert {n.env for n in row} == {"cam-a"}
+
+
+def test_a_request_split_across_micro_batches_is_reassembled(world):
+    encoder, index, bundle, stats = world
+    pixels = np.stack([decode_image(d, 32) for d in synthetic_images("odd", 7, seed=3)])
+    job = ScoreJob(bundle, ("cam-a",) * 7, 3, RowFilter())
+    scorer = BatchScorer(index, stats)
+    batcher = MicroBatcher(encoder.embed, max_batch=3, max_wait_s=0.0, stage=scorer)
+    parts = [batcher.submit(pixels[s:s + 3], job.rows(s, s + 3)).result(30)
+             for s in range(0, 7, 3)]
+    batcher.close()
+    assert_same(ScoredRows.concat(parts), scorer([(encoder.embed(pixels), job)])[0])
