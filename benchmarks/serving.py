@@ -3,12 +3,16 @@
 BENCHMARK.md items 1, 2, 4 and 6, one JSON line each:
 - serve_throughput: Score through gRPC (JPEG in, all detectors + ensemble + neighbours
   out, concurrent clients) ÷ raw ONNX Runtime on pre-decoded tensors, same batch size;
+- one_image_score: one image per Score request from 1 client ÷ raw ONNX Runtime batch 1,
+  and from 16 concurrent clients ÷ raw ONNX Runtime batch 32 (what the micro-batcher can
+  reach when it coalesces them);
 - score_latency: single-image Score p50/p99 ÷ raw single-image ONNX Runtime latency;
 - ingest: Ingest throughput ÷ Embed throughput (both through gRPC);
 - hardware_limit: the encoder's achieved GFLOP/s (ResNet-18 at 224 px = 1.82 GFLOP per
   image) as a fraction of this machine's sustained float32 GEMM rate.
 
-    python -m benchmarks.serving --sizes 224 64
+    python -m benchmarks.serving --sizes 224 32
+    python -m benchmarks.serving --sizes 32 --server-env ENVAD_BLAS_THREADS=2
 """
 
 from __future__ import annotations
@@ -53,15 +57,17 @@ def raw_throughput(encoder: OnnxEncoder, batch: np.ndarray) -> float:
 
 
 def concurrent_score(stub, images: list[bytes], batch: int, clients: int, seconds: float) -> float:
-    """Images/s scored by `clients` threads sending `batch`-image Score calls."""
-    request = pb.ScoreRequest(images=[pb.Image(data=d) for d in images[:batch]])
-    stub.Score(request, timeout=300)
+    """Images/s scored by `clients` threads sending `batch`-image Score calls (each client
+    its own images, so that requests differ as they do in production)."""
+    requests = [pb.ScoreRequest(images=[pb.Image(data=images[(i * batch + j) % len(images)])
+                                        for j in range(batch)]) for i in range(clients)]
+    stub.Score(requests[0], timeout=300)
     counts = [0] * clients
     stop = time.monotonic() + seconds
 
     def worker(i):
         while time.monotonic() < stop:
-            stub.Score(request, timeout=300)
+            stub.Score(requests[i], timeout=300)
             counts[i] += batch
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
@@ -73,8 +79,22 @@ def concurrent_score(stub, images: list[bytes], batch: int, clients: int, second
     return sum(counts) / (time.monotonic() - start)
 
 
+def one_image_score(stub, images: list[bytes], encoder_rates: dict[int, float],
+                    seconds: float, size: int) -> list[dict]:
+    """One-image Score requests from 1 and from 16 clients against raw ONNX Runtime at
+    batch 1 and batch 32."""
+    records = []
+    for clients, raw_batch in ((1, 1), (16, 32)):
+        served = concurrent_score(stub, images, 1, clients, seconds)
+        raw = encoder_rates[raw_batch]
+        records.append({"benchmark": "one_image_score", "size": size, "clients": clients,
+                        "served_images_per_s": served, "raw_batch": raw_batch,
+                        "raw_onnx_images_per_s": raw, "ratio_served_over_raw": served / raw})
+    return records
+
+
 def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: float,
-               fit_rows: int) -> None:
+               fit_rows: int, server_env: dict[str, str] | None = None) -> None:
     models, data = workdir / f"models-{size}", workdir / f"data-{size}"
     model_path = build_resnet18_onnx(size, models / f"resnet18-{size}.onnx")
     encoder = OnnxEncoder(model_path)
@@ -82,6 +102,9 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
     images = camera_jpegs(max(batch, fit_rows), jpeg_w, jpeg_h, seed=size)
     pixels = np.stack([decode_image(d, size) for d in images[:batch]])
     raw = raw_throughput(encoder, pixels)
+    raw_rates = {n: raw_throughput(encoder, pixels[:n]) if n <= len(pixels) else
+                 raw_throughput(encoder, np.concatenate([pixels] * (n // len(pixels) + 1))[:n])
+                 for n in (1, 32)}
     single = pixels[:1]
     raw_latencies = []
     for _ in range(30):
@@ -89,7 +112,8 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
         encoder.embed(single)
         raw_latencies.append(time.perf_counter() - start)
     del encoder
-    with LocalServer(data, models) as server, make_channel(server.address) as channel:
+    with LocalServer(data, models, env=server_env) as server, \
+            make_channel(server.address) as channel:
         stub = pb_grpc.AnomalyServiceStub(channel)
         items = [pb.IngestItem(image=pb.Image(data=d, id=f"fit-{i}", env=f"cam{i % 3}"),
                                split="train") for i, d in enumerate(images[:fit_rows])]
@@ -103,6 +127,7 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
         embed_rate = fit_rows / (time.perf_counter() - start)
         stub.Fit(pb.FitRequest(), timeout=600)
         served = concurrent_score(stub, images, batch, clients, seconds)
+        one_image = one_image_score(stub, images, raw_rates, seconds, size)
         latencies = []
         one = pb.ScoreRequest(images=[pb.Image(data=images[0])])
         for _ in range(30):
@@ -111,7 +136,10 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
             latencies.append(time.perf_counter() - start)
     emit({"benchmark": "serve_throughput", "size": size, "batch": batch, "clients": clients,
           "jpeg": f"{jpeg_w}x{jpeg_h}", "served_images_per_s": served,
-          "raw_onnx_images_per_s": raw, "ratio_served_over_raw": served / raw})
+          "raw_onnx_images_per_s": raw, "ratio_served_over_raw": served / raw,
+          "server_env": server_env or {}})
+    for record in one_image:
+        emit({**record, "server_env": server_env or {}})
     emit({"benchmark": "score_latency", "size": size,
           "p50_ms": percentile_ms(latencies, 50), "p99_ms": percentile_ms(latencies, 99),
           "raw_p50_ms": percentile_ms(raw_latencies, 50),
@@ -130,17 +158,20 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[224, 64])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[224, 32])
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--fit-rows", type=int, default=64)
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="settings for the server process, e.g. ENVAD_BLAS_THREADS=2")
     args = parser.parse_args()
+    server_env = dict(item.split("=", 1) for item in args.server_env)
     with tempfile.TemporaryDirectory(prefix="envad-bench-") as tmp:
         for size in args.sizes:
             log(f"serving benchmark at {size} px ...")
             bench_size(size, Path(tmp), batch=args.batch, clients=args.clients,
-                       seconds=args.seconds, fit_rows=args.fit_rows)
+                       seconds=args.seconds, fit_rows=args.fit_rows, server_env=server_env)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ class ServerConfig:
     intra_op_threads: int = 0               # ONNX Runtime intra-op threads (0 = budget)
     blas_threads: int = 0                   # OpenBLAS/MKL threads (0 = budget's default)
     faiss_threads: int = 0                  # FAISS OpenMP threads (0 = budget's default)
+    accelerator: str = "auto"               # encoder on "auto" (CUDA if present), "cpu", "cuda"
     default_top_k: int = 5                  # neighbours returned as evidence
     anomaly_labels: str = "anomaly"         # comma-separated labels of known anomalies
     refresh_seconds: float = 2.0            # how often external writes/models are picked up
@@ -120,6 +121,8 @@ def load_config(*, config_file: Path | None = None, env: Mapping[str, str] | Non
     config = ServerConfig(**{k: _coerce(k, v) for k, v in values.items()})
     if bool(config.tls_cert_file) != bool(config.tls_key_file):
         raise InvalidInput("TLS needs both tls_cert_file and tls_key_file")
+    if config.accelerator not in ("auto", "cpu", "cuda"):
+        raise InvalidInput(f"accelerator must be auto, cpu or cuda, got {config.accelerator!r}")
     if config.log_format not in ("json", "text"):
         raise InvalidInput("log_format must be 'json' or 'text'")
     return config

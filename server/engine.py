@@ -68,7 +68,8 @@ class Engine:
         self.threads = ThreadBudget.from_config(config)
         self.threads.apply()
         self.registry = ModelRegistry(config.resolved_models_dir,
-                                      intra_op_threads=self.threads.onnx_intra_op)
+                                      intra_op_threads=self.threads.onnx_intra_op,
+                                      accelerator=config.accelerator)
         self.bundles = BundleStore(config.bundles_dir)
         self.limits = DecodeLimits(max_bytes=config.max_image_mb * 1024 * 1024,
                                    max_pixels=config.max_image_megapixels * 1_000_000)
