@@ -61,6 +61,13 @@ def flatten(forest) -> FlatForest:
 class DirectIForest(IForest):
     """pyod's IForest (Liu et al. 2008) whose `decision_function` walks the trees itself."""
 
+    def __getstate__(self):
+        """The flat table is rebuilt from the trees on first use: bundles store pyod's
+        fitted state only."""
+        state = dict(super().__getstate__())
+        state.pop("flat_", None)
+        return state
+
     def decision_function(self, X):
         forest = self.detector_
         X = np.ascontiguousarray(X, dtype=np.float32)     # the dtype sklearn's trees use
