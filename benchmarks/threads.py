@@ -32,6 +32,7 @@ SETTINGS: dict[str, dict[str, str]] = {
     "default": {},
     "blas and faiss on every core": {"ENVAD_BLAS_THREADS": CORES, "ENVAD_FAISS_THREADS": CORES},
     "onnxruntime 1 thread": {"ENVAD_INTRA_OP_THREADS": "1"},
+    "onnxruntime threads spin": {"ENVAD_INTRA_OP_SPINNING": "1"},
     "every pool 1 thread": {"ENVAD_THREADS": "1"},
 }
 

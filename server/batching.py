@@ -6,7 +6,9 @@ runs the encoder once, and hands each caller its slice. A caller that also passe
 `request` gets, instead of its embeddings, what the batcher's `stage` made of them: the
 stage sees every request of the micro-batch at once, so the Score path runs its
 detectors and neighbour search once per micro-batch too (server/scoring.py), not once
-per caller. One batcher per encoder; a model switch creates a new batcher and closes the
+per caller. The window is only waited for when it can pay: a caller announces its
+submit before it decodes its images (`coming()`), and a micro-batch whose queue is empty
+leaves at once unless another submit is announced. One batcher per encoder; a model switch creates a new batcher and closes the
 old one after its queue drains.
 """
 
@@ -14,8 +16,9 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -37,6 +40,15 @@ class _Job:
         self.images, self.request, self.future = images, request, future
 
 
+class Ticket:
+    """An announced submit (see `MicroBatcher.coming`)."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = True
+
+
 class MicroBatcher:
     """Thread-safe request coalescer in front of an embedding function (and a stage)."""
 
@@ -52,12 +64,39 @@ class MicroBatcher:
         self._on_batch = on_batch
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._closed = False
+        self._announced = 0
+        self._announce_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, images: np.ndarray, request: Any = None) -> Future:
+    @contextmanager
+    def coming(self) -> Iterator[Ticket]:
+        """Announce a submit that follows (e.g. after decoding): a micro-batch being
+        gathered waits for it, up to `max_wait_s`, instead of leaving at once. Pass the
+        ticket to `submit`; leaving the block without submitting withdraws it."""
+        ticket = Ticket()
+        with self._announce_lock:
+            self._announced += 1
+        try:
+            yield ticket
+        finally:
+            self._withdraw(ticket)
+
+    def _withdraw(self, ticket: Ticket | None) -> None:
+        if ticket is not None and ticket.open:
+            with self._announce_lock:
+                if ticket.open:
+                    ticket.open = False
+                    self._announced -= 1
+
+    def _more_coming(self) -> bool:
+        return self._announced > 0
+
+    def submit(self, images: np.ndarray, request: Any = None, ticket: Ticket | None = None
+               ) -> Future:
         """Queue a batch; the future resolves to its embeddings (float32 [N, D]) or, with a
-        `request`, to the stage's result for it."""
+        `request`, to the stage's result for it. A `ticket` from `coming()` is used up."""
+        self._withdraw(ticket)
         if self._closed:
             raise Unavailable("encoder is being replaced; retry")
         if request is not None and self._stage is None:
@@ -69,8 +108,9 @@ class MicroBatcher:
             self._queue.put(job)
         return job.future
 
-    def embed(self, images: np.ndarray) -> np.ndarray:
+    def embed(self, images: np.ndarray, ticket: Ticket | None = None) -> np.ndarray:
         """Blocking convenience wrapper around `submit`; large inputs are split."""
+        self._withdraw(ticket)
         parts = [self.submit(images[i:i + self.max_batch])
                  for i in range(0, max(len(images), 1), self.max_batch)]
         return np.concatenate([p.result() for p in parts]) if len(parts) > 1 else parts[0].result()
@@ -85,7 +125,8 @@ class MicroBatcher:
 
     def _run(self) -> None:
         consume(self._queue, self._dispatch, max_size=self.max_batch,
-                size=lambda job: len(job.images), max_wait_s=self.max_wait_s)
+                size=lambda job: len(job.images), max_wait_s=self.max_wait_s,
+                more_coming=self._more_coming)
 
     def _dispatch(self, pending: list[_Job]) -> None:
         live = [job for job in pending if job.future.set_running_or_notify_cancel()]

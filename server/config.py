@@ -39,6 +39,7 @@ class ServerConfig:
     workers: int = 16                       # gRPC worker threads
     threads: int = 0                        # thread budget of every pool (0 = all cores)
     intra_op_threads: int = 0               # ONNX Runtime intra-op threads (0 = budget)
+    intra_op_spinning: int = 0              # 1: idle ONNX Runtime threads spin (0: they yield)
     blas_threads: int = 0                   # OpenBLAS/MKL threads (0 = budget's default)
     faiss_threads: int = 0                  # FAISS OpenMP threads (0 = budget's default)
     accelerator: str = "auto"               # encoder on "auto" (CUDA if present), "cpu", "cuda"

@@ -83,7 +83,8 @@ def parse_metadata(props: dict[str, str], path: Path, sha256: str) -> ModelInfo:
 class OnnxEncoder:
     """One loaded encoder: `embed(uint8 NHWC) -> float32 [N, D]`."""
 
-    def __init__(self, path: Path, *, intra_op_threads: int = 0, accelerator: str = "auto"):
+    def __init__(self, path: Path, *, intra_op_threads: int = 0, accelerator: str = "auto",
+                 spinning: bool = False):
         self.path = Path(path)
         providers, note = choose_providers(accelerator)
         if note:
@@ -92,7 +93,9 @@ class OnnxEncoder:
         options.intra_op_num_threads = intra_op_threads
         options.inter_op_num_threads = 1          # one graph at a time: the batcher's
         # idle intra-op threads yield the cores to decoding and the detectors at once
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # (server/threads.py), unless asked to spin
+        options.add_session_config_entry("session.intra_op.allow_spinning",
+                                         "1" if spinning else "0")
         options.log_severity_level = 3
         try:
             self._session = ort.InferenceSession(str(self.path), options,
@@ -139,10 +142,11 @@ class ModelRegistry:
     """
 
     def __init__(self, models_dir: Path, *, intra_op_threads: int = 0,
-                 accelerator: str = "auto"):
+                 accelerator: str = "auto", spinning: bool = False):
         self.models_dir = Path(models_dir)
         self._threads = intra_op_threads
         self._accelerator = accelerator
+        self._spinning = spinning
         self._lock = threading.RLock()
         self._loaded: dict[str, OnnxEncoder] = {}   # by sha256
         self._hashes: dict[Path, tuple[int, int, str]] = {}  # path -> (mtime, size, sha256)
@@ -160,7 +164,8 @@ class ModelRegistry:
                     encoder = self._loaded.get(sha)
                     if encoder is None:
                         encoder = OnnxEncoder(path, intra_op_threads=self._threads,
-                                              accelerator=self._accelerator)
+                                              accelerator=self._accelerator,
+                                              spinning=self._spinning)
                         self._loaded[sha] = encoder
                 except InvalidInput as exc:
                     problems[path.name] = str(exc)

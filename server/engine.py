@@ -69,7 +69,8 @@ class Engine:
         self.threads.apply()
         self.registry = ModelRegistry(config.resolved_models_dir,
                                       intra_op_threads=self.threads.onnx_intra_op,
-                                      accelerator=config.accelerator)
+                                      accelerator=config.accelerator,
+                                      spinning=self.threads.onnx_spinning)
         self.bundles = BundleStore(config.bundles_dir)
         self.limits = DecodeLimits(max_bytes=config.max_image_mb * 1024 * 1024,
                                    max_pixels=config.max_image_megapixels * 1_000_000)
@@ -231,9 +232,10 @@ class Engine:
 
     def _embed_images(self, space: ModelSpace, images: Sequence[ImageInput]
                       ) -> tuple[list[int], np.ndarray, list[ItemError]]:
-        good, batch, failures = self._decode_all(images, space.encoder.input_size)
-        vectors = space.batcher.embed(batch) if len(good) else np.zeros((0, space.encoder.dim),
-                                                                         np.float32)
+        with space.batcher.coming() as ticket:
+            good, batch, failures = self._decode_all(images, space.encoder.input_size)
+            vectors = (space.batcher.embed(batch, ticket) if len(good)
+                       else np.zeros((0, space.encoder.dim), np.float32))
         return good, vectors, failures
 
     def embed(self, images: Sequence[ImageInput], model_id: str = "") -> EmbedOutcome:
@@ -261,23 +263,15 @@ class Engine:
         top_k = options.top_k
         if not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
-        good, batch, failures = self._decode_all(images, space.encoder.input_size)
+        with space.batcher.coming() as ticket:
+            good, batch, failures = self._decode_all(images, space.encoder.input_size)
+            scored = self._score_decoded(space, bundle, images, good, batch, options, ticket)
         if all_bad_is_error and not good:
             raise InvalidInput("; ".join(f.message for f in failures))
         results = [ImageResult(i, img.resolved_id(), img.env) for i, img in enumerate(images)]
         for failure in failures:
             results[failure.index].error = failure
-        if good:
-            job = ScoreJob(
-                bundle, tuple(images[i].env for i in good), top_k,
-                options.neighbor_filter or bundle.info().filter,
-                exclude_labels=options.exclude_labels,
-                self_keys=None if options.include_self else tuple(
-                    (images[i].resolved_id(), sha256_hex(images[i].data)) for i in good))
-            step = space.batcher.max_batch
-            scored = ScoredRows.concat([
-                space.batcher.submit(batch[s:s + step], job.rows(s, s + step)).result()
-                for s in range(0, len(good), step)])
+        if scored is not None:
             vectors, scores = scored.vectors, scored.scores
             for row, index in enumerate(good):
                 result = results[index]
@@ -295,6 +289,26 @@ class Engine:
                 for index in good:
                     results[index].stored = True
         return ScoreOutcome(results, self.provenance(space))
+
+    @staticmethod
+    def _score_decoded(space: ModelSpace, bundle, images: Sequence[ImageInput],
+                       good: list[int], batch: np.ndarray, options: ScoreOptions,
+                       ticket) -> ScoredRows | None:
+        """The decoded images through the micro-batcher's Score stage (split into
+        micro-batches of at most `max_batch` images), or None when none decoded."""
+        if not good:
+            return None
+        job = ScoreJob(
+            bundle, tuple(images[i].env for i in good), options.top_k,
+            options.neighbor_filter or bundle.info().filter,
+            exclude_labels=options.exclude_labels,
+            self_keys=None if options.include_self else tuple(
+                (images[i].resolved_id(), sha256_hex(images[i].data)) for i in good))
+        step = space.batcher.max_batch
+        futures = [space.batcher.submit(batch[s:s + step], job.rows(s, s + step),
+                                        ticket if s == 0 else None)
+                   for s in range(0, len(good), step)]
+        return ScoredRows.concat([f.result() for f in futures])
 
     # ------------------------------------------------------------ ingest
 

@@ -8,8 +8,11 @@ a 2-core host with benchmarks/threads.py (docs/benchmarks.md): ONNX Runtime and 
 decoders get the whole budget (the micro-batcher runs the encoder and the detectors one
 after the other, so they never overlap), and BLAS and FAISS one thread each, because
 the detectors' products on a micro-batch are too small to gain from more and multi-threaded
-BLAS beside a busy ONNX Runtime pool is what slowed one-image Score down. Each pool can
-be set on its own (`intra_op_threads`, `blas_threads`, `faiss_threads`, `decode_threads`).
+BLAS beside a busy ONNX Runtime pool is what slowed one-image Score down. ONNX Runtime's
+idle threads yield their core instead of spinning (`intra_op_spinning=0`): spinning wins
+a few milliseconds on a quiet machine and loses more on a busy one. Each pool can be set
+on its own (`intra_op_threads`, `intra_op_spinning`, `blas_threads`, `faiss_threads`,
+`decode_threads`).
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ class ThreadBudget:
     blas: int
     faiss: int
     decode: int
+    onnx_spinning: bool = False
 
     @classmethod
     def from_settings(cls, *, threads: int = 0, intra_op_threads: int = 0,
                       blas_threads: int = 0, faiss_threads: int = 0,
-                      decode_threads: int = 0) -> ThreadBudget:
+                      decode_threads: int = 0, intra_op_spinning: int = 0) -> ThreadBudget:
         values = {"threads": threads, "intra_op_threads": intra_op_threads,
                   "blas_threads": blas_threads, "faiss_threads": faiss_threads,
                   "decode_threads": decode_threads}
@@ -51,7 +55,7 @@ class ThreadBudget:
         library = min(DEFAULT_LIBRARY_THREADS, total)
         return cls(total=total, onnx_intra_op=intra_op_threads or total,
                    blas=blas_threads or library, faiss=faiss_threads or library,
-                   decode=decode_threads or total)
+                   decode=decode_threads or total, onnx_spinning=bool(intra_op_spinning))
 
     @classmethod
     def from_config(cls, config) -> ThreadBudget:
@@ -59,7 +63,8 @@ class ThreadBudget:
                                  intra_op_threads=config.intra_op_threads,
                                  blas_threads=config.blas_threads,
                                  faiss_threads=config.faiss_threads,
-                                 decode_threads=config.decode_threads)
+                                 decode_threads=config.decode_threads,
+                                 intra_op_spinning=config.intra_op_spinning)
 
     def apply(self) -> None:
         """Limit the process-wide BLAS and OpenMP pools (ONNX Runtime and the decoders are

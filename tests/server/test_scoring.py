@@ -4,7 +4,7 @@ each request gets when it is scored alone."""
 
 from __future__ import annotations
 
-import threading
+from contextlib import ExitStack
 
 import numpy as np
 import pytest
@@ -70,18 +70,14 @@ def test_concurrent_requests_share_one_batch_and_score_as_alone(world):
     encoder, index, bundle, stats = world
     scorer = BatchScorer(index, stats)
     sizes: list[int] = []
-    release = threading.Event()
-
-    def embed(batch):
-        release.wait(5)          # hold the first batch until every request is queued
-        return encoder.embed(batch)
-
-    batcher = MicroBatcher(embed, max_batch=64, max_wait_s=0.5, on_batch=sizes.append,
-                           stage=scorer)
+    batcher = MicroBatcher(encoder.embed, max_batch=64, max_wait_s=30.0,
+                           on_batch=sizes.append, stage=scorer)
     jobs = requests(bundle)
-    futures = [batcher.submit(pixels, job) for pixels, job in jobs]
-    release.set()
-    batched = [f.result(30) for f in futures]
+    with ExitStack() as stack:      # six callers announce their requests, as Engine.score does
+        tickets = [stack.enter_context(batcher.coming()) for _ in jobs]
+        futures = [batcher.submit(pixels, job, ticket)
+                   for (pixels, job), ticket in zip(jobs, tickets, strict=True)]
+        batched = [f.result(30) for f in futures]
     batcher.close()
     assert sizes == [sum(len(p) for p, _ in jobs)]       # one encoder call for all six
     for (pixels, job), result in zip(jobs, batched, strict=True):

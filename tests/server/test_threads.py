@@ -27,9 +27,10 @@ def test_the_budget_defaults_to_every_core_and_splits_by_pool():
 def test_each_pool_can_be_set_on_its_own_through_the_config():
     config = load_config(env={"ENVAD_THREADS": "4", "ENVAD_BLAS_THREADS": "2",
                               "ENVAD_INTRA_OP_THREADS": "3", "ENVAD_FAISS_THREADS": "2",
-                              "ENVAD_DECODE_THREADS": "1"})
+                              "ENVAD_DECODE_THREADS": "1", "ENVAD_INTRA_OP_SPINNING": "1"})
     assert ThreadBudget.from_config(config) == ThreadBudget(
-        total=4, onnx_intra_op=3, blas=2, faiss=2, decode=1)
+        total=4, onnx_intra_op=3, blas=2, faiss=2, decode=1, onnx_spinning=True)
+    assert not ThreadBudget.from_settings().onnx_spinning
 
 
 def test_a_negative_setting_is_a_one_line_error():
