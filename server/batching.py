@@ -8,8 +8,8 @@ stage sees every request of the micro-batch at once, so the Score path runs its
 detectors and neighbour search once per micro-batch too (server/scoring.py), not once
 per caller. The window is only waited for when it can pay: a caller announces its
 submit before it decodes its images (`coming()`), and a micro-batch whose queue is empty
-leaves at once unless another submit is announced. One batcher per encoder; a model switch creates a new batcher and closes the
-old one after its queue drains.
+leaves at once unless another submit is announced. One batcher per encoder; a model
+switch creates a new batcher and closes the old one after its queue drains.
 """
 
 from __future__ import annotations
