@@ -125,3 +125,32 @@ def test_a_request_split_across_micro_batches_is_reassembled(world):
              for s in range(0, 7, 3)]
     batcher.close()
     assert_same(ScoredRows.concat(parts), scorer([(encoder.embed(pixels), job)])[0])
+
+
+def test_concurrent_score_calls_through_a_real_server_match_sequential_ones(fitted_server):
+    """Eight clients at once (coalesced by the server) get what each gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envad.v1 import envad_pb2 as pb
+    from envad.v1 import envad_pb2_grpc as pb_grpc
+
+    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
+    images = synthetic_images("normal", 4, seed=40) + synthetic_images("odd", 4, seed=41)
+    requests = [pb.ScoreRequest(images=[pb.Image(data=d, env="cam-a")], top_k=4)
+                for d in images]
+
+    def summary(response):
+        result = response.results[0]
+        return ([(s.detector, s.raw, s.calibrated) for s in result.detectors], result.ensemble,
+                [n.id for n in result.neighbors])
+
+    alone = [summary(stub.Score(r, timeout=60)) for r in requests]
+    with ThreadPoolExecutor(len(requests)) as pool:
+        together = list(pool.map(lambda r: summary(stub.Score(r, timeout=60)), requests))
+    for (scores_a, ensemble_a, ids_a), (scores_b, ensemble_b, ids_b) in zip(
+            alone, together, strict=True):
+        assert ids_a == ids_b and ensemble_a == ensemble_b
+        for (name_a, raw_a, cal_a), (name_b, raw_b, cal_b) in zip(scores_a, scores_b,
+                                                                   strict=True):
+            assert name_a == name_b and cal_a == cal_b
+            assert raw_b == pytest.approx(raw_a, rel=1e-6, abs=1e-9)
