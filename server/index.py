@@ -43,8 +43,14 @@ class CodedColumn:
         self._codes = np.zeros(1024, dtype=np.int32)
         self._size = 0
 
-    def extend(self, items: Sequence[str]) -> None:
-        codes = np.fromiter((self._code(v) for v in items), dtype=np.int32, count=len(items))
+    def extend(self, column: pa.Array | pa.ChunkedArray) -> None:
+        """Append a string column (nulls read as "")."""
+        encoded = pa.chunked_array([column]) if isinstance(column, pa.Array) else column
+        encoded = encoded.cast(pa.string()).fill_null("").combine_chunks().dictionary_encode()
+        mapping = np.asarray([self._code(v) for v in encoded.dictionary.to_pylist()],
+                             dtype=np.int32)
+        codes = (mapping[encoded.indices.to_numpy(zero_copy_only=False)] if len(mapping)
+                 else np.zeros(0, dtype=np.int32))
         end = self._size + len(codes)
         if end > len(self._codes):
             grown = np.zeros(max(end, 2 * len(self._codes)), dtype=np.int32)
@@ -152,7 +158,7 @@ class VectorIndex:
             self._uris.extend(subset.column("uri").combine_chunks())
             self._hashes.extend(_column_or_empty(subset, "sha256"))
             for name, column in self._coded.items():
-                column.extend([str(v or "") for v in subset.column(name).to_pylist()])
+                column.extend(subset.column(name))
             return len(fresh)
 
     def _grow(self, total: int, new_vectors: np.ndarray) -> None:
