@@ -35,8 +35,8 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
         "threads": ["benchmarks.threads", "--size", "32", "--rounds", "2"],
         "detectors_10k": ["benchmarks.detectors", "--sizes", "10000"],
         "detectors_100k": ["benchmarks.detectors", "--sizes", "100000", "--detectors",
-                           "IsoForest", "INNE", "LODA", "PCA", "KNN", "KDE",
-                           "--no-reference", "KNN", "KDE"],
+                           "IsoForest", "INNE", "LODA", "OCSVM", "PCA", "KNN", "KDE",
+                           "--no-reference", "OCSVM", "KNN", "KDE"],
         "train_speed": ["benchmarks.train_speed", "--sizes", "32", "64", "--rounds", "5"],
         "quantized": ["benchmarks.quantized", "--model", str(model), "--data", str(data)],
     }
