@@ -64,8 +64,8 @@ def serving_all(records: list[dict]) -> list[str]:
 
 def threads(records: list[dict]) -> list[str]:
     rounds = records[0].get("rounds", 1)
-    lines = [f"| setting | 1 client images/s | 16 clients images/s | p50 ms | x default "
-             f"(1 / 16 clients / p50) |  (best of {rounds} rounds each)",
+    lines = [f"| setting (best of {rounds} rounds) | 1 client images/s | 16 clients images/s "
+             "| p50 ms | x default (1 / 16 clients / p50) |",
              "| --- |" + " --- |" * 4]
     for r in records:
         lines.append(

@@ -98,6 +98,7 @@ def test_the_caption_says_when_other_work_shared_the_machine(tmp_path):
         "`threads.jsonl` (2 CPU cores, x86_64, Python 3.11.7, 2026-11-23; load average "
         "1.5-3.1 while it ran, so other work shared the machine):")
     assert "| every pool 1 thread | 25.0 | 100.0 | 40.0 | 0.50 / 0.50 / 2.00 |" in text
+    assert "| setting (best of 2 rounds) |" in text
 
 
 def test_write_docs_replaces_only_the_blocks_whose_results_exist(tmp_path):
