@@ -52,7 +52,8 @@ demo: $(STAMP)
 protos: $(STAMP)
 	$(PY) scripts/gen_protos.py
 
-## speed benchmarks (one JSON line each)
+## speed benchmarks: print every ratio against its reference (measured in the same run),
+## keep the JSON lines under docs/results/bench and re-render docs/benchmarks.md from them
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
 

@@ -13,9 +13,11 @@ import numpy as np
 
 
 def machine() -> dict:
-    """A short description of where the numbers came from."""
+    """A short description of where the numbers came from, with the 1-minute load average
+    when the record was written (above the core count: other work shared the machine)."""
     return {"cpu_count": os.cpu_count(), "machine": platform.machine(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "load_1min": round(os.getloadavg()[0], 1),
+            "date": time.strftime("%Y-%m-%d", time.gmtime())}
 
 
 def emit(record: dict) -> None:

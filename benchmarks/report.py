@@ -1,11 +1,17 @@
 """Render benchmark JSON lines as Markdown tables (the tables of docs/benchmarks.md).
 
     python -m benchmarks.report var/bench/*.jsonl > tables.md
+    python -m benchmarks.report --write-docs docs/benchmarks.md docs/results/bench
+
+With --write-docs, every block of the page between `<!-- bench:NAME.jsonl -->` and
+`<!-- /bench -->` is replaced by the table rendered from that file of the results
+folder (blocks whose file is absent are left as they are); `make bench` does this.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -26,6 +32,8 @@ def serving(records: list[dict]) -> list[str]:
     for size, b in sorted(by.items(), reverse=True):
         t, lat, ing, hw = (b.get(k, {}) for k in ("serve_throughput", "score_latency",
                                                    "ingest", "hardware_limit"))
+        if not t:
+            continue
         lines.append(
             f"| {size} | {t.get('jpeg', '–')} | {_f(t.get('served_images_per_s'))} | "
             f"{_f(t.get('raw_onnx_images_per_s'))} | {_f(t.get('ratio_served_over_raw'), 2)} | "
@@ -34,6 +42,38 @@ def serving(records: list[dict]) -> list[str]:
             f"{_f(ing.get('ratio_ingest_over_embed'), 2)} | "
             + (f"{_f(hw.get('encoder_gflops'))} ÷ {_f(hw.get('gemm_gflops'))} = "
                f"{_f(hw.get('fraction_of_gemm'), 2)} |" if hw else "– |"))
+    return lines
+
+
+def one_image(records: list[dict]) -> list[str]:
+    rows = [r for r in records if r["benchmark"] == "one_image_score"]
+    if not rows:
+        return []
+    lines = ["", "| input px | clients (1 image per Score) | Score images/s | raw ONNX Runtime "
+             "batch | raw images/s | ratio |", "| --- |" + " --- |" * 5]
+    for r in sorted(rows, key=lambda r: (-r["size"], r["clients"])):
+        lines.append(f"| {r['size']} | {r['clients']} | {_f(r['served_images_per_s'])} | "
+                     f"{r['raw_batch']} | {_f(r['raw_onnx_images_per_s'])} | "
+                     f"{_f(r['ratio_served_over_raw'], 2)} |")
+    return lines
+
+
+def serving_all(records: list[dict]) -> list[str]:
+    return serving(records) + one_image(records)
+
+
+def threads(records: list[dict]) -> list[str]:
+    rounds = records[0].get("rounds", 1)
+    lines = [f"| setting (best of {rounds} rounds) | 1 client images/s | 16 clients images/s "
+             "| p50 ms | x default (1 / 16 clients / p50) |",
+             "| --- |" + " --- |" * 4]
+    for r in records:
+        lines.append(
+            f"| {r['setting']} | {_f(r['one_client_images_per_s'])} | "
+            f"{_f(r['sixteen_clients_images_per_s'])} | {_f(r['p50_ms'])} | "
+            f"{_f(r['one_client_images_per_s_over_default'], 2)} / "
+            f"{_f(r['sixteen_clients_images_per_s_over_default'], 2)} / "
+            f"{_f(r['p50_ms_over_default'], 2)} |")
     return lines
 
 
@@ -53,12 +93,25 @@ def detectors(records: list[dict]) -> list[str]:
             f"| {r['detector']} | {r['n_reference']:,} | {_pair(r, 'fit_seconds', 2)} | "
             f"{_pair(r, 'score_seconds', 3)} | {_pair(r, 'single_query_ms', 2)} | "
             f"{_f(r.get('spearman'), 4)} |")
-    return lines
+    notes = [f"- KNN, {r['n_reference']:,} rows: {r['n_queries']:,} queries through envad's "
+             f"KNN take {_f(r['score_ratio_envad_over_raw_faiss'], 2)}x the time of the raw "
+             f"FAISS search ({_f(r['score_seconds_raw_faiss'], 3)} s)"
+             for r in records if "score_ratio_envad_over_raw_faiss" in r]
+    notes += [f"- KDE, {r['n_reference']:,} rows: scored against its capped reference sample "
+              f"of {r['kde_reference_rows']:,} rows, Spearman "
+              f"{_f(r['spearman_capped_vs_uncapped'], 4)} against all rows "
+              f"({_f(r['score_seconds_envad'], 3)} s instead of "
+              f"{_f(r['score_seconds_uncapped'], 3)} s)"
+              for r in records if "spearman_capped_vs_uncapped" in r]
+    return lines + ([""] + notes if notes else [])
 
 
 def train_speed(records: list[dict]) -> list[str]:
     sizes = sorted({r["size"] for r in records})
-    lines = ["| algorithm | " + " | ".join(f"{s} px images/s | x ERM" for s in sizes) + " |",
+    rounds = records[0].get("rounds", 1)
+    lines = [f"Images/s of the **best single step** of {rounds} rounds (not an epoch's rate: "
+             "an epoch also loads and augments its batches).", "",
+             "| algorithm | " + " | ".join(f"{s} px images/s | x ERM" for s in sizes) + " |",
              "| --- |" + " --- | --- |" * len(sizes)]
     by = {(r["algorithm"], r["size"]): r for r in records}
     for algorithm in dict.fromkeys(r["algorithm"] for r in records):
@@ -87,9 +140,11 @@ def quantized(records: list[dict]) -> list[str]:
     return lines
 
 
-RENDERERS = {"serve_throughput": serving, "score_latency": serving, "ingest": serving,
-             "hardware_limit": serving, "detectors": detectors, "train_speed": train_speed,
-             "quantized": quantized}
+RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
+             "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
+             "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
+             "threads": threads}
+BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)
 
 
 def render(path: Path) -> str:
@@ -100,14 +155,41 @@ def render(path: Path) -> str:
     renderer = RENDERERS[records[0]["benchmark"]]
     device = records[0].get("device", "cpu")
     where = f"{device} device, " if device != "cpu" else ""
+    loads = [r.get("machine", {}).get("load_1min") for r in records]
+    loads = [x for x in loads if x is not None]
+    busy = bool(loads) and max(loads) > (machine.get("cpu_count") or 1)
+    shared = (f"; load average {min(loads)}-{max(loads)} while it ran"
+              f"{', so other work shared the machine' if busy else ''}" if loads else "")
+    when = f", {machine['date']}" if machine.get("date") else ""
     return "\n".join([f"`{path.name}` ({where}{machine.get('cpu_count')} CPU cores, "
-                      f"{machine.get('machine')}, Python {machine.get('python')}):", "",
-                      *renderer(records)])
+                      f"{machine.get('machine')}, Python {machine.get('python')}{when}{shared}):",
+                      "", *renderer(records)])
+
+
+def write_docs(doc: Path, results: Path) -> list[str]:
+    """Re-render the page's result blocks from `results`; returns the files rendered."""
+    rendered: list[str] = []
+
+    def replace(match: re.Match) -> str:
+        path = results / match["name"]
+        if not path.is_file():
+            return match.group(0)
+        rendered.append(match["name"])
+        return f"<!-- bench:{match['name']} -->\n{render(path)}\n<!-- /bench -->"
+
+    doc.write_text(BLOCK.sub(replace, doc.read_text()))
+    return rendered
 
 
 def main(argv: list[str] | None = None) -> None:
-    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])]
-    print("\n\n".join(render(p) for p in paths))
+    args = list(argv if argv is not None else sys.argv[1:])
+    if args[:1] == ["--write-docs"]:
+        if len(args) != 3:
+            sys.exit("usage: python -m benchmarks.report --write-docs DOC.md RESULTS_DIR")
+        done = write_docs(Path(args[1]), Path(args[2]))
+        print(f"{args[1]}: rendered {', '.join(done) or 'nothing'}")
+        return
+    print("\n\n".join(render(Path(p)) for p in args))
 
 
 if __name__ == "__main__":

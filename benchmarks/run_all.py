@@ -1,16 +1,22 @@
-"""Run every benchmark and keep its JSON lines: `make bench`.
+"""Run every benchmark, print its ratios, and write docs/benchmarks.md: `make bench`.
 
 Each benchmark runs as its own process, one after the other (they measure ratios on the
 same machine, so they must not overlap); its JSON lines go to OUT/NAME.jsonl and its
-log to OUT/NAME.log. The int8 benchmark needs a trained encoder and PhotoDigits; by
-default it takes the demo's (`make demo` first), otherwise pass --model and --data.
+log to OUT/NAME.log. Every ratio a benchmark measured (each against its reference, in
+the same run) is printed as it finishes. Then the JSON lines of the benchmarks that
+succeeded are copied to docs/results/bench/ and the page's tables are rendered from
+them (`--no-docs`: leave the docs alone). The int8 benchmark needs a trained encoder
+and PhotoDigits; by default it takes the demo's (`make demo` first), otherwise pass
+--model and --data.
 
-    python -m benchmarks.run_all [--out var/bench] [--only serving detectors]
+    python -m benchmarks.run_all [--out var/bench] [--only serving detectors_10k]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import subprocess
 import sys
 import time
@@ -18,19 +24,36 @@ from pathlib import Path
 
 DEMO_MODEL = Path("var/demo/models/encoder.onnx")
 DEMO_DATA = Path("var/demo/photodigits")
+DOCS_PAGE = Path("docs/benchmarks.md")
+DOCS_RESULTS = Path("docs/results/bench")
 
 
 def plan(model: Path, data: Path) -> dict[str, list[str]]:
     """Benchmark name -> module arguments, in the order they run."""
     return {
-        "serving": ["benchmarks.serving", "--sizes", "224", "64"],
+        "serving": ["benchmarks.serving", "--sizes", "224", "32"],
+        "threads": ["benchmarks.threads", "--size", "32", "--rounds", "2"],
         "detectors_10k": ["benchmarks.detectors", "--sizes", "10000"],
         "detectors_100k": ["benchmarks.detectors", "--sizes", "100000", "--detectors",
-                           "IsoForest", "INNE", "LODA", "PCA", "KNN", "KDE",
-                           "--no-reference", "KNN", "KDE"],
+                           "IsoForest", "INNE", "LODA", "OCSVM", "PCA", "KNN", "KDE",
+                           "--no-reference", "OCSVM", "KNN", "KDE"],
         "train_speed": ["benchmarks.train_speed", "--sizes", "32", "64", "--rounds", "5"],
         "quantized": ["benchmarks.quantized", "--model", str(model), "--data", str(data)],
     }
+
+
+def print_ratios(name: str, path: Path) -> None:
+    """Every ratio (and rank agreement) a benchmark's records hold, one line each."""
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        what = ", ".join(f"{k}={record[k]}" for k in ("size", "clients", "detector",
+                                                      "n_reference", "setting", "algorithm")
+                         if k in record)
+        for key, value in record.items():
+            if ("ratio" in key or "spearman" in key or key.endswith("_over_default")
+                    or key == "relative_to_erm") and isinstance(value, int | float):
+                print(f"[bench] {name} {record['benchmark']} ({what}): {key} = {value:.3f}",
+                      flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,13 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", help="run these benchmarks only")
     parser.add_argument("--model", type=Path, default=DEMO_MODEL)
     parser.add_argument("--data", type=Path, default=DEMO_DATA)
+    parser.add_argument("--no-docs", action="store_true",
+                        help=f"do not copy the results to {DOCS_RESULTS} nor rewrite {DOCS_PAGE}")
     args = parser.parse_args(argv)
     benchmarks = plan(args.model, args.data)
     unknown = set(args.only or []) - set(benchmarks)
     if unknown:
         parser.error(f"unknown benchmark(s) {sorted(unknown)}; known: {list(benchmarks)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    failed = []
+    failed: list[str] = []
+    succeeded: list[str] = []
     for name, module_args in benchmarks.items():
         if args.only and name not in args.only:
             continue
@@ -63,6 +89,18 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.out / name}.jsonl", flush=True)
         if code:
             failed.append(name)
+        else:
+            print_ratios(name, args.out / f"{name}.jsonl")
+            succeeded.append(name)
+    if succeeded and not args.no_docs:
+        from benchmarks.report import write_docs
+
+        DOCS_RESULTS.mkdir(parents=True, exist_ok=True)
+        for name in succeeded:
+            shutil.copyfile(args.out / f"{name}.jsonl", DOCS_RESULTS / f"{name}.jsonl")
+        done = write_docs(DOCS_PAGE, DOCS_RESULTS)
+        print(f"[bench] {DOCS_PAGE}: tables rendered from {', '.join(done) or 'nothing'}",
+              flush=True)
     if failed:
         print(f"[bench] failed: {failed} (see their .log files)", file=sys.stderr)
     return 1 if failed else 0

@@ -46,6 +46,7 @@ EXTRA_OF_MODULE = {
     "pyod": ("server", "pyod"),
     "sklearn": ("server", "scikit-learn"),
     "scipy": ("server", "scipy"),
+    "threadpoolctl": ("server", "threadpoolctl"),
     "prometheus_client": ("server", "prometheus-client"),
     "grpc_reflection": ("server", "grpcio-reflection"),
     "torch": ("train", "torch"),

@@ -117,6 +117,10 @@ def register(subparsers) -> None:
     p.add_argument("--split-name", default="", help="split for stored images")
     p.add_argument("--label-name", default="", help="label for stored images")
     p.add_argument("--batch-size", type=int, default=32, help="images per Score call")
+    p.add_argument("--include-self", action="store_true",
+                   help="let an image's own stored row (same id or content) be a neighbour")
+    p.add_argument("--include-known-anomalies", action="store_true",
+                   help="let stored rows labelled as known anomalies be neighbours")
     p.set_defaults(func=cmd_score)
 
     p = subparsers.add_parser(
@@ -239,7 +243,8 @@ def cmd_score(args) -> int:
             images = [with_capture_time(ImageInput.from_path(p, env=args.env)) for p in paths]
             result = client.score(images, store=args.store, split=args.split_name,
                                   label=args.label_name, threshold=args.threshold,
-                                  top_k=args.top_k)
+                                  top_k=args.top_k, include_self=args.include_self,
+                                  include_known_anomalies=args.include_known_anomalies)
             for path, res in zip(paths, result.results, strict=True):
                 record = {"image": str(path), **dataclasses.asdict(res),
                           "provenance": dataclasses.asdict(result.provenance)}

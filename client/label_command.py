@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from envad.errors import InvalidInput
+from envad.records import ANOMALY_LABEL, NORMAL_LABEL
 
 EXAMPLES = """examples:
   envad label --normal 3f1a9c0e... 77b2d4aa...     mark two false alarms as normal
@@ -29,9 +30,9 @@ def register(subparsers, connection_parser) -> None:
                     "new label replaces the stored one (e.g. a species name).",
         epilog=EXAMPLES)
     kind = p.add_mutually_exclusive_group(required=True)
-    kind.add_argument("--normal", dest="label", action="store_const", const="normal",
+    kind.add_argument("--normal", dest="label", action="store_const", const=NORMAL_LABEL,
                       help="label the rows 'normal' (false alarms)")
-    kind.add_argument("--anomaly", dest="label", action="store_const", const="anomaly",
+    kind.add_argument("--anomaly", dest="label", action="store_const", const=ANOMALY_LABEL,
                       help="label the rows 'anomaly' (confirmed anomalies)")
     kind.add_argument("--set", dest="label", metavar="LABEL",
                       help="any other label (not a review label: Fit filters on it only "

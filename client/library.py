@@ -184,9 +184,15 @@ class EnvadClient:
         threshold: float | None = None,
         top_k: int = 0,
         neighbor_filter: r.RowFilter | None = None,
+        include_self: bool = False,
+        include_known_anomalies: bool = False,
         timeout: float | None = None,
     ) -> r.ScoreResult:
-        """Score a batch of images (ImageInput, raw bytes or file paths)."""
+        """Score a batch of images (ImageInput, raw bytes or file paths).
+
+        Neighbours never include an image's own stored row (same id or content) nor rows
+        labelled as known anomalies, unless `include_self` / `include_known_anomalies`.
+        """
         request = pb.ScoreRequest(
             images=[convert.image_to_pb(as_image(i)) for i in images],
             store=store,
@@ -194,6 +200,8 @@ class EnvadClient:
             label=label,
             top_k=top_k,
             neighbor_filter=convert.filter_to_pb(neighbor_filter),
+            include_self=include_self,
+            include_known_anomalies=include_known_anomalies,
         )
         if threshold is not None:
             request.threshold = threshold
@@ -255,15 +263,20 @@ class EnvadClient:
         id: str | None = None,
         k: int = 10,
         row_filter: r.RowFilter | None = None,
+        exclude_self: bool = False,
+        exclude_known_anomalies: bool = False,
         timeout: float | None = None,
     ) -> r.SearchResult:
-        """k nearest stored rows to exactly one of: an image, a vector, a stored id."""
+        """k nearest stored rows to exactly one of: an image, a vector, a stored id;
+        optionally without the queried row/image itself and without known anomalies."""
         given = [x is not None for x in (image, vector, id)]
         if sum(given) != 1:
             raise InvalidInput("search needs exactly one of image=, vector=, id=")
         request = convert.search_request_to_pb(
             image=image, vector=vector, id=id, k=k, row_filter=row_filter
         )
+        request.exclude_self = exclude_self
+        request.exclude_known_anomalies = exclude_known_anomalies
         return convert.search_result_from_pb(self._unary("Search", request, timeout))
 
     def export(

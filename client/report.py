@@ -25,10 +25,10 @@ from pathlib import Path
 
 from envad.client.sources import read_uri
 from envad.errors import EnvadError, InvalidInput, NotFound
+from envad.records import ANOMALY_LABEL
 
 THUMB_PX = 192
 HISTOGRAM_BINS = 20
-REVIEWED_ANOMALY = "anomaly"   # the review label (server/review.py) a neighbour must not have
 SEARCH_SLACK = 8                # extra neighbours asked for, to fill in for the excluded ones
 
 
@@ -199,7 +199,7 @@ def nearest_normals(client, image: ScoredImage, k: int, flagged: set[str]) -> li
             return []
     kept = [n for n in found
             if n.id != image.id and not (n.uri and n.uri == image.uri)
-            and n.label != REVIEWED_ANOMALY and n.id not in flagged]
+            and n.label != ANOMALY_LABEL and n.id not in flagged]
     return kept[:k]
 
 

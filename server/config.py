@@ -17,6 +17,7 @@ from typing import Any
 import tomllib
 
 from envad.errors import InvalidInput
+from envad.records import ANOMALY_LABEL
 
 ENV_PREFIX = "ENVAD_"
 
@@ -36,10 +37,16 @@ class ServerConfig:
     max_image_megapixels: int = 120         # decompression-bomb guard
     max_batch: int = 64                     # images per ONNX Runtime call
     max_wait_ms: float = 2.0                # batching window after the first request
-    decode_threads: int = 2                 # threads decoding images
+    decode_threads: int = 0                 # threads decoding images (0 = thread budget)
     workers: int = 16                       # gRPC worker threads
-    intra_op_threads: int = 0               # ONNX Runtime threads (0 = all cores)
+    threads: int = 0                        # thread budget of every pool (0 = all cores)
+    intra_op_threads: int = 0               # ONNX Runtime intra-op threads (0 = budget)
+    intra_op_spinning: int = 0              # 1: idle ONNX Runtime threads spin (0: they yield)
+    blas_threads: int = 0                   # OpenBLAS/MKL threads (0 = budget's default)
+    faiss_threads: int = 0                  # FAISS OpenMP threads (0 = budget's default)
+    accelerator: str = "auto"               # encoder on "auto" (CUDA if present), "cpu", "cuda"
     default_top_k: int = 5                  # neighbours returned as evidence
+    anomaly_labels: str = ANOMALY_LABEL     # comma-separated labels of known anomalies
     refresh_seconds: float = 2.0            # how often external writes/models are picked up
     optimize_every: int = 100               # compact the store every N commits
     ivf_threshold: int = 200_000            # rows above which the index switches to IVF
@@ -54,6 +61,11 @@ class ServerConfig:
     @property
     def resolved_models_dir(self) -> Path:
         return Path(self.models_dir) if self.models_dir else Path(self.data_dir) / "models"
+
+    @property
+    def anomaly_label_set(self) -> tuple[str, ...]:
+        """Labels that mark a stored row as a known anomaly (never a normal neighbour)."""
+        return tuple(sorted({v.strip() for v in self.anomaly_labels.split(",") if v.strip()}))
 
     @property
     def lancedb_dir(self) -> Path:
@@ -112,6 +124,8 @@ def load_config(*, config_file: Path | None = None, env: Mapping[str, str] | Non
     config = ServerConfig(**{k: _coerce(k, v) for k, v in values.items()})
     if bool(config.tls_cert_file) != bool(config.tls_key_file):
         raise InvalidInput("TLS needs both tls_cert_file and tls_key_file")
+    if config.accelerator not in ("auto", "cpu", "cuda"):
+        raise InvalidInput(f"accelerator must be auto, cpu or cuda, got {config.accelerator!r}")
     if config.log_format not in ("json", "text"):
         raise InvalidInput("log_format must be 'json' or 'text'")
     return config

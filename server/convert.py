@@ -114,6 +114,8 @@ def score_options_from_pb(msg: pb.ScoreRequest, config: ServerConfig) -> ScoreOp
         threshold=msg.threshold if msg.HasField("threshold") else None,
         neighbor_filter=None if neighbor_filter.is_empty() else neighbor_filter,
         store=msg.store, label=check_text("label", msg.label, MAX_NAME_CHARS),
+        include_self=msg.include_self,
+        exclude_labels=() if msg.include_known_anomalies else config.anomaly_label_set,
     )
 
 
@@ -126,13 +128,16 @@ def ingest_chunk_from_pb(msg: pb.IngestRequest) -> list[IngestInput]:
             for item in msg.items]
 
 
-def search_query_from_pb(msg: pb.SearchRequest) -> SearchQuery:
+def search_query_from_pb(msg: pb.SearchRequest, config: ServerConfig) -> SearchQuery:
     which = msg.WhichOneof("query")
     return SearchQuery(k=msg.k or DEFAULT_SEARCH_K, row_filter=filter_from_pb(msg.filter),
                        image=msg.image if which == "image" else None,
                        vector=(tuple(check_vector(msg.vector.values).tolist())
                                if which == "vector" else None),
-                       row_id=check_text("id", msg.id, MAX_ID_CHARS) if which == "id" else None)
+                       row_id=check_text("id", msg.id, MAX_ID_CHARS) if which == "id" else None,
+                       exclude_self=msg.exclude_self,
+                       exclude_labels=(config.anomaly_label_set if msg.exclude_known_anomalies
+                                       else ()))
 
 
 def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:

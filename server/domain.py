@@ -51,6 +51,8 @@ class ScoreOptions:
     neighbor_filter: RowFilter | None = None   # None: the bundle's fit filter
     store: bool = False
     label: str = ""
+    include_self: bool = False                 # may an image's own stored row be evidence
+    exclude_labels: tuple[str, ...] = ()       # labels of rows never returned as evidence
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class SearchQuery:
     image: bytes | None = None
     vector: tuple[float, ...] | None = None
     row_id: str | None = None
+    exclude_self: bool = False                 # leave out the queried row/image itself
+    exclude_labels: tuple[str, ...] = ()       # labels of rows never returned
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """ONNX Runtime encoders and the registry of model files in the models directory.
 
 An encoder file follows docs/model-format.md: input `images` uint8 [N,H,W,3], output
-`embedding` float32 [N,D], metadata in metadata_props. The CUDA provider is used when
-onnxruntime-gpu provides it, the CPU provider otherwise.
+`embedding` float32 [N,D], metadata in metadata_props. The `accelerator` setting picks
+the provider: `auto` (default) uses CUDA when onnxruntime-gpu provides it and the CPU
+otherwise, `cpu` always the CPU, `cuda` CUDA, falling back to the CPU with a logged
+one-line reason when this onnxruntime has no CUDA provider.
 """
 
 from __future__ import annotations
@@ -36,9 +38,26 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _providers() -> list[str]:
-    available = ort.get_available_providers()
-    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+#: the `accelerator` setting's values
+ACCELERATORS = ("auto", "cpu", "cuda")
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+
+
+def choose_providers(accelerator: str = "auto",
+                     available: list[str] | None = None) -> tuple[list[str], str]:
+    """ONNX Runtime providers for the `accelerator` setting, and a one-line note when
+    the choice differs from what was asked (`cuda` without onnxruntime-gpu's CUDA)."""
+    if accelerator not in ACCELERATORS:
+        raise InvalidInput(f"accelerator must be one of {', '.join(ACCELERATORS)}, "
+                           f"got {accelerator!r}")
+    available = ort.get_available_providers() if available is None else available
+    if accelerator == "cpu" or CUDA not in available:
+        note = ("accelerator 'cuda' asked for, but this onnxruntime has no CUDA provider "
+                "(install envad[gpu] on a CUDA machine): encoding on the CPU"
+                if accelerator == "cuda" else "")
+        return [CPU], note
+    return [CUDA, CPU], ""
 
 
 def parse_metadata(props: dict[str, str], path: Path, sha256: str) -> ModelInfo:
@@ -64,14 +83,23 @@ def parse_metadata(props: dict[str, str], path: Path, sha256: str) -> ModelInfo:
 class OnnxEncoder:
     """One loaded encoder: `embed(uint8 NHWC) -> float32 [N, D]`."""
 
-    def __init__(self, path: Path, *, intra_op_threads: int = 0):
+    def __init__(self, path: Path, *, intra_op_threads: int = 0, accelerator: str = "auto",
+                 spinning: bool = False):
         self.path = Path(path)
+        providers, note = choose_providers(accelerator)
+        if note:
+            log.warning("%s: %s", self.path.name, note)
         options = ort.SessionOptions()
         options.intra_op_num_threads = intra_op_threads
+        options.inter_op_num_threads = 1          # one graph at a time: the batcher's
+        # idle intra-op threads yield the cores to decoding and the detectors at once
+        # (server/threads.py), unless asked to spin
+        options.add_session_config_entry("session.intra_op.allow_spinning",
+                                         "1" if spinning else "0")
         options.log_severity_level = 3
         try:
             self._session = ort.InferenceSession(str(self.path), options,
-                                                 providers=_providers())
+                                                 providers=providers)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise InvalidInput(f"{self.path.name}: not a loadable ONNX model: {exc}") from exc
         props = self._session.get_modelmeta().custom_metadata_map
@@ -113,9 +141,12 @@ class ModelRegistry:
     because activating also needs the encoder's store table and index to open.
     """
 
-    def __init__(self, models_dir: Path, *, intra_op_threads: int = 0):
+    def __init__(self, models_dir: Path, *, intra_op_threads: int = 0,
+                 accelerator: str = "auto", spinning: bool = False):
         self.models_dir = Path(models_dir)
         self._threads = intra_op_threads
+        self._accelerator = accelerator
+        self._spinning = spinning
         self._lock = threading.RLock()
         self._loaded: dict[str, OnnxEncoder] = {}   # by sha256
         self._hashes: dict[Path, tuple[int, int, str]] = {}  # path -> (mtime, size, sha256)
@@ -132,7 +163,9 @@ class ModelRegistry:
                     sha = self._hash(path)
                     encoder = self._loaded.get(sha)
                     if encoder is None:
-                        encoder = OnnxEncoder(path, intra_op_threads=self._threads)
+                        encoder = OnnxEncoder(path, intra_op_threads=self._threads,
+                                              accelerator=self._accelerator,
+                                              spinning=self._spinning)
                         self._loaded[sha] = encoder
                 except InvalidInput as exc:
                     problems[path.name] = str(exc)

@@ -49,9 +49,12 @@ from envad.server.domain import (
 )
 from envad.server.encoder import ModelRegistry
 from envad.server.images import DecodeLimits, decode_image
+from envad.server.index import SelfKey
 from envad.server.review import fit_rows
+from envad.server.scoring import ScoredRows, ScoreJob
 from envad.server.space import ModelSpace
 from envad.server.store import Row, vectors_of
+from envad.server.threads import ThreadBudget
 
 log = logging.getLogger(__name__)
 MAX_TOP_K = 100
@@ -66,12 +69,16 @@ class Engine:
     def __init__(self, config: ServerConfig, metrics=None):
         self.config = config
         self.metrics = metrics
+        self.threads = ThreadBudget.from_config(config)
+        self.threads.apply()
         self.registry = ModelRegistry(config.resolved_models_dir,
-                                      intra_op_threads=config.intra_op_threads)
+                                      intra_op_threads=self.threads.onnx_intra_op,
+                                      accelerator=config.accelerator,
+                                      spinning=self.threads.onnx_spinning)
         self.bundles = BundleStore(config.bundles_dir)
         self.limits = DecodeLimits(max_bytes=config.max_image_mb * 1024 * 1024,
                                    max_pixels=config.max_image_megapixels * 1_000_000)
-        self._decoder = ThreadPoolExecutor(max(config.decode_threads, 1),
+        self._decoder = ThreadPoolExecutor(self.threads.decode,
                                            thread_name_prefix="decode")
         self._spaces: dict[str, ModelSpace] = {}
         self._active: ModelSpace | None = None   # the one owner of "which model serves"
@@ -233,9 +240,10 @@ class Engine:
 
     def _embed_images(self, space: ModelSpace, images: Sequence[ImageInput]
                       ) -> tuple[list[int], np.ndarray, list[ItemError]]:
-        good, batch, failures = self._decode_all(images, space.encoder.input_size)
-        vectors = space.batcher.embed(batch) if len(good) else np.zeros((0, space.encoder.dim),
-                                                                         np.float32)
+        with space.batcher.coming() as ticket:
+            good, batch, failures = self._decode_all(images, space.encoder.input_size)
+            vectors = (space.batcher.embed(batch, ticket) if len(good)
+                       else np.zeros((0, space.encoder.dim), np.float32))
         return good, vectors, failures
 
     def embed(self, images: Sequence[ImageInput], model_id: str = "") -> EmbedOutcome:
@@ -263,19 +271,16 @@ class Engine:
         top_k = options.top_k
         if not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
-        good, vectors, failures = self._embed_images(space, images)
+        with space.batcher.coming() as ticket:
+            good, batch, failures = self._decode_all(images, space.encoder.input_size)
+            scored = self._score_decoded(space, bundle, images, good, batch, options, ticket)
         if all_bad_is_error and not good:
             raise InvalidInput("; ".join(f.message for f in failures))
         results = [ImageResult(i, img.resolved_id(), img.env) for i, img in enumerate(images)]
         for failure in failures:
             results[failure.index].error = failure
-        if good:
-            envs = [images[i].env for i in good]
-            if bundle.space.camera_aware:   # an unseen camera adapts as it sends images
-                space.camera_stats.update(envs, vectors)
-            scores = bundle.score(vectors, envs, space.camera_stats.get)
-            neighbor_filter = options.neighbor_filter or bundle.info().filter
-            hits = space.index.search(vectors, top_k, neighbor_filter)
+        if scored is not None:
+            vectors, scores = scored.vectors, scored.scores
             for row, index in enumerate(good):
                 result = results[index]
                 result.raw = {name: float(v[row]) for name, v in scores.raw.items()}
@@ -283,7 +288,7 @@ class Engine:
                 result.ensemble = float(scores.ensemble[row])
                 result.threshold = threshold
                 result.is_anomaly = result.ensemble >= threshold
-                result.neighbors = hits[row]
+                result.neighbors = scored.neighbors[row]
                 result.adaptation = scores.adaptation[row]
             if options.store:
                 rows = [_row(images[i], vectors[r], options.label, options.split)
@@ -292,6 +297,26 @@ class Engine:
                 for index in good:
                     results[index].stored = results[index].id not in not_written
         return ScoreOutcome(results, self.provenance(space))
+
+    @staticmethod
+    def _score_decoded(space: ModelSpace, bundle, images: Sequence[ImageInput],
+                       good: list[int], batch: np.ndarray, options: ScoreOptions,
+                       ticket) -> ScoredRows | None:
+        """The decoded images through the micro-batcher's Score stage (split into
+        micro-batches of at most `max_batch` images), or None when none decoded."""
+        if not good:
+            return None
+        job = ScoreJob(
+            bundle, tuple(images[i].env for i in good), options.top_k,
+            options.neighbor_filter or bundle.info().filter,
+            exclude_labels=options.exclude_labels,
+            self_keys=None if options.include_self else tuple(
+                (images[i].resolved_id(), sha256_hex(images[i].data)) for i in good))
+        step = space.batcher.max_batch
+        futures = [space.batcher.submit(batch[s:s + step], job.rows(s, s + step),
+                                        ticket if s == 0 else None)
+                   for s in range(0, len(good), step)]
+        return ScoredRows.concat([f.result() for f in futures])
 
     # ------------------------------------------------------------ ingest
 
@@ -351,11 +376,14 @@ class Engine:
         space = self.require_space()
         if not 1 <= query.k <= MAX_SEARCH_K:
             raise InvalidInput(f"k must be in 1..{MAX_SEARCH_K}, got {query.k}")
+        own: SelfKey | None = None
         if query.image is not None:
             good, vectors, failures = self._embed_images(space, [ImageInput(query.image)])
             if failures:
                 raise InvalidInput(failures[0].message)
             vector = vectors
+            digest = sha256_hex(query.image)
+            own = (digest, digest)
         elif query.vector is not None:
             vector = np.asarray(query.vector, dtype=np.float32).reshape(1, -1)
         elif query.row_id:
@@ -363,16 +391,20 @@ class Engine:
             if table.num_rows == 0:
                 raise NotFound(f"no stored row with id {query.row_id!r}")
             vector = vectors_of(table)[:1]
+            own = (query.row_id, str(table.column("sha256")[0].as_py() or ""))
         else:
             raise InvalidInput("search needs an image, a vector or an id")
-        return SearchOutcome(space.index.search(vector, query.k, query.row_filter)[0],
-                             self.provenance(space))
+        exclude = [own] if (query.exclude_self and own is not None) else None
+        hits = space.index.search(vector, query.k, query.row_filter,
+                                  exclude_labels=query.exclude_labels, exclude_self=exclude)
+        return SearchOutcome(hits[0], self.provenance(space))
 
     # ------------------------------------------------------------ fit
 
     def fit(self, options: FitOptions) -> FitOutcome:
         space = self.require_space()
-        table = fit_rows(space.store, options.row_filter, columns=("id", "env", "label"))
+        table = fit_rows(space.store, options.row_filter, columns=("id", "env", "label"),
+                         anomaly_labels=self.config.anomaly_label_set)
         if table.num_rows == 0:
             raise FailedPrecondition(
                 f"no stored rows match {options.row_filter.as_dict()} for model "

@@ -1,14 +1,23 @@
 """In-memory FAISS mirror of a store table, for fast filtered kNN.
 
 Rebuilt from LanceDB at start, extended on every write and whenever another process adds
-rows to the table. Each row gets a dense integer position; metadata (id, env, split,
-label, uri) is kept in arrays beside the index so structured filters become a FAISS
-id selector. Flat (exact) L2 search below `ivf_threshold` rows; an IVF index above it.
+rows to the table. Each row gets a dense integer position; its metadata sits beside the
+index in columnar form (ids, uris and content hashes as Arrow strings; env, label and
+split dictionary-coded as int32 numpy codes), so a structured filter becomes a FAISS
+bitmap selector. The bitmap of a filter is kept and extended only over rows added since,
+so a search never passes over every row to build it. Flat (exact) L2 search below
+`ivf_threshold` rows; an IVF index above it.
+
+Evidence rules (`search`'s `exclude_labels` and `exclude_self`): rows whose label is
+excluded are left out through the same bitmap; a query's own row (same id, or same
+content sha256) is dropped from its results, the search widening until k others are
+found.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import faiss
 import numpy as np
@@ -19,35 +28,107 @@ from envad.records import Neighbor, RowFilter
 from envad.server.store import vectors_of
 
 DEFAULT_IVF_THRESHOLD = 200_000
+#: filters whose bitmaps are kept (the bundle's fit filter and a few request filters)
+MAX_CACHED_FILTERS = 32
+#: (id, content sha256) of a query whose own stored row must not be returned
+SelfKey = tuple[str, str]
 
 
-def filter_mask(row_filter: RowFilter, env: np.ndarray, split: np.ndarray,
-                label: np.ndarray) -> np.ndarray:
-    """Boolean mask of the rows (given as metadata arrays) that `row_filter` matches."""
-    keep = np.ones(len(env), dtype=bool)
-    for values, column in ((row_filter.envs, env), (row_filter.splits, split),
-                           (row_filter.labels, label)):
-        if values:
-            keep &= np.isin(column, np.asarray(values, dtype=object))
-    return keep
+class CodedColumn:
+    """A string column as int32 codes into a list of distinct values (amortised growth)."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._lookup: dict[str, int] = {}
+        self._codes = np.zeros(1024, dtype=np.int32)
+        self._size = 0
+
+    def extend(self, column: pa.Array | pa.ChunkedArray) -> None:
+        """Append a string column (nulls read as "")."""
+        encoded = pa.chunked_array([column]) if isinstance(column, pa.Array) else column
+        encoded = encoded.cast(pa.string()).fill_null("").combine_chunks().dictionary_encode()
+        mapping = np.asarray([self._code(v) for v in encoded.dictionary.to_pylist()],
+                             dtype=np.int32)
+        codes = (mapping[encoded.indices.to_numpy(zero_copy_only=False)] if len(mapping)
+                 else np.zeros(0, dtype=np.int32))
+        end = self._size + len(codes)
+        if end > len(self._codes):
+            grown = np.zeros(max(end, 2 * len(self._codes)), dtype=np.int32)
+            grown[:self._size] = self._codes[:self._size]
+            self._codes = grown
+        self._codes[self._size:end] = codes
+        self._size = end
+
+    def _code(self, value: str) -> int:
+        code = self._lookup.get(value)
+        if code is None:
+            code = self._lookup[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+    def assign(self, positions: np.ndarray, value: str) -> None:
+        """Give the rows at `positions` the value `value`."""
+        self._codes[positions] = self._code(value)
+
+    def codes(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return self._codes[start:self._size if stop is None else stop]
+
+    def isin(self, wanted: Sequence[str], start: int, stop: int) -> np.ndarray:
+        """Mask of rows start..stop whose value is one of `wanted`."""
+        known = [self._lookup[v] for v in wanted if v in self._lookup]
+        return np.isin(self.codes(start, stop), np.asarray(known, dtype=np.int32))
+
+    def at(self, positions: np.ndarray) -> list[str]:
+        values = self.values
+        return [values[c] for c in self._codes[positions]]
+
+
+class StringColumn:
+    """A growing Arrow string column (chunks merged as they pile up)."""
+
+    def __init__(self) -> None:
+        self._chunks: list[pa.Array] = []
+
+    def extend(self, values: pa.Array) -> None:
+        self._chunks.append(values.cast(pa.string()).fill_null(""))
+        if len(self._chunks) > 64:
+            self._chunks = [pa.concat_arrays(self._chunks)]
+
+    def at(self, positions: np.ndarray) -> list[str]:
+        if len(positions) == 0:
+            return []
+        if len(self._chunks) > 1:
+            self._chunks = [pa.concat_arrays(self._chunks)]
+        return self._chunks[0].take(pa.array(positions, type=pa.int64())).to_pylist()
+
+
+class _Bitmap:
+    """The rows one filter allows, as a mask and FAISS's little-endian bitmap."""
+
+    def __init__(self) -> None:
+        self.mask = np.zeros(0, dtype=bool)
+        self.packed = np.zeros(0, dtype=np.uint8)
+        self.count = 0
 
 
 class VectorIndex:
-    """FAISS index + metadata arrays; thread-safe add and search."""
+    """FAISS index + metadata columns; thread-safe add and search."""
 
     def __init__(self, dim: int, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD):
         self.dim = dim
         self.ivf_threshold = ivf_threshold
         self._lock = threading.RLock()
         self._index: faiss.Index = faiss.IndexFlatL2(dim)
-        self._ids: list[str] = []
         self._positions: dict[str, int] = {}
-        self._meta: dict[str, list[str]] = {name: [] for name in ("env", "label", "split", "uri")}
-        self._arrays: dict[str, np.ndarray] | None = None
+        self._ids = StringColumn()
+        self._uris = StringColumn()
+        self._hashes = StringColumn()
+        self._coded = {name: CodedColumn() for name in ("env", "label", "split")}
+        self._bitmaps: dict[tuple, _Bitmap] = {}
         self.kind = "flat"
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._positions)
 
     def __contains__(self, row_id: str) -> bool:
         return row_id in self._positions
@@ -62,27 +143,26 @@ class VectorIndex:
             return 0
         ids = table.column("id").to_pylist()
         with self._lock:
-            fresh = [i for i, row_id in enumerate(ids) if row_id not in self._positions]
+            fresh: list[int] = []
+            seen: set[str] = set()
+            for i, row_id in enumerate(ids):   # first occurrence of each new id
+                if row_id not in self._positions and row_id not in seen:
+                    seen.add(row_id)
+                    fresh.append(i)
             if not fresh:
                 return 0
-            # Deduplicate within the table itself, keeping the first occurrence.
-            seen: set[str] = set()
-            unique = []
-            for i in fresh:
-                if ids[i] not in seen:
-                    seen.add(ids[i])
-                    unique.append(i)
-            fresh = unique
-            subset = table.take(pa.array(fresh))
+            subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
             vectors = vectors_of(subset)
-            self._grow(len(self._ids) + len(fresh), vectors)
+            self._grow(len(self) + len(fresh), vectors)
             self._index.add(vectors)
-            for i in fresh:
-                self._positions[ids[i]] = len(self._ids)
-                self._ids.append(ids[i])
-            for name, values in self._meta.items():
-                values.extend(str(v or "") for v in subset.column(name).to_pylist())
-            self._arrays = None
+            start = len(self._positions)
+            for offset, i in enumerate(fresh):
+                self._positions[ids[i]] = start + offset
+            self._ids.extend(subset.column("id").combine_chunks())
+            self._uris.extend(subset.column("uri").combine_chunks())
+            self._hashes.extend(_column_or_empty(subset, "sha256"))
+            for name, column in self._coded.items():
+                column.extend(subset.column(name))
             return len(fresh)
 
     def _grow(self, total: int, new_vectors: np.ndarray) -> None:
@@ -99,52 +179,116 @@ class VectorIndex:
             self._index = ivf
             self.kind = "ivf"
 
-    def _metadata(self) -> dict[str, np.ndarray]:
-        if self._arrays is None:
-            self._arrays = {k: np.asarray(v, dtype=object) for k, v in self._meta.items()}
-        return self._arrays
+    def _bitmap(self, row_filter: RowFilter, exclude_labels: tuple[str, ...]) -> _Bitmap:
+        """The filter's bitmap, extended over the rows added since it was last used."""
+        key = (row_filter.envs, row_filter.splits, row_filter.labels, exclude_labels)
+        bitmap = self._bitmaps.get(key)
+        if bitmap is None:
+            if len(self._bitmaps) >= MAX_CACHED_FILTERS:
+                self._bitmaps.clear()
+            bitmap = self._bitmaps[key] = _Bitmap()
+        start, stop = len(bitmap.mask), len(self)
+        if start < stop:
+            keep = np.ones(stop - start, dtype=bool)
+            for values, name in ((row_filter.envs, "env"), (row_filter.splits, "split"),
+                                 (row_filter.labels, "label")):
+                if values:
+                    keep &= self._coded[name].isin(values, start, stop)
+            if exclude_labels:
+                keep &= ~self._coded["label"].isin(exclude_labels, start, stop)
+            bitmap.mask = np.concatenate([bitmap.mask, keep])
+            bitmap.packed = np.packbits(bitmap.mask, bitorder="little")
+            bitmap.count += int(keep.sum())
+        return bitmap
 
-    def search(self, queries: np.ndarray, k: int,
-               row_filter: RowFilter = RowFilter()) -> list[list[Neighbor]]:
-        """The k nearest indexed rows (matching the filter) to each query vector."""
+    def search(self, queries: np.ndarray, k: int, row_filter: RowFilter = RowFilter(), *,
+               exclude_labels: Sequence[str] = (),
+               exclude_self: Sequence[SelfKey] | None = None) -> list[list[Neighbor]]:
+        """The k nearest indexed rows (matching the filter) to each query vector.
+
+        Rows labelled one of `exclude_labels` are never returned; with `exclude_self`
+        (one (id, sha256) per query), neither is a row with the query's id or content.
+        """
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.dim:
             raise InvalidInput(f"query vectors must have shape [n, {self.dim}], got "
                                f"{list(queries.shape)}")
         if not np.isfinite(queries).all():
             raise InvalidInput("query vectors contain NaN or infinity")
+        if exclude_self is not None and len(exclude_self) != len(queries):
+            raise ValueError("exclude_self needs one (id, sha256) per query")
         with self._lock:
-            if not self._ids or k <= 0:
+            if not len(self) or k <= 0:
                 return [[] for _ in range(len(queries))]
-            params = None
-            if not row_filter.is_empty():
-                meta = self._metadata()
-                allowed = np.flatnonzero(filter_mask(row_filter, meta["env"], meta["split"],
-                                                         meta["label"]))
-                if len(allowed) == 0:
+            params, allowed = None, len(self)
+            labels = tuple(sorted(set(exclude_labels)))
+            if not row_filter.is_empty() or labels:
+                bitmap = self._bitmap(row_filter, labels)
+                allowed = bitmap.count
+                if allowed == 0:
                     return [[] for _ in range(len(queries))]
-                selector = faiss.IDSelectorBatch(allowed.astype(np.int64))
+                selector = faiss.IDSelectorBitmap(len(bitmap.mask),
+                                                  faiss.swig_ptr(bitmap.packed))
                 # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe
                 params = (faiss.SearchParametersIVF(sel=selector,  # type: ignore[call-arg]
                                                     nprobe=self._index.nprobe)  # type: ignore[attr-defined]
                           if self.kind == "ivf"
                           else faiss.SearchParameters(sel=selector))  # type: ignore[call-arg]
-            k_eff = min(k, len(self._ids))
-            distances, positions = self._index.search(queries, k_eff, params=params)
-            meta = self._metadata()
-            return [
-                [Neighbor(id=self._ids[p], env=meta["env"][p], label=meta["label"][p],
-                     split=meta["split"][p], uri=meta["uri"][p],
-                     distance=float(np.sqrt(max(d, 0.0))))
-                 for d, p in zip(drow, prow, strict=True) if p >= 0]
-                for drow, prow in zip(distances, positions, strict=True)
-            ]
+            wanted = min(k, allowed)
+            fetch = wanted + (1 if exclude_self is not None else 0)
+            while True:
+                distances, positions = self._index.search(queries, min(fetch, allowed),
+                                                          params=params)
+                kept = self._drop_self(positions, exclude_self)
+                short = any(len(row) < wanted for row in kept)
+                if not short or fetch >= allowed:
+                    break
+                fetch = min(2 * fetch, allowed)
+            return self._neighbors(distances, positions, kept, wanted)
 
-    def relabel(self, ids, label: str) -> None:
-        """Set the label of indexed rows (after the store's; unknown ids are ignored)."""
+    def relabel(self, ids: Sequence[str], label: str) -> None:
+        """Set the label of indexed rows (after the store's; unknown ids are ignored).
+        Filter bitmaps are dropped, since a label decides which rows a filter allows."""
         with self._lock:
-            for row_id in ids:
-                position = self._positions.get(row_id)
-                if position is not None:
-                    self._meta["label"][position] = label
-            self._arrays = None
+            positions = [self._positions[i] for i in ids if i in self._positions]
+            if positions:
+                self._coded["label"].assign(np.asarray(positions, dtype=np.int64), label)
+                self._bitmaps.clear()
+
+    def _drop_self(self, positions: np.ndarray, exclude_self: Sequence[SelfKey] | None
+                   ) -> list[list[int]]:
+        """Per query, the result columns to keep (found, and not the query itself)."""
+        if exclude_self is None:
+            return [[j for j, p in enumerate(row) if p >= 0] for row in positions]
+        flat = positions.ravel()
+        valid = flat[flat >= 0]
+        ids = dict(zip(valid.tolist(), self._ids.at(valid), strict=True))
+        hashes = dict(zip(valid.tolist(), self._hashes.at(valid), strict=True))
+        kept = []
+        for row, (own_id, own_hash) in zip(positions.tolist(), exclude_self, strict=True):
+            kept.append([j for j, p in enumerate(row) if p >= 0 and ids[p] != own_id
+                         and not (own_hash and hashes[p] == own_hash)])
+        return kept
+
+    def _neighbors(self, distances: np.ndarray, positions: np.ndarray,
+                   kept: list[list[int]], k: int) -> list[list[Neighbor]]:
+        chosen = [[positions[q, j] for j in cols[:k]] for q, cols in enumerate(kept)]
+        flat = np.asarray([p for row in chosen for p in row], dtype=np.int64)
+        ids, uris = self._ids.at(flat), self._uris.at(flat)
+        env, label, split = (self._coded[n].at(flat) for n in ("env", "label", "split"))
+        out, i = [], 0
+        for q, cols in enumerate(kept):
+            row = []
+            for j in cols[:k]:
+                row.append(Neighbor(id=ids[i], env=env[i], label=label[i], split=split[i],
+                                    uri=uris[i],
+                                    distance=float(np.sqrt(max(distances[q, j], 0.0)))))
+                i += 1
+            out.append(row)
+        return out
+
+
+def _column_or_empty(table: pa.Table, name: str) -> pa.Array:
+    if name in table.column_names:
+        return table.column(name).combine_chunks()
+    return pa.array([""] * table.num_rows, type=pa.string())

@@ -21,15 +21,19 @@ CLOSE = None
 
 
 def gather(work: queue.Queue, first: T, max_size: int, size: Callable[[T], int],
-           max_wait_s: float = 0.0) -> tuple[list[T], bool]:
+           max_wait_s: float = 0.0, more_coming: Callable[[], bool] | None = None
+           ) -> tuple[list[T], bool]:
     """`first` and the items queued behind it, until their total `size` reaches
-    `max_size`, the queue stays empty for `max_wait_s` after `first`, or `CLOSE` is
+    `max_size`, the queue stays empty for `max_wait_s` after `first` (or, with
+    `more_coming`, as soon as it is empty and nothing more is announced), or `CLOSE` is
     taken; returns the batch and whether `CLOSE` was taken."""
     batch = [first]
     total = size(first)
     deadline = time.monotonic() + max_wait_s
     while total < max_size:
         remaining = deadline - time.monotonic()
+        if more_coming is not None and remaining > 0 and work.empty() and not more_coming():
+            remaining = 0.0
         try:
             item = work.get(timeout=remaining) if remaining > 0 else work.get_nowait()
         except queue.Empty:
@@ -42,7 +46,8 @@ def gather(work: queue.Queue, first: T, max_size: int, size: Callable[[T], int],
 
 
 def consume(work: queue.Queue, handle: Callable[[list[T]], None], *, max_size: int,
-            size: Callable[[T], int], max_wait_s: float = 0.0) -> None:
+            size: Callable[[T], int], max_wait_s: float = 0.0,
+            more_coming: Callable[[], bool] | None = None) -> None:
     """Hand `work`'s items to `handle` in batches (see `gather`) until `CLOSE`.
 
     After `CLOSE`, items still queued (a submit that raced with close) are handled too,
@@ -54,7 +59,7 @@ def consume(work: queue.Queue, handle: Callable[[list[T]], None], *, max_size: i
         first = work.get()
         if first is CLOSE:
             break
-        batch, closed = gather(work, first, max_size, size, max_wait_s)
+        batch, closed = gather(work, first, max_size, size, max_wait_s, more_coming)
         handle(batch)
     while True:
         try:

@@ -2,9 +2,10 @@
 
 A person reviewing the top anomalies marks rows (`envad label`, the SetLabel RPC):
 `normal` when the image is fine (a false alarm) and `anomaly` when it is a real one.
-Fit then selects its rows as: the rows its filter matches, less every row labelled
-`anomaly`, plus the rows labelled `normal` of the filter's cameras that the filter
-missed (a reviewed false alarm from the archive joins a fit on split train).
+Fit then selects its rows as: the rows its filter matches, less every row labelled as a
+known anomaly (the server's `anomaly_labels`, `anomaly` by default), plus the rows
+labelled `normal` of the filter's cameras that the filter missed (a reviewed false alarm
+from the archive joins a fit on split train).
 """
 
 from __future__ import annotations
@@ -14,18 +15,17 @@ from dataclasses import replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from envad.records import RowFilter
-
-REVIEWED_NORMAL = "normal"
-REVIEWED_ANOMALY = "anomaly"
+from envad.records import NORMAL_LABEL, RowFilter
 
 
-def fit_rows(store, row_filter: RowFilter, columns: tuple[str, ...]) -> pa.Table:
+def fit_rows(store, row_filter: RowFilter, columns: tuple[str, ...],
+             anomaly_labels: tuple[str, ...]) -> pa.Table:
     """The rows (with vectors) a Fit on `row_filter` uses (see the module docstring)."""
     table = store.read(row_filter, columns=columns)
     labels = pc.fill_null(table.column("label"), "")
-    table = table.filter(pc.not_equal(labels, REVIEWED_ANOMALY))
-    reviewed = store.read(replace(row_filter, splits=(), labels=(REVIEWED_NORMAL,)),
+    if anomaly_labels:
+        table = table.filter(pc.invert(pc.is_in(labels, value_set=pa.array(anomaly_labels))))
+    reviewed = store.read(replace(row_filter, splits=(), labels=(NORMAL_LABEL,)),
                           columns=columns)
     if reviewed.num_rows == 0:
         return table

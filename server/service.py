@@ -51,7 +51,8 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
 
     @abort_on_error
     def Search(self, request, context):
-        return convert.search_to_pb(self.engine.search(convert.search_query_from_pb(request)))
+        query = convert.search_query_from_pb(request, self.config)
+        return convert.search_to_pb(self.engine.search(query))
 
     @abort_on_error
     def Fit(self, request, context):

@@ -1,5 +1,8 @@
 """Everything the server holds for one encoder: store table, index, writer, batcher, bundle.
 
+The batcher embeds every request of a micro-batch in one call, and scores the Score
+requests among them together (scoring.BatchScorer).
+
 A request takes the active space once and uses it to the end, so activating another
 encoder never disturbs requests in flight. Spaces stay open until the server stops.
 """
@@ -17,6 +20,7 @@ from envad.server.detectors.persistence import BundleStore, file_name_for
 from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import EnvStatistics
 from envad.server.index import VectorIndex
+from envad.server.scoring import BatchScorer
 from envad.server.store import EmbeddingStore
 from envad.server.writer import StoreWriter
 
@@ -60,12 +64,13 @@ class ModelSpace:
         self._metrics = metrics
         self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
                                   on_commit=self._committed)
-        self.batcher = MicroBatcher(encoder.embed, max_batch=config.max_batch,
-                                    max_wait_s=config.max_wait_ms / 1000.0,
-                                    on_batch=self._batched, name=f"batcher-{self.model_id}")
         self.bundle = bundles.active(self.model_id)
         stats_name = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}.npz"
         self.camera_stats = EnvStatistics(config.camera_stats_dir / stats_name, encoder.dim)
+        self.batcher = MicroBatcher(encoder.embed, max_batch=config.max_batch,
+                                    max_wait_s=config.max_wait_ms / 1000.0,
+                                    on_batch=self._batched, name=f"batcher-{self.model_id}",
+                                    stage=BatchScorer(self.index, self.camera_stats))
         self._refresh_lock = threading.Lock()
         log.info("model space %s ready: %d rows indexed, bundle %s", self.model_id,
                  len(self.index), getattr(self.bundle, "bundle_id", None))

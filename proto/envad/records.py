@@ -21,6 +21,12 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: the labels of the review loop (`envad label --normal / --anomaly`, the SetLabel RPC):
+#: a row labelled NORMAL_LABEL joins its camera's fit; ANOMALY_LABEL is the default of
+#: the server's `anomaly_labels` (never fit on, never a normal neighbour)
+NORMAL_LABEL = "normal"
+ANOMALY_LABEL = "anomaly"
+
 @dataclass(frozen=True)
 class ItemError:
     """A problem with one item of a batch or stream (never aborts the batch)."""

@@ -77,9 +77,16 @@ class DetectorBundle:
         X, adaptation = self.space.transform(X, envs, running)
         if self.kept_features is not None:
             X = X[:, self.kept_features]
-        raw = {name: self.fitted[name].score(X) for name in self.detectors}
+        X32 = np.ascontiguousarray(X, dtype=np.float32)   # one copy for every float32 detector
+        raw = {name: self.fitted[name].score(X32 if registry.get(name).float32 else X)
+               for name in self.detectors}
         calibrated = {name: calibrate(raw[name], self.reference[name]) for name in raw}
-        ensemble = np.mean(np.stack(list(calibrated.values())), axis=0)
+        # added detector by detector: a row's ensemble does not depend on the rows
+        # scored with it (np.mean over a stack sums pairwise or in order by its shape)
+        ensemble = np.zeros(len(X))
+        for name in self.detectors:
+            ensemble += calibrated[name]
+        ensemble /= len(self.detectors)
         return BundleScores(raw, calibrated, ensemble, adaptation)
 
     def info(self) -> BundleInfo:

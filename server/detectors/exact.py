@@ -6,6 +6,13 @@ dimensions. envad never needs the training-row scores (bundles calibrate on held
 rows), so fitting here only stores the data; scoring is one FAISS flat search (KNN) or
 chunked matrix products (KDE). tests/server/detectors/test_exact.py checks that the
 scores equal pyod's on the same data; benchmarks/detectors.py measures the speed-up.
+
+KNN scores in float32 (the encoder's own precision; FAISS is float32), with the ranks of
+pyod's float64 scores (tests/server/test_parity.py). KDE stays in float64: in float32 two
+real queries whose densities differed by 5e-9 (relative) swapped ranks. Its cost per query
+is linear in its reference rows instead, so it keeps a capped, seeded reference sample
+(`max_reference`, default 10,000 rows; Spearman against the full set is reported by
+benchmarks/detectors.py).
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 _CHUNK = 1024
+#: reference rows a KDE keeps (a seeded sample when the fit set is larger)
+DEFAULT_KDE_MAX_REFERENCE = 10_000
 
 
 class ExactKNN:
@@ -37,20 +46,34 @@ class ExactKNN:
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         queries = np.ascontiguousarray(X, dtype=np.float32)
         squared, _ = self.index_.search(queries, self.n_neighbors)
-        return np.sqrt(np.maximum(squared[:, -1].astype(np.float64), 0.0))
+        return np.sqrt(np.maximum(squared[:, -1], 0.0)).astype(np.float64)
 
 
 class ExactKDE:
-    """Negative Gaussian kernel log-density (pyod `KDE()`, scikit-learn's normalisation)."""
+    """Negative Gaussian kernel log-density (pyod `KDE()`, scikit-learn's normalisation),
+    over at most `max_reference` fit rows (None: all)."""
 
-    def __init__(self, bandwidth: float = 1.0):
+    def __init__(self, bandwidth: float = 1.0,
+                 max_reference: int | None = DEFAULT_KDE_MAX_REFERENCE,
+                 random_state: int = 0):
         self.bandwidth = bandwidth
+        self.max_reference = max_reference
+        self.random_state = random_state
 
     def get_params(self, deep: bool = True) -> dict:
-        return {"bandwidth": self.bandwidth}
+        return {"bandwidth": self.bandwidth, "max_reference": self.max_reference,
+                "random_state": self.random_state}
 
     def fit(self, X: np.ndarray) -> ExactKDE:
-        self.X_ = np.ascontiguousarray(X, dtype=np.float64)
+        X = np.asarray(X)
+        if self.max_reference is not None and len(X) > self.max_reference:
+            rng = np.random.default_rng(self.random_state)
+            X = X[np.sort(rng.choice(len(X), size=self.max_reference, replace=False))]
+        # distances are taken about the fit rows' mean: the same distances, but smaller
+        # norms, so |q|^2 + |x|^2 - 2 q.x loses less to cancellation
+        X = np.asarray(X, dtype=np.float64)
+        self.center_ = X.mean(axis=0)
+        self.X_ = np.ascontiguousarray(X - self.center_)
         self.sq_norms_ = np.einsum("ij,ij->i", self.X_, self.X_)
         n, dim = self.X_.shape
         h = self.bandwidth
@@ -58,13 +81,17 @@ class ExactKDE:
         return self
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64) - self.center_
         out = np.empty(len(X))
+        scale = -0.5 / self.bandwidth ** 2
         for start in range(0, len(X), _CHUNK):
             q = X[start:start + _CHUNK]
-            squared = (np.einsum("ij,ij->i", q, q)[:, None] + self.sq_norms_[None, :]
-                       - 2.0 * q @ self.X_.T)
+            squared = q @ self.X_.T
+            squared *= -2.0
+            squared += self.sq_norms_[None, :]
+            squared += np.einsum("ij,ij->i", q, q)[:, None]
             np.maximum(squared, 0.0, out=squared)
-            log_density = logsumexp(-0.5 * squared / self.bandwidth ** 2, axis=1) - self.log_norm_
+            squared *= scale
+            log_density = logsumexp(squared, axis=1) - self.log_norm_
             out[start:start + _CHUNK] = -log_density
         return out

@@ -27,6 +27,12 @@ class DetectorSpec:
     quadratic: bool                    # cost grows ~n^2 with the fit set (sample cap matters)
     description: str
     reference: Callable[[int], Any] | None = None  # pyod original, when factory is ours
+    float32: bool = False              # scores float32 input (ranks equal float64's, tested)
+    max_fit_rows: int | None = None    # fitted on a seeded sample of at most this many rows
+
+    @property
+    def score_dtype(self) -> type:
+        return np.float32 if self.float32 else np.float64
 
     def pyod_estimator(self, seed: int):
         """The paper's pyod estimator (for checks and benchmarks against envad's own)."""
@@ -37,16 +43,20 @@ _REGISTRY: dict[str, DetectorSpec] = {}
 
 
 def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str,
-             reference: Callable[[int], object] | None = None):
+             reference: Callable[[int], object] | None = None, float32: bool = False,
+             max_fit_rows: int | None = None):
     """Decorator adding a `seed -> estimator` factory to the registry; names are unique.
 
-    `reference` is the pyod estimator the factory re-implements (scores must be equal).
+    `reference` is the pyod estimator the factory re-implements (scores must be equal);
+    `float32`: the estimator scores float32 rows (the encoder's precision, no copy);
+    `max_fit_rows`: a cap on the rows it is fitted on, for estimators that grow faster
+    than linearly in them (a seeded sample above it).
     """
     def decorate(factory: Callable[[int], object]) -> Callable[[int], object]:
         if name in _REGISTRY:
             raise ValueError(f"detector {name!r} is already registered")
         _REGISTRY[name] = DetectorSpec(name, factory, uses_scaler, quadratic, description,
-                                       reference)
+                                       reference, float32, max_fit_rows)
         return factory
     return decorate
 
@@ -57,7 +67,7 @@ def _pyod_isolation_forest(seed: int):
 
 
 @register("IsoForest", uses_scaler=False, quadratic=False, reference=_pyod_isolation_forest,
-          description="isolation forest, 100 trees (pyod's fit, direct tree walks)")
+          float32=True, description="isolation forest, 100 trees (pyod's fit, direct tree walks)")
 def _isolation_forest(seed: int):
     from envad.server.detectors.iforest import DirectIForest
     return DirectIForest(random_state=seed)
@@ -76,15 +86,27 @@ def _inne(seed: int):
     return VectorizedINNE(n_estimators=51, random_state=seed)
 
 
-@register("LODA", uses_scaler=True, quadratic=False,
-          description="lightweight on-line detector of anomalies, 25 bins, 100 random cuts")
-def _loda(seed: int):
+def _pyod_loda(seed: int):
     from pyod.models.loda import LODA
     return LODA(n_bins=25, n_random_cuts=100, random_state=seed)
 
 
-@register("OCSVM", uses_scaler=True, quadratic=True,
-          description="one-class SVM, RBF kernel, gamma='auto' (linear model)")
+@register("LODA", uses_scaler=True, quadratic=False, reference=_pyod_loda,
+          description="lightweight on-line detector of anomalies, 25 bins, 100 random cuts "
+                      "(pyod's fit, vectorised scoring)")
+def _loda(seed: int):
+    from envad.server.detectors.loda import VectorizedLODA
+    return VectorizedLODA(n_bins=25, n_random_cuts=100, random_state=seed)
+
+
+#: OCSVM's fit grows with the square of its rows (38 s at 10,000 x 512 on 2 cores): above
+#: this many rows it is fitted on a seeded sample (rank agreement: docs/detectors.md)
+OCSVM_MAX_FIT_ROWS = 4096
+
+
+@register("OCSVM", uses_scaler=True, quadratic=True, max_fit_rows=OCSVM_MAX_FIT_ROWS,
+          description="one-class SVM, RBF kernel, gamma='auto' (fitted on at most "
+                      "4,096 rows)")
 def _ocsvm(seed: int):
     from pyod.models.ocsvm import OCSVM
     return OCSVM(gamma="auto")
@@ -114,7 +136,7 @@ def _pyod_kde(seed: int):
     return KDE(bandwidth=1.0)
 
 
-@register("KNN", uses_scaler=False, quadratic=True, reference=_pyod_knn,
+@register("KNN", uses_scaler=False, quadratic=True, reference=_pyod_knn, float32=True,
           description="distance to the 5th nearest neighbour (FAISS, equal to pyod KNN())")
 def _knn(seed: int):
     from envad.server.detectors.exact import ExactKNN
@@ -123,10 +145,11 @@ def _knn(seed: int):
 
 @register("KDE", uses_scaler=False, quadratic=True, reference=_pyod_kde,
           description="Gaussian kernel density, bandwidth 1.0 (pyod KDE() settings, exact "
-                      "log-space density; pyod's tree densities break down at 512-d)")
+                      "log-space density over at most 10,000 fit rows; pyod's tree "
+                      "densities break down at 512-d)")
 def _kde(seed: int):
     from envad.server.detectors.exact import ExactKDE
-    return ExactKDE(bandwidth=1.0)
+    return ExactKDE(bandwidth=1.0, random_state=seed)
 
 
 def names() -> list[str]:
@@ -151,14 +174,22 @@ class Detector:
     def fit(self, X: np.ndarray) -> Detector:
         spec = get(self.name)
         X = np.asarray(X, dtype=np.float64)
+        if spec.max_fit_rows is not None and len(X) > spec.max_fit_rows:
+            rng = np.random.default_rng(self.seed)
+            X = X[np.sort(rng.choice(len(X), size=spec.max_fit_rows, replace=False))]
         self.scaler_ = StandardScaler().fit(X) if spec.uses_scaler else None
         self.estimator_ = spec.factory(self.seed).fit(self._scaled(X))
         return self
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:
-        return self.scaler_.transform(X) if self.scaler_ is not None else X
+        """StandardScaler.transform's arithmetic without its input checks (X is checked
+        by the bundle), which cost more than the transform for one row."""
+        if self.scaler_ is None:
+            return X
+        return (X - self.scaler_.mean_) / self.scaler_.scale_
 
     def score(self, X: np.ndarray) -> np.ndarray:
-        """Anomaly scores of X (float64, higher = more anomalous)."""
-        X = np.asarray(X, dtype=np.float64)
+        """Anomaly scores of X (float64, higher = more anomalous); X is read in the
+        detector's own precision (`DetectorSpec.float32`)."""
+        X = np.asarray(X, dtype=get(self.name).score_dtype)
         return np.asarray(self.estimator_.decision_function(self._scaled(X)), dtype=np.float64)

@@ -66,3 +66,52 @@ def test_docs_tables_are_the_rendered_committed_results():
     assert len(files) >= 5
     for path in files:
         assert report.render(path) in doc, path.name
+
+
+def test_one_image_rows_follow_the_serving_table(tmp_path):
+    path = _write(tmp_path, "serving.jsonl", [
+        {"benchmark": "serve_throughput", "size": 32, "jpeg": "640x480",
+         "served_images_per_s": 120.0, "raw_onnx_images_per_s": 180.0,
+         "ratio_served_over_raw": 0.667},
+        {"benchmark": "one_image_score", "size": 32, "clients": 16,
+         "served_images_per_s": 300.0, "raw_batch": 32, "raw_onnx_images_per_s": 400.0,
+         "ratio_served_over_raw": 0.75},
+        {"benchmark": "one_image_score", "size": 32, "clients": 1,
+         "served_images_per_s": 60.0, "raw_batch": 1, "raw_onnx_images_per_s": 100.0,
+         "ratio_served_over_raw": 0.6}])
+    lines = report.render(path).splitlines()
+    assert lines[-2:] == ["| 32 | 1 | 60.0 | 1 | 100.0 | 0.60 |",
+                          "| 32 | 16 | 300.0 | 32 | 400.0 | 0.75 |"]
+
+
+def test_the_caption_says_when_other_work_shared_the_machine(tmp_path):
+    path = tmp_path / "threads.jsonl"
+    records = [{"benchmark": "threads", "setting": name, "rounds": 2, "size": 32,
+                "one_client_images_per_s": 50.0 * f, "sixteen_clients_images_per_s": 200.0 * f,
+                "p50_ms": 20.0 / f, "one_client_images_per_s_over_default": f,
+                "sixteen_clients_images_per_s_over_default": f, "p50_ms_over_default": 1 / f,
+                "machine": {**MACHINE, "load_1min": load, "date": "2026-11-23"}}
+               for name, f, load in (("default", 1.0, 1.5), ("every pool 1 thread", 0.5, 3.1))]
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    text = report.render(path)
+    assert text.splitlines()[0] == (
+        "`threads.jsonl` (2 CPU cores, x86_64, Python 3.11.7, 2026-11-23; load average "
+        "1.5-3.1 while it ran, so other work shared the machine):")
+    assert "| every pool 1 thread | 25.0 | 100.0 | 40.0 | 0.50 / 0.50 / 2.00 |" in text
+    assert "| setting (best of 2 rounds) |" in text
+
+
+def test_write_docs_replaces_only_the_blocks_whose_results_exist(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    _write(results, "train_speed.jsonl", [
+        {"benchmark": "train_speed", "algorithm": "erm", "size": 32, "images_per_s": 110.0,
+         "relative_to_erm": 1.0, "gemm_gflops": 100.0, "rounds": 5}])
+    doc = tmp_path / "page.md"
+    doc.write_text("intro\n<!-- bench:train_speed.jsonl -->\nold table\n<!-- /bench -->\n"
+                   "middle\n<!-- bench:quantized.jsonl -->\nkept\n<!-- /bench -->\nend\n")
+    assert report.write_docs(doc, results) == ["train_speed.jsonl"]
+    text = doc.read_text()
+    assert "old table" not in text and "| erm | 110.0 | 1.00 |" in text
+    assert "best single step** of 5 rounds" in text
+    assert "kept" in text and text.startswith("intro\n") and text.endswith("end\n")

@@ -80,3 +80,30 @@ def test_score_stream_raises_for_a_refused_batch_after_the_good_ones(fitted_serv
             for result in client.score_stream(batches):
                 results.append(result)
         assert len(results) == 1 and len(results[0].results) == 1
+
+
+def test_evidence_leaves_out_the_image_itself_unless_asked(envad_server, tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    with EnvadClient(envad_server.address) as client:
+        ids = ingest_some(client)
+        client.fit(RowFilter(splits=("train",)), detectors=("KNN",))
+        stored = png_bytes(0, size=32)                       # stored as ids[0]
+        plain = client.score([stored], top_k=3).results[0]
+        assert ids[0] not in [n.id for n in plain.neighbors] and len(plain.neighbors) == 3
+        itself = client.score([stored], top_k=3, include_self=True).results[0]
+        assert itself.neighbors[0].id == ids[0]
+        hits = client.search(id=ids[0], k=2, exclude_self=True)
+        assert ids[0] not in [n.id for n in hits.neighbors] and len(hits.neighbors) == 2
+    path = tmp_path / "stored.png"
+    path.write_bytes(stored)
+    cmd = [sys.executable, "-m", "envad.client.cli", "score", str(path), "--server",
+           envad_server.address, "--json", "--top-k", "2"]
+    default = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    asked = subprocess.run(cmd + ["--include-self"], capture_output=True, text=True,
+                           timeout=120)
+    assert default.returncode == 0 and asked.returncode == 0, default.stderr + asked.stderr
+    first = [json.loads(p.stdout)[0]["neighbors"][0]["id"] for p in (default, asked)]
+    assert first[0] != ids[0] and first[1] == ids[0]

@@ -63,8 +63,10 @@ def test_ray_rows_are_served(local_ray, envad_server, tmp_path) -> None:
         assert stored.id == expected_id and stored.distance < 1e-4
         fit = client.fit(RowFilter(splits=("train",)), detectors=("KNN",))
         assert fit.n_samples == 20
-        scored = client.score([first]).results[0]
+        scored = client.score([first], include_self=True).results[0]
         assert scored.ok and scored.neighbors[0].id == expected_id
+        evidence = client.score([first]).results[0]       # an image is no evidence for itself
+        assert expected_id not in [n.id for n in evidence.neighbors]
 
     again = run_ray_backfill(source, target, tmp_path / "ck.jsonl", BackfillOptions(), options,
                              resume=True, progress=False)

@@ -59,3 +59,69 @@ def test_close_serves_queued_work():
     futures = [batcher.submit(np.zeros((1, 1, 1, 1), np.uint8)) for _ in range(5)]
     batcher.close()
     assert all(f.result(5).shape == (1, 1) for f in futures)
+
+
+def test_requests_go_through_the_stage_together_and_plain_embeds_do_not():
+    seen: list[list[str]] = []
+    gate = threading.Event()
+
+    def embed(batch):
+        gate.wait(5)
+        return batch.reshape(len(batch), -1)[:, :1].astype(np.float32)
+
+    def stage(jobs):
+        seen.append([request for _, request in jobs])
+        return [(request, vectors[:, 0].tolist()) for vectors, request in jobs]
+
+    batcher = MicroBatcher(embed, max_batch=64, max_wait_s=30.0, stage=stage)
+    with batcher.coming() as last:       # one more caller announced: the batch waits for it
+        staged = [batcher.submit(np.full((2, 1, 1, 1), i, np.uint8), f"req-{i}")
+                  for i in range(3)]
+        plain = batcher.submit(np.full((1, 1, 1, 1), 9, np.uint8), ticket=last)
+    gate.set()
+    assert [f.result(5) for f in staged] == [(f"req-{i}", [i, i]) for i in range(3)]
+    assert plain.result(5).tolist() == [[9.0]]
+    assert seen == [["req-0", "req-1", "req-2"]]      # one stage call for the batch
+    batcher.close()
+
+
+def test_a_stage_failure_reaches_its_callers_only():
+    def stage(jobs):
+        raise RuntimeError("stage broke")
+
+    batcher = MicroBatcher(lambda b: np.zeros((len(b), 1), np.float32), max_wait_s=0.2,
+                           stage=stage)
+    staged = batcher.submit(np.zeros((1, 1, 1, 1), np.uint8), "req")
+    plain = batcher.submit(np.zeros((2, 1, 1, 1), np.uint8))
+    with pytest.raises(RuntimeError, match="stage broke"):
+        staged.result(5)
+    assert plain.result(5).shape == (2, 1)
+    with pytest.raises(ValueError, match="no stage"):
+        MicroBatcher(lambda b: b).submit(np.zeros((1, 1, 1, 1), np.uint8), "req")
+
+
+def test_an_unannounced_lone_request_does_not_wait_for_the_window():
+    sizes: list[int] = []
+    batcher = MicroBatcher(lambda b: np.zeros((len(b), 1), np.float32), max_wait_s=30.0,
+                           on_batch=sizes.append)
+    # with nothing else announced, the micro-batch leaves at once (not after 30 s)
+    assert batcher.submit(np.zeros((1, 1, 1, 1), np.uint8)).result(10).shape == (1, 1)
+    assert sizes == [1]
+    batcher.close()
+
+
+def test_an_announced_submit_joins_the_micro_batch_being_gathered():
+    sizes: list[int] = []
+    batcher = MicroBatcher(lambda b: np.zeros((len(b), 1), np.float32), max_wait_s=30.0,
+                           on_batch=sizes.append)
+    with batcher.coming() as ticket:           # a caller still decoding its images
+        first = batcher.submit(np.zeros((1, 1, 1, 1), np.uint8))
+        threading.Event().wait(0.2)
+        second = batcher.submit(np.zeros((2, 1, 1, 1), np.uint8), ticket=ticket)
+    assert first.result(10).shape == (1, 1) and second.result(10).shape == (2, 1)
+    assert sizes == [3]
+    with batcher.coming():                      # announced, then withdrawn (decode failed)
+        pass
+    assert batcher.submit(np.zeros((1, 1, 1, 1), np.uint8)).result(10).shape == (1, 1)
+    assert sizes == [3, 1]
+    batcher.close()

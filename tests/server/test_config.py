@@ -44,3 +44,11 @@ def test_config_file_from_environment_and_errors(tmp_path):
 def test_describe_lists_every_setting():
     names = {name for name, _, _ in describe()}
     assert names == set(ServerConfig.__dataclass_fields__)
+
+
+def test_anomaly_labels_are_a_comma_separated_set():
+    from envad.server.config import load_config
+
+    config = load_config(env={"ENVAD_ANOMALY_LABELS": " anomaly, unknown-species,,anomaly"})
+    assert config.anomaly_label_set == ("anomaly", "unknown-species")
+    assert load_config(env={}).anomaly_label_set == ("anomaly",)

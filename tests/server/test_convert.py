@@ -107,7 +107,7 @@ def test_search_queries_carry_exactly_one_query(field, value) -> None:
         image=value if field == "image" else None,
         vector=value if field == "vector" else None,
         id=value if field == "row_id" else None, k=0, row_filter=RowFilter(envs=("cam-a",)))
-    query = server.search_query_from_pb(request)
+    query = server.search_query_from_pb(request, ServerConfig())
     assert getattr(query, field) == value and query.k == 10
     assert query.row_filter == RowFilter(envs=("cam-a",))
     assert [getattr(query, f) is None for f in ("image", "vector", "row_id")].count(True) == 2

@@ -46,3 +46,31 @@ def test_registry_scans_skips_bad_and_duplicate_files(tmp_path):
     assert registry.get("two").meta.file == "b.onnx"
     with pytest.raises(NotFound, match="one, two"):
         registry.get("three")
+
+
+def test_accelerator_setting_picks_providers_and_falls_back_with_a_reason():
+    from envad.server.encoder import CPU, CUDA, choose_providers
+
+    assert choose_providers("cpu", [CUDA, CPU]) == ([CPU], "")
+    assert choose_providers("auto", [CUDA, CPU]) == ([CUDA, CPU], "")
+    assert choose_providers("auto", [CPU]) == ([CPU], "")
+    providers, note = choose_providers("cuda", [CPU])
+    assert providers == [CPU] and "no CUDA provider" in note and "\n" not in note
+    with pytest.raises(InvalidInput, match="accelerator must be one of"):
+        choose_providers("tpu", [CPU])
+
+
+@pytest.mark.gpu
+def test_cuda_encoder_matches_the_cpu_encoder(tmp_path):
+    """On a CUDA machine with envad[gpu]: the CUDA session embeds as the CPU one does."""
+    import onnxruntime as ort
+
+    from envad.server.encoder import CUDA
+
+    if CUDA not in ort.get_available_providers():
+        pytest.skip("onnxruntime has no CUDA provider here (install envad[gpu])")
+    path = build_tiny_encoder(tmp_path / "enc.onnx")
+    gpu, cpu = OnnxEncoder(path, accelerator="cuda"), OnnxEncoder(path, accelerator="cpu")
+    assert gpu.providers[0] == CUDA
+    images = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
+    np.testing.assert_allclose(gpu.embed(images), cpu.embed(images), atol=1e-4)

@@ -65,3 +65,52 @@ def test_bad_queries_rejected():
     with pytest.raises(InvalidInput):
         index.search(np.full((1, 4), np.nan), 1)
     assert index.search(np.zeros((2, 4)), 3) == [[], []]
+
+
+def labelled_index(tmp_path, n=40, dim=8):
+    """Rows r0..r{n-1}; every 4th labelled "anomaly"; r1 and r2 share r0's content hash."""
+    rng = np.random.default_rng(3)
+    store = EmbeddingStore(tmp_path, "m", dim)
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    store.insert([Row(id=f"r{i}", vector=vectors[i], env=f"e{i % 2}", split="train",
+                      label="anomaly" if i % 4 == 0 else "ok",
+                      sha256="same" if i < 3 else f"h{i}") for i in range(n)])
+    index = VectorIndex(dim)
+    index.add_table(store.read())
+    return index, vectors
+
+
+def test_a_query_is_not_its_own_neighbour_by_id_or_content(tmp_path):
+    index, vectors = labelled_index(tmp_path)
+    own = index.search(vectors[[5]], 3)[0]
+    assert own[0].id == "r5" and own[0].distance == 0.0      # what the evidence must not be
+    hits = index.search(vectors[[5]], 3, exclude_self=[("r5", "h5")])[0]
+    assert len(hits) == 3 and "r5" not in {h.id for h in hits}
+    twins = index.search(vectors[[0]], 5, exclude_self=[("r0", "same")])[0]
+    assert len(twins) == 5 and not {"r0", "r1", "r2"} & {h.id for h in twins}
+    everything = index.search(vectors[[0]], 100, exclude_self=[("r0", "same")])[0]
+    assert len(everything) == 37                             # all rows but r0 and its twins
+
+
+def test_rows_labelled_as_anomalies_are_left_out_on_request(tmp_path):
+    index, vectors = labelled_index(tmp_path)
+    hits = index.search(vectors[[8, 9]], 10, exclude_labels=("anomaly",))
+    assert all(len(row) == 10 and all(h.label == "ok" for h in row) for row in hits)
+    assert index.search(vectors[[8]], 1)[0][0].id == "r8"
+    both = index.search(vectors[[8]], 4, RowFilter(envs=("e0",)), exclude_labels=("anomaly",),
+                        exclude_self=[("r8", "h8")])[0]
+    assert len(both) == 4 and all(h.env == "e0" and h.label == "ok" for h in both)
+
+
+def test_a_filter_bitmap_is_extended_with_new_rows_not_rebuilt(tmp_path):
+    data, vectors = table(tmp_path, n=60)
+    index = VectorIndex(8)
+    index.add_table(data.slice(0, 30))
+    only_e1 = RowFilter(envs=("e1",))
+    first = index.search(vectors[:1], 30, only_e1)[0]
+    assert len(first) == 10
+    bitmap = index._bitmaps[(("e1",), (), (), ())]
+    index.add_table(data.slice(30))
+    second = index.search(vectors[:1], 30, only_e1)[0]
+    assert len(second) == 20 and all(h.env == "e1" for h in second)
+    assert index._bitmaps[(("e1",), (), (), ())] is bitmap and len(bitmap.mask) == 60

@@ -88,7 +88,7 @@ class Neighbor(_message.Message):
     def __init__(self, id: _Optional[str] = ..., env: _Optional[str] = ..., label: _Optional[str] = ..., split: _Optional[str] = ..., uri: _Optional[str] = ..., distance: _Optional[float] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
-    __slots__ = ("images", "store", "split", "label", "threshold", "top_k", "neighbor_filter")
+    __slots__ = ("images", "store", "split", "label", "threshold", "top_k", "neighbor_filter", "include_self", "include_known_anomalies")
     IMAGES_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +96,8 @@ class ScoreRequest(_message.Message):
     THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     NEIGHBOR_FILTER_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SELF_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_KNOWN_ANOMALIES_FIELD_NUMBER: _ClassVar[int]
     images: _containers.RepeatedCompositeFieldContainer[Image]
     store: bool
     split: str
@@ -103,7 +105,9 @@ class ScoreRequest(_message.Message):
     threshold: float
     top_k: int
     neighbor_filter: Filter
-    def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ..., store: _Optional[bool] = ..., split: _Optional[str] = ..., label: _Optional[str] = ..., threshold: _Optional[float] = ..., top_k: _Optional[int] = ..., neighbor_filter: _Optional[_Union[Filter, _Mapping]] = ...) -> None: ...
+    include_self: bool
+    include_known_anomalies: bool
+    def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ..., store: _Optional[bool] = ..., split: _Optional[str] = ..., label: _Optional[str] = ..., threshold: _Optional[float] = ..., top_k: _Optional[int] = ..., neighbor_filter: _Optional[_Union[Filter, _Mapping]] = ..., include_self: _Optional[bool] = ..., include_known_anomalies: _Optional[bool] = ...) -> None: ...
 
 class DetectorScore(_message.Message):
     __slots__ = ("detector", "raw", "calibrated")
@@ -220,18 +224,22 @@ class Vector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("image", "vector", "id", "k", "filter")
+    __slots__ = ("image", "vector", "id", "k", "filter", "exclude_self", "exclude_known_anomalies")
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_SELF_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_KNOWN_ANOMALIES_FIELD_NUMBER: _ClassVar[int]
     image: bytes
     vector: Vector
     id: str
     k: int
     filter: Filter
-    def __init__(self, image: _Optional[bytes] = ..., vector: _Optional[_Union[Vector, _Mapping]] = ..., id: _Optional[str] = ..., k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ...) -> None: ...
+    exclude_self: bool
+    exclude_known_anomalies: bool
+    def __init__(self, image: _Optional[bytes] = ..., vector: _Optional[_Union[Vector, _Mapping]] = ..., id: _Optional[str] = ..., k: _Optional[int] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., exclude_self: _Optional[bool] = ..., exclude_known_anomalies: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("neighbors", "provenance")

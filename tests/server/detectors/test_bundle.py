@@ -114,3 +114,17 @@ def test_score_arrivals_adapts_an_unseen_camera_after_enough_images():
     scores = bundle.score_arrivals(rng.normal(size=(40, 4)) + 3, np.array(["new"] * 40),
                                    chunk=10)
     assert scores.adaptation == ["global"] * 10 + ["camera"] * 30
+
+
+def test_a_rows_scores_do_not_depend_on_the_rows_scored_with_it():
+    """Score coalesces requests: a row scored alone and in a batch must agree exactly in
+    its calibrated and ensemble scores."""
+    rng = np.random.default_rng(11)
+    bundle = fit_bundle(rng.normal(size=(300, 16)), seed=0)
+    queries = rng.normal(size=(37, 16))
+    together = bundle.score(queries)
+    for i in (0, 5, 36):
+        alone = bundle.score(queries[i:i + 1])
+        assert alone.ensemble[0] == together.ensemble[i]
+        for name in bundle.detectors:
+            assert alone.calibrated[name][0] == together.calibrated[name][i]

