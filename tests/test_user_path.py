@@ -31,6 +31,11 @@ def readme_commands() -> list[list[str]]:
     return [shlex.split(line) for line in lines if line.startswith("envad ")]
 
 
+def read_jsonl(path: Path) -> dict[str, dict]:
+    records = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return {record["key"]: record for record in records}
+
+
 def read_csv(path: Path) -> dict[str, dict]:
     with path.open(newline="") as f:
         return {row["key"]: row for row in csv.DictReader(f)}
@@ -46,18 +51,19 @@ def test_the_readme_path_and_the_one_shot_mode(envad_server, tiny_model_path, my
     monkeypatch.chdir(tmp_path)
     commands = readme_commands()
     names = [c[1] for c in commands]
-    assert names == ["serve", "backfill", "fit", "backfill", "score", "scan"], names
+    assert names == ["serve", "backfill", "fit", "backfill", "score", "report", "scan"], names
     assert commands[0][2:4] == ["--data-dir", "~/envad"]   # envad_server: a real `envad serve`
     server = ["--server", envad_server.address]
     (tmp_path / "new").mkdir()
     new_image = sorted(mycams.rglob("ODD_*.JPG"))[0]
     (tmp_path / "new" / "IMG_0042.JPG").write_bytes(new_image.read_bytes())
 
-    for argv in commands[1:5]:                               # backfill, fit, score all, score
+    for argv in commands[1:6]:                       # backfill, fit, score all, score, report
         assert main(argv[1:] + server + quiet(argv[1])) == 0, argv
-    # 5. review: `envad report` on the scores goes here, once the review page exists
+    page = (tmp_path / "review" / "index.html").read_text()
+    assert "ODD_0.JPG" in page and (tmp_path / "review" / "contact_sheet.png").is_file()
 
-    server_scores = read_csv(tmp_path / "scores.csv")
+    server_scores = read_jsonl(tmp_path / "scores.jsonl")
     check_scores(server_scores, mycams)
     with EnvadClient(envad_server.address) as client:
         rows = {row["uri"]: row for batch in client.export(with_vectors=False)
@@ -73,8 +79,7 @@ def test_the_readme_path_and_the_one_shot_mode(envad_server, tiny_model_path, my
         server_bundle = client.info().bundle
     assert server_bundle is not None and server_bundle.n_samples == 124
 
-    scan = commands[5]
-    (tmp_path / "scores.csv").rename(tmp_path / "scores-server.csv")
+    scan = commands[6]
     argv = [str(tiny_model_path) if a == "encoder.onnx" else a for a in scan[1:]]
     capsys.readouterr()
     assert main(argv + ["--no-progress", "--json"]) == 0
@@ -83,9 +88,8 @@ def test_the_readme_path_and_the_one_shot_mode(envad_server, tiny_model_path, my
     # the same engine, fitted on the same images with the same detectors and space
     assert report["fit_rows"] == server_bundle.n_samples
     assert report["top"][0]["key"].rsplit("/", 1)[1].startswith("ODD_")
-    assert {d for d in server_bundle.detectors} == {
-        k.removeprefix("raw_") for k in server_scores[next(iter(server_scores))]
-        if k.startswith("raw_")}
+    assert set(server_bundle.detectors) == set(
+        server_scores[next(iter(server_scores))]["detectors"])
 
 def quiet(command: str) -> list[str]:
     return ["--no-progress"] if command in ("backfill", "fit") else []
