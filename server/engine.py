@@ -405,6 +405,8 @@ class Engine:
         space = self.require_space()
         table = fit_rows(space.store, options.row_filter, columns=("id", "env", "label"),
                          anomaly_labels=self.config.anomaly_label_set)
+        # by id, so the bundle's fit/calibration split never follows arrival order
+        table = table.sort_by("id")
         if table.num_rows == 0:
             raise FailedPrecondition(
                 f"no stored rows match {options.row_filter.as_dict()} for model "

@@ -104,3 +104,30 @@ def test_named_model_space_is_created_once_and_activation_reuses_it(engine, conf
     engine.activate("enc-b")
     assert engine.require_space() is space
     assert (config.data_dir / "active_model").read_text() == "enc-b"
+
+
+def test_fit_does_not_depend_on_the_order_rows_were_stored(tmp_path):
+    """The same rows stored in two orders give the same fitted scores (Fit orders its
+    rows by id, so its fit/calibration split does not follow arrival order)."""
+    images = synthetic_images("normal", 60, seed=1)
+    items = [IngestInput(ImageInput(data=d, id=f"img-{i:03d}", env=("cam-a", "cam-b")[i % 2]),
+                         split="train") for i, d in enumerate(images)]
+    outcomes = []
+    for name, order in (("forward", items), ("reversed", items[::-1])):
+        config = ServerConfig(data_dir=tmp_path / name / "data",
+                              models_dir=tmp_path / name / "models", refresh_seconds=0.1)
+        build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+        engine = Engine(config)
+        try:
+            engine.start()
+            for start in range(0, len(order), 7):      # several commits, in this order
+                engine.ingest([order[start:start + 7]])
+            engine.fit(FitOptions(row_filter=RowFilter(splits=("train",)),
+                                  detectors=("KNN", "PCA"), max_samples=1000,
+                                  contamination=0.05, stylist_drop_fraction=None,
+                                  space="l2", min_camera_rows=32))
+            outcomes.append(_score_one(engine).results[0])
+        finally:
+            engine.close()
+    assert outcomes[0].raw == outcomes[1].raw
+    assert outcomes[0].calibrated == outcomes[1].calibrated
