@@ -33,11 +33,18 @@ class Pipeline:
 
     @property
     def training_name(self) -> str:
-        """Short id of the training part (run directory names)."""
+        """Short id of the training part (run directory names): two pipelines that train
+        differently never share a name (every hparam beyond the schedule is spelled out,
+        except the cosine schedule's usual warm-up)."""
         schedule = self.hparams.get("schedule", "constant")
         aux = "" if self.aux == "none" else f"-{self.aux}"
+        named = {k: v for k, v in sorted(self.hparams.items()) if k != "schedule"
+                 and not (k == "warmup_fraction" and schedule == "cosine"
+                          and v == COSINE_WARMUP)}
+        extra = "".join(f"-{key}{value:g}" if isinstance(value, float) else f"-{key}{value}"
+                        for key, value in named.items())
         return (f"{self.algorithm}-{self.task}-{self.augment}{aux}-{schedule}"
-                f"-e{self.epochs}")
+                f"-e{self.epochs}{extra}")
 
     def describe(self) -> str:
         detectors = "+".join(self.detectors) if self.detectors else "all detectors"
@@ -60,7 +67,8 @@ class Pipeline:
 #: the paper's setting: bucket task, raw embeddings, all eight detectors
 PAPER_PIPELINE = Pipeline()
 
-COSINE = {"schedule": "cosine", "warmup_fraction": 0.05}
+COSINE_WARMUP = 0.05
+COSINE = {"schedule": "cosine", "warmup_fraction": COSINE_WARMUP}
 
 #: chosen by `envad select` on PhotoDigits' training cameras only (3 folds, each holding a
 #: camera and a class out of training; docs/results/selection/selection.md): the best
