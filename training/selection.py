@@ -135,12 +135,18 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
 def choosable_scorers(single_means: dict[str, float]) -> list[str]:
     """The detector sets a selection may pick: each detector alone, the ensemble of all,
     and the ensembles of the 2, 3 and 4 detectors with the best mean alone (a small
-    family, so that choosing among 255 subsets on a few folds does not overfit them)."""
-    names = registry.names()
+    family, so that choosing among every subset on a few folds does not overfit them)."""
+    names = [n for n in registry.names() if n in single_means]
     ranked = sorted(names, key=lambda n: -single_means[n])
     sets = [tuple(sorted(ranked[:m], key=names.index)) for m in (2, 3, 4)]
     return (list(names) + [ENSEMBLE_PREFIX + "+".join(names)]
             + [ENSEMBLE_PREFIX + "+".join(s) for s in sets])
+
+
+def scored_detectors(folds: list[dict], space: str) -> list[str]:
+    """The registered detectors every fold scored in `space` (folds scored before a
+    detector was registered lack it)."""
+    return [n for n in registry.names() if all(n in f["scores"][space] for f in folds)]
 
 
 def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
@@ -150,7 +156,7 @@ def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
         for space in folds[0]["scores"]:
             def values(key, space=space, folds=folds):
                 return [f["scores"][space][key] for f in folds]
-            singles = {n: float(np.nanmean(values(n))) for n in registry.names()}
+            singles = {n: float(np.nanmean(values(n))) for n in scored_detectors(folds, space)}
             for key in dict.fromkeys(choosable_scorers(singles)):
                 rows.append({"candidate": name, "space": space, "scorer": key,
                              "mean": float(np.nanmean(values(key))),
@@ -199,22 +205,24 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
 def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
     """Markdown: the chosen pipeline, then per candidate x space the ensemble of all
     detectors, KNN, and the best detector set, as mean fold ROC-AUC."""
-    all_key = ENSEMBLE_PREFIX + "+".join(registry.names())
+
     lines = ["# Pipeline selection (training cameras only)", "",
              f"data `{summary['data']}`, seed {summary['seed']}, {summary['size']} px; folds "
              "(held-out camera ~ held-out class): "
              + ", ".join(f"{f['env']}~{f['label']}" for f in summary["folds"]), "",
              f"**chosen**: `{json.dumps(summary['chosen'])}` (mean fold ROC-AUC "
              f"{summary['best']['mean']:.3f} ± {summary['best']['std']:.3f})", "",
-             "| candidate | space | ensemble (all 8) | KNN | best choosable set | its AUC |",
+             "| candidate | space | ensemble (all) | KNN | best choosable set | its AUC |",
              "| --- | --- | --- | --- | --- | --- |"]
     for name, folds in results.items():
         for space in folds[0]["scores"]:
             def mean(key, space=space, folds=folds):
                 values = [f["scores"][space][key] for f in folds]
                 return float(np.nanmean(values)) if np.isfinite(values).any() else -1.0
-            keys = choosable_scorers({n: mean(n) for n in registry.names()})
+            scored = scored_detectors(folds, space)
+            keys = choosable_scorers({n: mean(n) for n in scored})
             best = max(keys, key=mean)
+            all_key = ENSEMBLE_PREFIX + "+".join(scored)
             lines.append(f"| {name} | {space} | {mean(all_key):.3f} | {mean('KNN'):.3f} | "
                          f"{best.replace(ENSEMBLE_PREFIX, '')} | {mean(best):.3f} |")
     return "\n".join(lines) + "\n"

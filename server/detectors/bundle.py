@@ -73,12 +73,12 @@ class DetectorBundle:
     def score(self, X: np.ndarray, envs=None, running=None) -> BundleScores:
         """Raw, calibrated and ensemble scores of embeddings X [n, n_features] from cameras
         `envs`; `running(env)` gives an unseen camera's running statistics (center_l2)."""
-        X = _check_matrix(X, self.n_features)
-        X, adaptation = self.space.transform(X, envs, running)
+        embeddings = _check_matrix(X, self.n_features)
+        X, adaptation = self.space.transform(embeddings, envs, running)
         if self.kept_features is not None:
             X = X[:, self.kept_features]
         X32 = np.ascontiguousarray(X, dtype=np.float32)   # one copy for every float32 detector
-        raw = {name: self.fitted[name].score(X32 if registry.get(name).float32 else X)
+        raw = {name: self.fitted[name].score(_detector_input(name, embeddings, X, X32))
                for name in self.detectors}
         calibrated = {name: calibrate(raw[name], self.reference[name]) for name in raw}
         # added detector by detector: a row's ensemble does not depend on the rows
@@ -119,6 +119,16 @@ class DetectorBundle:
             {n: np.concatenate([p.calibrated[n] for p in parts]) for n in self.detectors},
             np.concatenate([p.ensemble for p in parts]),
             [a for p in parts for a in p.adaptation])
+
+
+def _detector_input(name: str, embeddings: np.ndarray, X: np.ndarray, X32: np.ndarray
+                    ) -> np.ndarray:
+    """What detector `name` scores: the raw embeddings (`reads_raw`), else the space
+    step's output in the detector's precision."""
+    spec = registry.get(name)
+    if spec.reads_raw:
+        return embeddings
+    return X32 if spec.float32 else X
 
 
 def calibrate(raw: np.ndarray, reference_sorted: np.ndarray) -> np.ndarray:
@@ -193,14 +203,15 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
     data = data if kept is None else data[:, kept]
     shuffled = rng.permutation(len(data))
     n_cal = max(int(round(calibration_fraction * len(data))), MIN_SAMPLES // 2)
-    cal_part, fit_part = data[shuffled[:n_cal]], data[shuffled[n_cal:]]
+    cal_rows, fit_rows = shuffled[:n_cal], shuffled[n_cal:]
     fitted, reference, stats = {}, {}, {}
-    cal_ensemble = np.zeros(len(cal_part))
+    cal_ensemble = np.zeros(len(cal_rows))
     for name in tqdm(names, desc="fitting detectors", disable=not progress):
+        source = X[rows] if registry.get(name).reads_raw else data
         start = time.perf_counter()
-        fitted[name] = registry.Detector(name, seed).fit(fit_part)
-        stats[name] = {"fit_seconds": time.perf_counter() - start, "n_samples": len(fit_part)}
-        held_out = fitted[name].score(cal_part)
+        fitted[name] = registry.Detector(name, seed).fit(source[fit_rows])
+        stats[name] = {"fit_seconds": time.perf_counter() - start, "n_samples": len(fit_rows)}
+        held_out = fitted[name].score(source[cal_rows])
         reference[name] = np.sort(held_out)
         cal_ensemble += calibrate(held_out, reference[name]) / len(names)
     threshold = float(np.quantile(cal_ensemble, 1.0 - contamination))

@@ -1,6 +1,7 @@
-"""The paper's eight pyod detectors with the paper's settings, behind one registry.
+"""The detectors, behind one registry: the paper's eight pyod detectors with the paper's
+settings (`PAPER_DETECTORS`), then envad's own.
 
-Source of every setting: the paper's appendix "AD methods hyper-parameters" (arXiv
+Source of every paper setting: the paper's appendix "AD methods hyper-parameters" (arXiv
 2210.03103). pyod 3.x defaults differ from the paper's (LOF k=20, INNE 200 estimators,
 LODA 10 bins), so every non-default is passed explicitly. Higher score = more anomalous.
 """
@@ -29,6 +30,7 @@ class DetectorSpec:
     reference: Callable[[int], Any] | None = None  # pyod original, when factory is ours
     float32: bool = False              # scores float32 input (ranks equal float64's, tested)
     max_fit_rows: int | None = None    # fitted on a seeded sample of at most this many rows
+    reads_raw: bool = False            # scores the encoder's own output, before the space step
 
     @property
     def score_dtype(self) -> type:
@@ -44,19 +46,20 @@ _REGISTRY: dict[str, DetectorSpec] = {}
 
 def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str,
              reference: Callable[[int], object] | None = None, float32: bool = False,
-             max_fit_rows: int | None = None):
+             max_fit_rows: int | None = None, reads_raw: bool = False):
     """Decorator adding a `seed -> estimator` factory to the registry; names are unique.
 
     `reference` is the pyod estimator the factory re-implements (scores must be equal);
     `float32`: the estimator scores float32 rows (the encoder's precision, no copy);
     `max_fit_rows`: a cap on the rows it is fitted on, for estimators that grow faster
-    than linearly in them (a seeded sample above it).
+    than linearly in them (a seeded sample above it); `reads_raw`: the detector scores the
+    encoder's raw embedding whatever the bundle's space step is.
     """
     def decorate(factory: Callable[[int], object]) -> Callable[[int], object]:
         if name in _REGISTRY:
             raise ValueError(f"detector {name!r} is already registered")
         _REGISTRY[name] = DetectorSpec(name, factory, uses_scaler, quadratic, description,
-                                       reference, float32, max_fit_rows)
+                                       reference, float32, max_fit_rows, reads_raw)
         return factory
     return decorate
 
@@ -152,8 +155,20 @@ def _kde(seed: int):
     return ExactKDE(bandwidth=1.0, random_state=seed)
 
 
+@register("NORM", uses_scaler=False, quadratic=False, reads_raw=True,
+          description="feature magnitude: the raw embedding's L2 norm, shorter = more "
+                      "anomalous (read before the space step; not in the paper)")
+def _feature_magnitude(seed: int):
+    from envad.server.detectors.magnitude import FeatureMagnitude
+    return FeatureMagnitude()
+
+
+#: the paper's Table 1 detectors, in its order (the grid `envad evaluate` runs by default)
+PAPER_DETECTORS = ("IsoForest", "INNE", "LODA", "OCSVM", "PCA", "LOF5", "KNN", "KDE")
+
+
 def names() -> list[str]:
-    """Registered detector names, in the paper's order."""
+    """Registered detector names: the paper's eight in its order, then envad's own."""
     return list(_REGISTRY)
 
 

@@ -31,8 +31,10 @@ def blobs(seed=0, dim=32):
     return inliers, held_out, outliers
 
 
-def test_registry_holds_the_paper_detectors_in_order():
-    assert registry.names() == PAPER_ORDER
+def test_registry_holds_the_paper_detectors_in_order_then_envads_own():
+    assert list(registry.PAPER_DETECTORS) == PAPER_ORDER
+    assert registry.names() == PAPER_ORDER + ["NORM"]
+    assert [n for n in registry.names() if registry.get(n).reads_raw] == ["NORM"]
 
 
 def test_duplicate_names_are_rejected():
