@@ -99,15 +99,19 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-
-        def deny(behavior, streams_in, streams_out):
-            def reject(request, context):
-                error = Unauthenticated("missing or wrong bearer token (metadata "
-                                        "'authorization')")
-                context.abort(status_for(error), str(error))
-            return reject
         # an unauthenticated request is never parsed: its bytes are dropped unread
-        return _rebuild(handler, deny, deserializer=lambda parse: _ignore)
+        return _refused_unread(handler, Unauthenticated(
+            "missing or wrong bearer token (metadata 'authorization')"))
+
+
+def _refused_unread(handler: grpc.RpcMethodHandler, error: Exception
+                    ) -> grpc.RpcMethodHandler:
+    """`handler` rebuilt to answer every call with `error`, its request bytes unread."""
+    def refuse(behavior, streams_in, streams_out):
+        def reject(request, context):
+            context.abort(status_for(error), str(error))
+        return reject
+    return _rebuild(handler, refuse, deserializer=lambda parse: _ignore)
 
 
 _UNREAD = object()   # gRPC takes a None request for a parse failure
@@ -201,13 +205,8 @@ class DrainGate(grpc.ServerInterceptor):
         if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
             return handler
         if self._draining:
-            def refuse(behavior, streams_in, streams_out):
-                def reject(request, context):
-                    error = Unavailable("server is shutting down; retry on another replica "
-                                        "or after it restarts")
-                    context.abort(status_for(error), str(error))
-                return reject
-            return _rebuild(handler, refuse, deserializer=lambda parse: _ignore)
+            return _refused_unread(handler, Unavailable(
+                "server is shutting down; retry on another replica or after it restarts"))
         return _rebuild(handler, self._counted)
 
     def drain(self, timeout: float) -> bool:
