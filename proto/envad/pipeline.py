@@ -72,9 +72,10 @@ COSINE = {"schedule": "cosine", "warmup_fraction": COSINE_WARMUP}
 
 #: chosen by `envad select` on PhotoDigits' training cameras only (3 folds, each holding a
 #: camera and a class out of training; docs/results/selection/selection.md): the best
-#: mean fold ROC-AUC (0.721) among 6 training candidates x 5 space steps x 12 detector
-#: sets. 15 epochs is the longest candidate that keeps `make demo` near 5 minutes on 2
-#: CPU cores.
+#: mean fold ROC-AUC among the training candidates x 5 space steps x the choosable
+#: detector sets. 15 epochs is the longest candidate compared; it makes `make demo` take
+#: about 14 minutes on 2 CPU cores (a 6-epoch candidate would fit in about 6, and scores
+#: 4 points lower on the folds).
 DEFAULT_PIPELINE = Pipeline(algorithm="erm", task="class", augment="style", epochs=15,
                             hparams=COSINE, space="l2", detectors=("KNN",))
 
