@@ -67,6 +67,8 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     from envad.client.server_process import LocalServer
     from envad.client.sources import open_source
     from envad.client.training_bridge import export_encoder, train_encoder
+    from envad.server.detectors.registry import PAPER_DETECTORS
+    from envad.server.detectors.registry import names as detector_names
 
     overrides: dict[str, Any] = {k: v for k, v in (("epochs", epochs), ("algorithm", algorithm))
                                  if v}
@@ -129,12 +131,14 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
             stage("backfill", t0)
 
             scored = {}
-            # the pipeline as served; then every detector with the space step and without
-            # (a pass that would fit the same space and detectors as an earlier one reuses
-            # that one's scores)
+            # the pipeline as served; then every registered detector with the space step,
+            # and the paper's eight without it (the paper's setting; NORM reads the raw
+            # embedding in every space). A pass that would fit the same space and
+            # detectors as an earlier one reuses that one's scores.
             passes = [("pipeline", pipeline.space, pipeline.detectors, "scores.jsonl"),
-                      ("all, space", pipeline.space, (), "scores-all.jsonl"),
-                      ("all, raw", "raw", (), "scores-raw.jsonl")]
+                      ("all, space", pipeline.space, tuple(detector_names()),
+                       "scores-all.jsonl"),
+                      ("all, raw", "raw", PAPER_DETECTORS, "scores-raw.jsonl")]
             same_as: dict[str, str] = {}
             first_of: dict[tuple, str] = {}
             for name, space, detectors, _ in passes:

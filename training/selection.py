@@ -91,7 +91,7 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, X_query: np.ndarray,
     out = {}
     order = np.argsort(query_envs, kind="stable")   # one camera: arrival order kept
     for space in spaces:
-        bundle = fit_bundle(X_fit, envs=fit_envs, space=space, seed=seed)
+        bundle = fit_bundle(X_fit, envs=fit_envs, space=space, seed=seed, detectors=names)
         scores = bundle.score_arrivals(X_query[order], query_envs[order])
         y = positive[order]
         row = {name: roc_auc(y, scores.raw[name]) for name in names}
@@ -191,7 +191,7 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
     best = ranking[0]
     detectors = (tuple(best["scorer"][len(ENSEMBLE_PREFIX):].split("+"))
                  if best["scorer"].startswith(ENSEMBLE_PREFIX) else (best["scorer"],))
-    if set(detectors) == set(registry.names()):
+    if set(detectors) == set(registry.PAPER_DETECTORS):
         detectors = ()
     chosen = replace(candidates[best["candidate"]], space=best["space"], detectors=detectors)
     summary = {"data": data, "seed": seed, "size": size, "folds": [f.__dict__ for f in folds],

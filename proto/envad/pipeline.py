@@ -20,7 +20,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Pipeline:
-    """Training and scoring choices (detectors empty = every registered detector)."""
+    """Training and scoring choices (detectors empty = the paper's eight)."""
 
     algorithm: str = "erm"
     task: str = "bucket"

@@ -163,11 +163,11 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
                space: str | EmbeddingSpace = "raw", labels: np.ndarray | None = None,
                min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS,
                progress: bool = False) -> DetectorBundle:
-    """Fit the space step and the named detectors (default: all) on embeddings X of
+    """Fit the space step and the named detectors (default: the paper's eight) on embeddings X of
     normal images from cameras `envs` with content `labels` (both optional unless the
     space needs them)."""
     X = _check_matrix(X)
-    names = list(detectors) if detectors else registry.names()
+    names = list(detectors) if detectors else list(registry.PAPER_DETECTORS)
     for name in names:
         registry.get(name)
     if len(set(names)) != len(names):

@@ -163,7 +163,8 @@ def _feature_magnitude(seed: int):
     return FeatureMagnitude()
 
 
-#: the paper's Table 1 detectors, in its order (the grid `envad evaluate` runs by default)
+#: the paper's Table 1 detectors, in its order: what a Fit or a grid gets when it names no
+#: detector (envad's own, such as NORM, are opt-in)
 PAPER_DETECTORS = ("IsoForest", "INNE", "LODA", "OCSVM", "PCA", "LOF5", "KNN", "KDE")
 
 

@@ -44,6 +44,9 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     assert "The pipeline as served" in out
     raw = [json.loads(line) for line in (tmp_path / "w" / "scores-raw.jsonl").open()]
     assert {s["space"] for s in raw} == {"raw"} and len(raw[0]["detectors"]) == 8
+    every = [json.loads(line) for line in (tmp_path / "w" / "scores-all.jsonl").open()]
+    assert "NORM" in every[0]["detectors"] and "NORM" in report["all_detectors"]["space"][
+        "roc_auc"]
     scores = [json.loads(line) for line in (tmp_path / "w" / "scores.jsonl").open()]
     assert {s["space"].split("(")[0] for s in scores} == {report["pipeline"]["space"]}
     assert not (tmp_path / "w" / "photodigits").exists()    # nothing generated

@@ -89,7 +89,7 @@ def test_request_defaults_are_resolved_from_the_config() -> None:
     assert (score.top_k, score.split, score.threshold, score.label) == (2, "val", 0.5, "x")
     fit = server.fit_options_from_pb(pb.FitRequest(), config)
     assert fit.row_filter == RowFilter(splits=("train",)) and fit.max_samples == 321
-    assert fit.detectors == tuple(registry.names()) and fit.contamination == 0.05
+    assert fit.detectors == registry.PAPER_DETECTORS and fit.contamination == 0.05
     assert fit.stylist_drop_fraction is None and fit.space and fit.min_camera_rows == 32
     fit = server.fit_options_from_pb(pb.FitRequest(
         stylist=pb.StylistOptions(enabled=True), detectors=["KNN"], contamination=0.1,
