@@ -258,7 +258,7 @@ def _score(client, pending, options, copies: frozenset[str] | set[str] = frozens
     out: list[tuple[SourceItem, ImageInput, str, str, dict | None]] = []
     for (split, label, store), members in groups.items():
         result = client.score([image for _, image in members], store=store,
-                              split=split, label=label)
+                              split=split, label=label, reuse_stored=options.reuse_stored)
         prov = result.provenance
         for (item, image), res in zip(members, result.results, strict=True):
             if res.error is not None:

@@ -30,11 +30,22 @@ def test_scan_against_a_reference_folder(tiny_model_path, tmp_path, capsys) -> N
                        str(reference), "--scores-out", str(out), "--top", "3")
     assert report["fit_rows"] == 110 and "reference" in report["fit_on"]
     assert report["scored"] == 13 and report["failed"] == 0
+    assert report["embedded"] == 110 + 13          # the reference and the archive, once each
     assert sorted(r["key"].rsplit("/", 1)[1] for r in report["top"]) == [
         "ODD_0.JPG", "ODD_1.JPG", "ODD_2.JPG"]
     assert all(r["is_anomaly"] for r in report["top"])
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 13 and all(line["timestamp"] for line in lines)
+
+
+def test_every_image_is_embedded_once(tiny_model_path, tmp_path, capsys) -> None:
+    """The fit pass embeds and stores every image; the scoring pass scores them from
+    their stored embeddings (the service's own counter of images through the encoder)."""
+    folder = make_camera_folder(tmp_path / "cams", normal=100, odd=2)
+    report = scan_json(capsys, str(folder), "--model", str(tiny_model_path),
+                       "--detectors", "KNN,PCA")
+    assert report["scored"] == 102 and report["fit_rows"] == 102
+    assert report["embedded"] == 102
 
 
 def test_a_kept_data_dir_is_reused_not_doubled(tiny_model_path, tmp_path, capsys) -> None:
