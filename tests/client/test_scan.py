@@ -124,3 +124,31 @@ def test_options_are_checked(tiny_model_path, tmp_path) -> None:
     folder = make_camera_folder(tmp_path / "cams", normal=2, odd=0)
     with pytest.raises(InvalidInput):
         run_scan(ScanOptions(folder, tiny_model_path, top=-1))
+
+
+def test_scan_takes_the_source_options_of_backfill(tiny_model_path, tmp_path, capsys) -> None:
+    """A MegaDetector file kept apart from the images, with Windows paths: --image-root
+    finds them, --env-level picks the folder level that is the camera, --only-env keeps
+    one camera (the options are backfill's, envad.client.source_options)."""
+    cams = make_camera_folder(tmp_path / "data" / "cams", normal=100, odd=2)
+    files = sorted(p.relative_to(cams).as_posix() for p in cams.rglob("*.JPG"))
+    md = tmp_path / "md" / "results.json"
+    md.parent.mkdir()
+    md.write_text(json.dumps({
+        "info": {"format_version": "1.4"}, "detection_categories": {"1": "animal"},
+        "images": [{"file": f.replace("/", "\\") if n % 2 else f,
+                    "detections": [{"category": "1", "conf": 0.9, "bbox": [0.1, 0.1, 0.5, 0.5]}]}
+                   for n, f in enumerate(files)]}))
+    model = ["--model", str(tiny_model_path), "--detectors", "KNN"]
+    out = tmp_path / "scores.jsonl"
+    report = scan_json(capsys, str(md), *model, "--image-root", str(cams), "--env-level", "1",
+                       "--scores-out", str(out))
+    assert (report["scored"], report["failed"], report["embedded"]) == (102, 0, 102)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["env"] for r in records} == {"day1", "day2"}
+    day2 = scan_json(capsys, str(md), *model, "--image-root", str(cams), "--env-level", "1",
+                     "--only-env", "day2", "--allow-few-rows")
+    assert day2["scored"] == day2["fit_rows"] == sum("/day2/" in f for f in files)
+    # without --image-root the files are looked for beside the JSON, where they are not
+    assert main(["scan", str(md), *model, "--no-progress"]) == 1
+    assert "could be stored" in capsys.readouterr().err
