@@ -88,7 +88,7 @@ def default_checkpoint(source, job: dict) -> Path:
 def cmd_backfill(args) -> int:
     from envad.client.backfill_plan import BackfillOptions, check_some_wanted, job_header
     from envad.client.commands import open_client
-    from envad.client.source_options import item_filters, source_options
+    from envad.client.source_options import source_options
     from envad.client.sources import open_source
 
     source = open_source(args.source, args.source_format, **source_options(args))
@@ -96,7 +96,7 @@ def cmd_backfill(args) -> int:
         raise SystemExit("envad backfill: --no-store needs --scores-out")
     options = BackfillOptions(
         batch_size=args.batch_size, concurrency=args.concurrency,
-        **item_filters(args),
+        envs=tuple(args.only_env), splits=tuple(args.only_split),
         scores=args.scores_out is not None, store=not args.no_store,
         rate_limit=args.rate_limit, limit=args.limit,
         skip_duplicates=not args.keep_duplicates,

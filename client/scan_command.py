@@ -56,12 +56,12 @@ def register(subparsers) -> None:
 
 def cmd_scan(args) -> int:
     from envad.client.scan import ScanOptions, run_scan
-    from envad.client.source_options import item_filters, source_options
+    from envad.client.source_options import source_options
 
     options = ScanOptions(
         source=args.source, model=args.model, reference=args.reference,
         source_format=args.source_format, source_options=source_options(args),
-        **item_filters(args), data_dir=args.data_dir,
+        envs=tuple(args.only_env), splits=tuple(args.only_split), data_dir=args.data_dir,
         scores_out=args.scores_out, top=args.top,
         detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
         space=args.space, contamination=args.contamination,

@@ -2,8 +2,8 @@
 and `envad scan` (one owner, so the two commands cannot drift apart).
 
 `add_source_arguments` adds them to a parser; `source_options` turns the parsed ones
-into `open_source` keyword arguments and `item_filters` into the environment and split
-filters of a run.
+into `open_source` keyword arguments (--only-env / --only-split are the run's
+`envs` / `splits` filters).
 """
 
 from __future__ import annotations
@@ -63,7 +63,3 @@ def source_options(args) -> dict:
     }
     return {k: v for k, v in given.items() if v is not None}
 
-
-def item_filters(args) -> dict[str, tuple[str, ...]]:
-    """--only-env / --only-split as BackfillOptions' `envs` and `splits`."""
-    return {"envs": tuple(args.only_env), "splits": tuple(args.only_split)}

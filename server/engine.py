@@ -19,8 +19,8 @@ import numpy as np
 from envad import __version__
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput, NotFound
 from envad.records import (
-    ImageInput,
     MIN_FIT_ROWS,
+    ImageInput,
     IngestInput,
     ItemError,
     ModelList,
