@@ -28,7 +28,7 @@ from envad.client.backfill_plan import (
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary, score_records
 from envad.client.checkpoint import Checkpoint, Outcome
-from envad.client.content_index import DUPLICATE_REASON, ContentIndex
+from envad.client.content_index import ContentIndex, duplicate_outcome
 from envad.client.events import group_events
 from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
@@ -191,12 +191,11 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
         sha = sha256_hex(data)
         image = ImageInput(data=data, id=item.id or sha, env=item.env,
                            timestamp=item.timestamp, uri=item.uri)
-        stored = content.claim(sha, image.id) if content is not None else None
-        if stored is not None and not options.scores:
-            batch.outcomes.append(item_outcome(item, "skipped", stored,
-                                               reason=DUPLICATE_REASON))
+        duplicate = duplicate_outcome(content, item, sha, image.id)
+        if duplicate is not None and not options.scores:
+            batch.outcomes.append(duplicate)
             continue
-        if stored is not None:
+        if duplicate is not None:
             copies.add(item.key)
         pending.append((item, image))
     delays = backoff_delays(options.batch_retry)
@@ -258,7 +257,7 @@ def _score(client, pending, options, copies: frozenset[str] | set[str] = frozens
     out: list[tuple[SourceItem, ImageInput, str, str, dict | None]] = []
     for (split, label, store), members in groups.items():
         result = client.score([image for _, image in members], store=store,
-                              split=split, label=label)
+                              split=split, label=label, reuse_stored=options.reuse_stored)
         prov = result.provenance
         for (item, image), res in zip(members, result.results, strict=True):
             if res.error is not None:

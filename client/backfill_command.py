@@ -12,6 +12,7 @@ from pathlib import Path
 
 def register(subparsers, connection_parser) -> None:
     from envad.client.cli_help import EnvadHelpFormatter
+    from envad.client.source_options import add_source_arguments
 
     p = subparsers.add_parser(
         "backfill", parents=[connection_parser()],
@@ -24,37 +25,7 @@ def register(subparsers, connection_parser) -> None:
                     "Progress is journaled in a checkpoint; after a crash or Ctrl-C, run the "
                     "same command with --resume. Exit code 1 when some items failed.")
     p.add_argument("source", type=Path, metavar="SOURCE", help="archive folder or file")
-    g = p.add_argument_group("source")
-    g.add_argument("--source-format", default="auto",
-                   choices=["auto", "folder", "image-tree", "camtrap-dp", "megadetector",
-                            "manifest"], help="kind of archive")
-    g.add_argument("--set-split", default=None, metavar="SPLIT",
-                   help="store every item under this split (default: the source's, else archive)")
-    g.add_argument("--env-by", choices=["location", "deployment"],
-                   help="Camtrap DP: environment from the location (default) or deployment")
-    g.add_argument("--skip-non-public", action="store_true",
-                   help="Camtrap DP: skip media with filePublic=false (people, by the "
-                        "package's rules) instead of scoring them with a flag")
-    g.add_argument("--image-root", type=Path,
-                   help="MegaDetector: folder the 'file' paths are relative to (default: "
-                        "the JSON's folder)")
-    g.add_argument("--env-level", type=int,
-                   help="MegaDetector: folder level of 'file' that is the environment (0)")
-    g.add_argument("--skip-empty", action="store_true",
-                   help="MegaDetector: skip images without a detection >= --min-conf")
-    g.add_argument("--min-conf", type=float,
-                   help="MegaDetector: detection confidence for --skip-empty (default: the "
-                        "file's typical_detection_threshold, else 0.2)")
-    g.add_argument("--crops", action="store_true",
-                   help="MegaDetector: score each animal detection's crop instead of the "
-                        "whole image (one record per crop, joined back to its image)")
-    g.add_argument("--crop-min-conf", type=float,
-                   help="MegaDetector --crops: least detection confidence of a crop "
-                        "(default: --min-conf)")
-    g.add_argument("--only-env", action="append", default=[], metavar="ENV",
-                   help="only items of this environment (repeatable)")
-    g.add_argument("--only-split", action="append", default=[], metavar="SPLIT",
-                   help="only items of this split (repeatable)")
+    add_source_arguments(p)
     g = p.add_argument_group("run")
     g.add_argument("--engine", choices=["service", "ray"], default="service",
                    help="send through the server's Ingest, or embed on Ray and write Lance")
@@ -104,18 +75,6 @@ def register(subparsers, connection_parser) -> None:
     p.set_defaults(func=cmd_backfill)
 
 
-def source_options(args) -> dict:
-    """The source options the user gave (only those, so each source gets its own)."""
-    given = {
-        "split": args.set_split, "env_by": args.env_by, "image_root": args.image_root,
-        "env_level": args.env_level, "min_conf": args.min_conf,
-        "skip_empty": True if args.skip_empty else None,
-        "skip_non_public": True if args.skip_non_public else None,
-        "crops": True if args.crops else None, "crop_min_conf": args.crop_min_conf,
-    }
-    return {k: v for k, v in given.items() if v is not None}
-
-
 def default_checkpoint(source, job: dict) -> Path:
     """The job's checkpoint under the work dir (envad.client.work_dirs), named after the
     source and a hash of the job header."""
@@ -129,6 +88,7 @@ def default_checkpoint(source, job: dict) -> Path:
 def cmd_backfill(args) -> int:
     from envad.client.backfill_plan import BackfillOptions, check_some_wanted, job_header
     from envad.client.commands import open_client
+    from envad.client.source_options import source_options
     from envad.client.sources import open_source
 
     source = open_source(args.source, args.source_format, **source_options(args))

@@ -36,7 +36,9 @@ class BackfillOptions:
         that also serves live traffic.
     limit : stop after this many new items (0: all).
     skip_duplicates : do not store an image whose content (sha256) is stored already
-        under another id (service engine; envad.client.content_index).
+        under another id (envad.client.content_index).
+    reuse_stored : with scores, score an image stored under its id with the same content
+        from its stored embedding instead of embedding it again (Score's reuse_stored).
     """
 
     batch_size: int = 64
@@ -49,6 +51,7 @@ class BackfillOptions:
     rate_limit: float = 0.0
     limit: int = 0
     skip_duplicates: bool = True
+    reuse_stored: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.concurrency < 1:

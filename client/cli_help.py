@@ -26,7 +26,8 @@ EXAMPLES: dict[str, str] = {
     "select": "envad select --data var/photodigits --out var/selection",
     "scan": "envad scan mycams --model encoder.onnx\n"
             "envad scan mycams --model encoder.onnx --reference normals --scores-out "
-            "scores.csv",
+            "scores.csv\n"
+            "envad scan md.json --model encoder.onnx --image-root /data/cams --env-level 1",
     "score": "envad score new/IMG_0001.JPG new/IMG_0002.JPG --env cam-12\n"
              "envad score new/*.JPG --json --server scoring.internal:50051",
     "fit": "envad fit                       # split train if stored, else every stored row\n"

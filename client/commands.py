@@ -284,24 +284,24 @@ def check_image_files(paths: list[Path]) -> None:
 
 
 def cmd_fit(args) -> int:
-    from envad.client.fit_choice import check_enough_rows, choose_fit_rows
+    from envad.client.fit_choice import choose_fit_rows, few_rows_warning
     from envad.client.progress import wait_with_progress
 
     detectors = tuple(d.strip() for d in args.detectors.split(",") if d.strip())
     with open_client(args) as client:
         choice = choose_fit_rows(client, tuple(args.env), tuple(args.split), tuple(args.label))
         print(f"fit: on {choice.description}", file=sys.stderr)
-        warning = check_enough_rows(client, choice, args.allow_few_rows)
-        if warning:
-            print(f"envad: {warning}", file=sys.stderr)
         result = wait_with_progress(
             lambda: client.fit(choice.row_filter, detectors=detectors,
                                max_samples=args.max_samples, contamination=args.contamination,
                                stylist=args.stylist, drop_fraction=args.drop_fraction,
                                seed=args.seed, activate=not args.no_activate,
                                space=args.space, min_camera_rows=args.min_camera_rows,
-                               timeout=args.timeout),
+                               allow_few_rows=args.allow_few_rows, timeout=args.timeout),
             "fit", enabled=not args.no_progress)
+    warning = few_rows_warning(result.n_samples)
+    if warning:
+        print(f"envad: {warning}", file=sys.stderr)
     if args.json:
         print_json(result)
         return 0

@@ -7,10 +7,9 @@ folder-format dataset, `--set-split train`), otherwise every stored row (a plain
 filter is `train`, so "every row" is sent as the filter "any of the stored
 environments" (GetInfo lists them).
 
-Fewer than MIN_FIT_ROWS rows are refused unless the user insists: calibrated scores are
-percentiles among the fit rows (steps of 1/n), and detectors that estimate a covariance
-(PCA, OCSVM and LOF5 after scaling) degenerate when there are fewer rows than embedding
-dimensions.
+Fewer than MIN_FIT_ROWS rows are refused by the server's Fit itself (the one owner of
+that rule, `envad.records.MIN_FIT_ROWS`) unless the request allows them
+(`--allow-few-rows`); the commands then print a warning.
 """
 
 from __future__ import annotations
@@ -18,11 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envad.client.results import RowFilter
-from envad.errors import FailedPrecondition, InvalidInput
+from envad.errors import FailedPrecondition
+from envad.records import MIN_FIT_ROWS
+
+__all__ = ["DEFAULT_SPLIT", "MIN_FIT_ROWS", "FitChoice", "choose_fit_rows", "count_rows",
+           "few_rows_warning"]
 
 DEFAULT_SPLIT = "train"
-#: The fewest rows `envad fit` accepts without --allow-few-rows (calibration steps of 1%).
-MIN_FIT_ROWS = 100
 
 
 @dataclass(frozen=True)
@@ -66,20 +67,10 @@ def choose_fit_rows(client, envs: tuple[str, ...] = (), splits: tuple[str, ...] 
                      "choose)")
 
 
-def check_enough_rows(client, choice: FitChoice, allow_few: bool) -> str:
-    """"" when at least MIN_FIT_ROWS rows match, else a warning (allow_few) or
-    InvalidInput naming the minimum."""
-    n = count_rows(client, choice.row_filter, MIN_FIT_ROWS)
-    if n >= MIN_FIT_ROWS:
+def few_rows_warning(n_samples: int) -> str:
+    """A warning for a fit that was allowed fewer than MIN_FIT_ROWS rows and used them
+    ("" otherwise); the refusal itself is the server's Fit's."""
+    if n_samples >= MIN_FIT_ROWS:
         return ""
-    if n == 0:
-        raise FailedPrecondition(f"no stored rows match {choice.description}: store normal "
-                                 "images first (`envad backfill FOLDER`) or choose other "
-                                 "rows (--split, --env, --label)")
-    problem = (f"only {n} stored rows match {choice.description}; envad fits on at least "
-               f"{MIN_FIT_ROWS} (calibrated scores come in steps of 1/{n}, and PCA and "
-               "OCSVM degenerate on fewer rows than embedding dimensions)")
-    if not allow_few:
-        raise InvalidInput(f"{problem}: store more normal images, or pass --allow-few-rows "
-                           "to fit anyway")
-    return f"warning: {problem}"
+    return (f"warning: only {n_samples} stored rows were fitted on (fewer than "
+            f"{MIN_FIT_ROWS}): calibrated scores come in steps of 1/{n_samples}")

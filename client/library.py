@@ -186,12 +186,15 @@ class EnvadClient:
         neighbor_filter: r.RowFilter | None = None,
         include_self: bool = False,
         include_known_anomalies: bool = False,
+        reuse_stored: bool = False,
         timeout: float | None = None,
     ) -> r.ScoreResult:
         """Score a batch of images (ImageInput, raw bytes or file paths).
 
         Neighbours never include an image's own stored row (same id or content) nor rows
         labelled as known anomalies, unless `include_self` / `include_known_anomalies`.
+        `reuse_stored`: an image stored under its id with the same content is scored from
+        its stored embedding, not embedded again (re-scoring after a refit).
         """
         request = pb.ScoreRequest(
             images=[convert.image_to_pb(as_image(i)) for i in images],
@@ -202,6 +205,7 @@ class EnvadClient:
             neighbor_filter=convert.filter_to_pb(neighbor_filter),
             include_self=include_self,
             include_known_anomalies=include_known_anomalies,
+            reuse_stored=reuse_stored,
         )
         if threshold is not None:
             request.threshold = threshold
@@ -353,12 +357,14 @@ class EnvadClient:
         activate: bool = True,
         space: str = "",
         min_camera_rows: int = 0,
+        allow_few_rows: bool = False,
         timeout: float | None = 3600.0,
     ) -> r.FitResult:
         """Fit detectors on stored rows (empty filter: split "train") and, by default,
         activate the new bundle. `space`: the space step ("raw", "l2", "style_l2:N",
-        "center_l2", "auto"; "" = the server default). Default deadline one hour
-        (O(n^2) detectors are slow)."""
+        "center_l2", "auto"; "" = the server default). The server refuses fewer than
+        `envad.records.MIN_FIT_ROWS` rows (FailedPrecondition) unless `allow_few_rows`.
+        Default deadline one hour (O(n^2) detectors are slow)."""
         request = pb.FitRequest(
             filter=convert.filter_to_pb(row_filter),
             detectors=list(detectors),
@@ -369,6 +375,7 @@ class EnvadClient:
             no_activate=not activate,
             space=space,
             min_camera_rows=min_camera_rows,
+            allow_few_rows=allow_few_rows,
         )
         return convert.fit_result_from_pb(self._unary("Fit", request, timeout))
 

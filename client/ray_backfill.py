@@ -11,7 +11,9 @@ items to send, and the checkpoint's job header, come from `backfill_plan` like t
 service engine's.
 
 Per chunk of `chunk_size` images: embed (actor pool, one ONNX session per actor) ->
-materialize -> the driver drops ids already stored or repeated in the chunk -> workers
+materialize -> the driver drops ids already stored or repeated in the chunk, and images
+whose content is stored under another id (the service engine's rule,
+`content_index.duplicate_outcome`, unless --keep-duplicates) -> workers
 write Lance fragments -> the driver commits all of the chunk's fragments as ONE Append
 (never one commit per row) -> the chunk's outcomes go to the checkpoint. A crash before
 the commit leaves unreferenced fragment files and nothing visible; a crash after it is
@@ -42,6 +44,7 @@ from envad.client.backfill_plan import (
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
+from envad.client.content_index import ContentIndex, duplicate_outcome
 from envad.client.sources import Source, SourceItem, read_uri
 from envad.client.sources.exif import exif_timestamp
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput
@@ -132,6 +135,7 @@ def run_ray_backfill(
     started_ray = _init_ray(ray_options)
     try:
         _ensure_table(target)
+        content = _content_index(target) if options.skip_duplicates else None
         with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
             with tqdm(total=count_wanted(source, options), unit="img", desc="backfill (ray)",
                       disable=not progress) as bar:
@@ -139,7 +143,8 @@ def run_ray_backfill(
                                             ray_options.chunk_size):
                     summary.already_done += planned.already_done
                     bar.update(planned.already_done)
-                    outcomes, inserted = _process_chunk(planned.items, target, ray_options)
+                    outcomes, inserted = _process_chunk(planned.items, target, ray_options,
+                                                        content)
                     outcomes += planned.skipped
                     checkpoint.record(outcomes)
                     n_ok = sum(o.status == "ok" for o in outcomes)
@@ -188,9 +193,18 @@ def _ensure_table(target: RayTarget) -> None:
                            f"{target.model_file.name} makes {target.dim}-d")
 
 
-def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayOptions
-                   ) -> tuple[list[Outcome], int]:
-    """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows added."""
+def _content_index(target: RayTarget) -> ContentIndex:
+    """The content hashes of the rows in the target's table."""
+    import lance
+
+    return ContentIndex.from_lance(lance.dataset(target.table_uri))
+
+
+def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayOptions,
+                   content: ContentIndex | None = None) -> tuple[list[Outcome], int]:
+    """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows
+    added. `content`: the stored content hashes, for the duplicate rule (None: keep
+    duplicates)."""
     import lance
     import ray
 
@@ -209,7 +223,7 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayO
     ).materialize()
     # the chunk's ids and errors (blocks are already computed: no new execution)
     meta = pa.concat_tables(ray.get(embedded.to_arrow_refs()))
-    meta = meta.select(["key", "id", "error"]).to_pylist()
+    meta = meta.select(["key", "id", "sha256", "error"]).to_pylist()
     dataset = lance.dataset(target.table_uri)
     stored = _stored_ids(dataset, [m["id"] for m in meta if not m["error"]])
     keep, outcomes, seen = set(), [], set()
@@ -219,6 +233,10 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayO
         if m["error"]:
             code, _, reason = m["error"].partition(": ")
             outcomes.append(item_outcome(item, "failed", m["id"], code, reason))
+            continue
+        duplicate = duplicate_outcome(content, item, m["sha256"], m["id"])
+        if duplicate is not None:
+            outcomes.append(duplicate)
             continue
         if m["id"] not in stored and m["id"] not in seen:
             keep.add(m["key"])

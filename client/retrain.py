@@ -61,6 +61,7 @@ class RetrainSpec:
     archive: str = ""
     fit_splits: tuple[str, ...] = ("train",)
     detectors: tuple[str, ...] = ()
+    allow_few_rows: bool = False
     batch_size: int = 64
     concurrency: int = 4
 
@@ -210,7 +211,7 @@ def _fit(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict
     from envad.client.results import RowFilter
 
     result = client.fit(RowFilter(splits=spec.fit_splits), detectors=spec.detectors,
-                        space=spec.space)
+                        space=spec.space, allow_few_rows=spec.allow_few_rows)
     return {"bundle_id": result.bundle_id, "n_samples": result.n_samples,
             "threshold": result.threshold, "space": result.space}
 
@@ -269,6 +270,9 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--fit-split", action="append", default=[], metavar="SPLIT",
                    help="split the detectors are fit on (repeatable; default train)")
     p.add_argument("--detectors", default="", help="comma-separated detectors (default: all)")
+    p.add_argument("--allow-few-rows", action="store_true",
+                   help="refit even on fewer than 100 rows (the server's Fit refuses them "
+                        "otherwise)")
     p.add_argument("--batch-size", type=int, default=64, help="re-embedding batch size")
     p.add_argument("--concurrency", type=int, default=4, help="re-embedding requests in flight")
     p.add_argument("--until", choices=STEPS, help="stop after this step (resume later)")
@@ -295,6 +299,7 @@ def cmd_retrain(args) -> int:
         archive=str(args.archive.resolve()) if args.archive else "",
         fit_splits=tuple(args.fit_split) or ("train",),
         detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
+        allow_few_rows=args.allow_few_rows,
         batch_size=args.batch_size, concurrency=args.concurrency,
     )
     with open_client(args) as client:

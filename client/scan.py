@@ -7,10 +7,12 @@ port guarded by a one-time token, driven by the same client, backfill and score
 writers as the server path. Nothing keeps running afterwards. The server's packages
 (the `server` extra) are imported only when a scan runs.
 
-Two passes over the archive: the fit rows are stored (split `scan-normal`, or
-`scan-reference` for --reference; images the source marks as anomalies go to
+Every image is embedded once. The first pass stores the fit rows (split `scan-normal`,
+or `scan-reference` for --reference; images the source marks as anomalies go to
 `scan-anomalous` and are not fit on), the detectors are fitted on them, then every
-image of the archive is scored without storing it again.
+image of the archive is scored without storing it again: an image stored by the first
+pass is scored from its stored embedding (Score's `reuse_stored`), so only the images of
+an archive scored against a reference are embedded in the scoring pass.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envad.client.backfill_plan import BackfillOptions, job_header
-from envad.client.fit_choice import FitChoice, check_enough_rows
+from envad.client.fit_choice import few_rows_warning
 from envad.client.progress import wait_with_progress
 from envad.client.results import RowFilter
 from envad.client.sources import Source, SourceItem, open_source
@@ -48,6 +50,9 @@ class ScanOptions:
     model: Path
     reference: Path | None = None
     source_format: str = "auto"
+    source_options: dict = field(default_factory=dict)   # open_source's keyword arguments
+    envs: tuple[str, ...] = ()       # only items of these environments (empty: all)
+    splits: tuple[str, ...] = ()     # only items of these splits, as the source names them
     data_dir: Path | None = None
     scores_out: Path | None = None
     top: int = 20
@@ -69,6 +74,7 @@ class ScanReport:
     fit_rows: int
     bundle_id: str
     threshold: float
+    embedded: int = 0     # images the encoder embedded (each image of the run once)
     scored: int = 0
     anomalies: int = 0
     failed: int = 0
@@ -85,8 +91,8 @@ class ScanReport:
                  f"scan of {self.source} with model {self.model_id}: fitted on {self.fit_on} "
                  f"({self.fit_rows} images), bundle {self.bundle_id}, threshold "
                  f"{self.threshold:.3f}",
-                 f"scored {self.scored}, anomalies {self.anomalies}, failed {self.failed}, "
-                 f"skipped {self.skipped}"]
+                 f"embedded {self.embedded}, scored {self.scored}, anomalies "
+                 f"{self.anomalies}, failed {self.failed}, skipped {self.skipped}"]
         if self.scores_out:
             lines.append(f"scores -> {self.scores_out}")
         if self.top:
@@ -98,20 +104,27 @@ class ScanReport:
 
 
 class FitRowsSource(Source):
-    """An archive whose items carry the scan's fit split: `split` for every item, or,
-    without one, `scan-normal` / `scan-anomalous` from what the archive says."""
+    """The items of an archive that `wanted` keeps (its environment and split filters,
+    on the archive's own splits), carrying the scan's fit split: `split` for every
+    item, or, without one, `scan-normal` / `scan-anomalous` from what the archive says."""
 
     name = "scan-fit-rows"
 
-    def __init__(self, inner: Source, split: str | None = None) -> None:
+    def __init__(self, inner: Source, split: str | None = None,
+                 wanted: Callable[[SourceItem], bool] = lambda item: True) -> None:
         self.inner = inner
         self.path = inner.path
         self.split_override = None
         self.split = split
+        self.wanted = wanted
 
     @classmethod
     def detect(cls, path: Path) -> bool:
         return False
+
+    @property
+    def image_root(self) -> Path:
+        return self.inner.image_root
 
     def _split_of(self, item: SourceItem) -> str:
         if self.split:
@@ -120,7 +133,8 @@ class FitRowsSource(Source):
 
     def __iter__(self) -> Iterator[SourceItem]:
         for item in self.inner:
-            yield replace(item, split=self._split_of(item))
+            if self.wanted(item):
+                yield replace(item, split=self._split_of(item))
 
     def describe(self) -> dict[str, str]:
         return {**self.inner.describe(), "scan_split": self.split or "by is_anomaly"}
@@ -135,20 +149,24 @@ def run_scan(options: ScanOptions) -> ScanReport:
                            "(docs/model-format.md)")
     if options.top < 0 or options.batch_size < 1:
         raise InvalidInput("--top must be >= 0 and --batch-size >= 1")
-    source = open_source(options.source, options.source_format)
-    reference = (open_source(options.reference, options.source_format)
-                 if options.reference else None)
+    source = open_source(options.source, options.source_format, **options.source_options)
+    reference = (open_source(options.reference, options.source_format,
+                             **options.source_options) if options.reference else None)
     with _data_dir(options.data_dir) as data_dir, _quiet_server_logs(), \
-            _in_process_service(options.model, data_dir) as client:
-        return _scan(client, source, reference, options, data_dir)
+            _in_process_service(options.model, data_dir) as (client, embedded):
+        return _scan(client, source, reference, options, data_dir, embedded)
 
 
 def _scan(client, source: Source, reference: Source | None, options: ScanOptions,
-          data_dir: Path) -> ScanReport:
+          data_dir: Path, embedded: Callable[[], int]) -> ScanReport:
     from envad.client.backfill import run_backfill
 
     checkpoints = data_dir / "checkpoints"
-    fit_source = FitRowsSource(reference, REFERENCE_SPLIT) if reference else FitRowsSource(source)
+    score_options = BackfillOptions(batch_size=options.batch_size, concurrency=2,
+                                    envs=options.envs, splits=options.splits,
+                                    scores=True, store=False, reuse_stored=True)
+    fit_source = (FitRowsSource(reference, REFERENCE_SPLIT) if reference
+                  else FitRowsSource(source, wanted=score_options.wants))
     fit_split = REFERENCE_SPLIT if reference else NORMAL_SPLIT
     store = run_backfill(client, fit_source, _checkpoint(checkpoints, "store", fit_source),
                          BackfillOptions(batch_size=options.batch_size, concurrency=2),
@@ -158,14 +176,12 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
                                  f"{dict(store.failed_reasons) or dict(store.skipped)}")
     what = (f"the reference {options.reference}" if reference
             else f"the normal images of {options.source}")
-    choice = FitChoice(RowFilter(splits=(fit_split,)), what)
-    warning = check_enough_rows(client, choice, options.allow_few_rows)
     fit = wait_with_progress(
-        lambda: client.fit(choice.row_filter, detectors=options.detectors, space=options.space,
-                           contamination=options.contamination, timeout=None),
+        lambda: client.fit(RowFilter(splits=(fit_split,)), detectors=options.detectors,
+                           space=options.space, contamination=options.contamination,
+                           allow_few_rows=options.allow_few_rows, timeout=None),
         "fit", enabled=options.progress)
-    score_options = BackfillOptions(batch_size=options.batch_size, concurrency=2,
-                                    scores=True, store=False)
+    warning = few_rows_warning(fit.n_samples)
     scores_out = options.scores_out or (data_dir / "scores.jsonl")
     score_checkpoint = _checkpoint(checkpoints, f"score-{fit.bundle_id}", source)
     run_backfill(client, source, score_checkpoint, score_options, resume=True,
@@ -174,7 +190,7 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
         source=str(options.source), model_id=fit.provenance.model_id, fit_on=what,
         fit_rows=fit.n_samples, bundle_id=fit.bundle_id, threshold=fit.threshold,
         scores_out=str(scores_out) if options.scores_out or options.data_dir else "",
-        warnings=[f"envad: {warning}"] if warning else [],
+        warnings=[f"envad: {warning}"] if warning else [], embedded=embedded(),
     )
     _summarise(report, _score_records(client, source, score_options, score_checkpoint),
                options.top)
@@ -247,7 +263,8 @@ def _quiet_server_logs() -> Iterator[None]:
 @contextlib.contextmanager
 def _in_process_service(model: Path, data_dir: Path):
     """The envad service over `data_dir`, in this process, serving `model`; yields a
-    client connected to it and stops it on the way out."""
+    client connected to it and a function counting the images its encoder embedded so
+    far (from the service's own metrics), and stops it on the way out."""
     from envad.client.library import EnvadClient
     from envad.server.app import start
     from envad.server.config import load_config
@@ -272,9 +289,16 @@ def _in_process_service(model: Path, data_dir: Path):
                                    f"(docs/model-format.md): {why}".rstrip(": "))
             if not mine[0].active:
                 client.activate_model(mine[0].model_id)
-            yield client
+            yield client, lambda: _images_embedded(running.engine.metrics)
     finally:
         running.stop(grace=1.0)
+
+
+def _images_embedded(metrics) -> int:
+    """Images through the encoder since the service started: the sum of its
+    `envad_batch_images` histogram (one observation per ONNX Runtime call)."""
+    value = metrics.registry.get_sample_value("envad_batch_images_sum")
+    return int(value or 0)
 
 
 def _install_model(model: Path, target: Path) -> None:

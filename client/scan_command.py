@@ -9,6 +9,7 @@ from pathlib import Path
 
 def register(subparsers) -> None:
     from envad.client.cli_help import EnvadHelpFormatter
+    from envad.client.source_options import add_source_arguments
 
     p = subparsers.add_parser(
         "scan", formatter_class=EnvadHelpFormatter,
@@ -20,14 +21,15 @@ def register(subparsers) -> None:
                     "anomalous. Runs the scoring service's own code in this process "
                     "(private loopback port, one-time token); nothing keeps running. "
                     "SOURCE is any `envad backfill` source (image tree, folder format, "
-                    "Camtrap DP, MegaDetector JSON, manifest).")
+                    "Camtrap DP, MegaDetector JSON, manifest), read with the same source "
+                    "options as `envad backfill` (they apply to SOURCE and REF alike). "
+                    "Every image is embedded once.")
     p.add_argument("source", type=Path, metavar="SOURCE", help="archive folder or file")
     p.add_argument("--model", type=Path, required=True, metavar="ENCODER.onnx",
                    help="envad encoder file (docs/model-format.md)")
     p.add_argument("--reference", type=Path, metavar="REF",
                    help="fit on this archive of normal images instead of SOURCE's normals")
-    p.add_argument("--source-format", default="auto",
-                   help="kind of SOURCE and REF, as for `envad backfill`")
+    add_source_arguments(p, set_split=False)
     p.add_argument("--data-dir", type=Path,
                    help="keep the store, detectors and work files here and reuse them on the "
                         "next run (default: a temporary folder, removed at the end)")
@@ -54,10 +56,12 @@ def register(subparsers) -> None:
 
 def cmd_scan(args) -> int:
     from envad.client.scan import ScanOptions, run_scan
+    from envad.client.source_options import source_options
 
     options = ScanOptions(
         source=args.source, model=args.model, reference=args.reference,
-        source_format=args.source_format, data_dir=args.data_dir,
+        source_format=args.source_format, source_options=source_options(args),
+        envs=tuple(args.only_env), splits=tuple(args.only_split), data_dir=args.data_dir,
         scores_out=args.scores_out, top=args.top,
         detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
         space=args.space, contamination=args.contamination,

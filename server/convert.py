@@ -116,6 +116,7 @@ def score_options_from_pb(msg: pb.ScoreRequest, config: ServerConfig) -> ScoreOp
         store=msg.store, label=check_text("label", msg.label, MAX_NAME_CHARS),
         include_self=msg.include_self,
         exclude_labels=() if msg.include_known_anomalies else config.anomaly_label_set,
+        reuse_stored=msg.reuse_stored,
     )
 
 
@@ -151,7 +152,7 @@ def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:
         stylist_drop_fraction=drop_fraction if msg.stylist.enabled else None,
         space=msg.space or DEFAULT_PIPELINE.space,
         min_camera_rows=msg.min_camera_rows or DEFAULT_MIN_CAMERA_ROWS,
-        seed=msg.seed, activate=not msg.no_activate,
+        seed=msg.seed, activate=not msg.no_activate, allow_few_rows=msg.allow_few_rows,
     )
 
 

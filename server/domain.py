@@ -53,6 +53,7 @@ class ScoreOptions:
     label: str = ""
     include_self: bool = False                 # may an image's own stored row be evidence
     exclude_labels: tuple[str, ...] = ()       # labels of rows never returned as evidence
+    reuse_stored: bool = False                 # stored embedding of a stored image
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ class FitOptions:
     min_camera_rows: int
     seed: int = 0
     activate: bool = True
+    allow_few_rows: bool = False   # fit on fewer than MIN_FIT_ROWS rows
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +19,7 @@ import numpy as np
 from envad import __version__
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput, NotFound
 from envad.records import (
+    MIN_FIT_ROWS,
     ImageInput,
     IngestInput,
     ItemError,
@@ -217,12 +218,17 @@ class Engine:
 
     # ------------------------------------------------------------ embedding
 
-    def _decode_all(self, images: Sequence[ImageInput], size: int
+    def _decode_all(self, images: Sequence[ImageInput], size: int,
+                    skip: Container[int] = ()
                     ) -> tuple[list[int], np.ndarray, list[ItemError]]:
+        """Decode every image except the indices in `skip` (left out of the result)."""
         futures = {index: self._decoder.submit(decode_image, img.data, size, self.limits)
-                   for index, img in enumerate(images) if not isinstance(img, RejectedImage)}
+                   for index, img in enumerate(images)
+                   if not isinstance(img, RejectedImage) and index not in skip}
         good, arrays, failures = [], [], []
         for index, img in enumerate(images):
+            if index in skip:
+                continue
             if isinstance(img, RejectedImage):   # refused at the request: only it fails
                 failures.append(ItemError(index, img.resolved_id(), InvalidInput.code,
                                           img.problem))
@@ -271,32 +277,47 @@ class Engine:
         top_k = options.top_k
         if not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
+        reused = self._stored_vectors(space, images) if options.reuse_stored else {}
         with space.batcher.coming() as ticket:
-            good, batch, failures = self._decode_all(images, space.encoder.input_size)
+            good, batch, failures = self._decode_all(images, space.encoder.input_size,
+                                                     skip=reused)
             scored = self._score_decoded(space, bundle, images, good, batch, options, ticket)
-        if all_bad_is_error and not good:
+        if all_bad_is_error and not good and not reused:
             raise InvalidInput("; ".join(f.message for f in failures))
         results = [ImageResult(i, img.resolved_id(), img.env) for i, img in enumerate(images)]
         for failure in failures:
             results[failure.index].error = failure
-        if scored is not None:
-            vectors, scores = scored.vectors, scored.scores
-            for row, index in enumerate(good):
-                result = results[index]
-                result.raw = {name: float(v[row]) for name, v in scores.raw.items()}
-                result.calibrated = {name: float(v[row]) for name, v in scores.calibrated.items()}
-                result.ensemble = float(scores.ensemble[row])
-                result.threshold = threshold
-                result.is_anomaly = result.ensemble >= threshold
-                result.neighbors = scored.neighbors[row]
-                result.adaptation = scores.adaptation[row]
+        parts = [(good, scored)] if scored is not None else []
+        if reused:
+            order = sorted(reused)
+            vectors = np.stack([reused[i] for i in order])
+            parts.append((order, space.scorer(
+                [(vectors, _score_job(bundle, images, order, options))])[0]))
+        for indices, rows in parts:
+            _fill_results(results, indices, rows, threshold)
             if options.store:
-                rows = [_row(images[i], vectors[r], options.label, options.split)
-                        for r, i in enumerate(good)]
-                not_written = {row_id for row_id, _ in space.writer.write(rows).failed}
-                for index in good:
+                written = [_row(images[i], rows.vectors[r], options.label, options.split)
+                           for r, i in enumerate(indices)]
+                not_written = {row_id for row_id, _ in space.writer.write(written).failed}
+                for index in indices:
                     results[index].stored = results[index].id not in not_written
         return ScoreOutcome(results, self.provenance(space))
+
+    @staticmethod
+    def _stored_vectors(space: ModelSpace, images: Sequence[ImageInput]
+                        ) -> dict[int, np.ndarray]:
+        """Image index -> stored embedding, for the images stored under their id with
+        the same content (sha256); the others are not in the result."""
+        wanted = {index: (img.resolved_id(), sha256_hex(img.data))
+                  for index, img in enumerate(images) if not isinstance(img, RejectedImage)}
+        if not wanted:
+            return {}
+        table = space.store.read_ids(sorted({row_id for row_id, _ in wanted.values()}),
+                                     columns=("id", "sha256"))
+        vectors = vectors_of(table)
+        stored = {key: vectors[r] for r, key in enumerate(zip(
+            table.column("id").to_pylist(), table.column("sha256").to_pylist(), strict=True))}
+        return {index: stored[key] for index, key in wanted.items() if key in stored}
 
     @staticmethod
     def _score_decoded(space: ModelSpace, bundle, images: Sequence[ImageInput],
@@ -306,12 +327,7 @@ class Engine:
         micro-batches of at most `max_batch` images), or None when none decoded."""
         if not good:
             return None
-        job = ScoreJob(
-            bundle, tuple(images[i].env for i in good), options.top_k,
-            options.neighbor_filter or bundle.info().filter,
-            exclude_labels=options.exclude_labels,
-            self_keys=None if options.include_self else tuple(
-                (images[i].resolved_id(), sha256_hex(images[i].data)) for i in good))
+        job = _score_job(bundle, images, good, options)
         step = space.batcher.max_batch
         futures = [space.batcher.submit(batch[s:s + step], job.rows(s, s + step),
                                         ticket if s == 0 else None)
@@ -411,6 +427,13 @@ class Engine:
             raise FailedPrecondition(
                 f"no stored rows match {options.row_filter.as_dict()} for model "
                 f"{space.model_id}: ingest normal images first (`envad backfill`)")
+        if table.num_rows < MIN_FIT_ROWS and not options.allow_few_rows:
+            raise FailedPrecondition(
+                f"only {table.num_rows} stored rows match {options.row_filter.as_dict()} "
+                f"for model {space.model_id}; Fit needs at least {MIN_FIT_ROWS} (calibrated "
+                f"scores would come in steps of 1/{table.num_rows}): store more normal "
+                "images, or allow fewer rows (FitRequest.allow_few_rows; "
+                "--allow-few-rows on the command line)")
         vectors = vectors_of(table)
         envs = np.asarray(table.column("env").to_pylist(), dtype=object)
         labels = np.asarray([v or "" for v in table.column("label").to_pylist()], dtype=object)
@@ -482,3 +505,29 @@ def _row(image: ImageInput, vector: np.ndarray, label: str, split: str) -> Row:
     return Row(id=image.resolved_id(), vector=vector, env=image.env, label=label,
                split=split, timestamp=image.timestamp, uri=image.uri,
                sha256=sha256_hex(image.data))
+
+
+def _score_job(bundle, images: Sequence[ImageInput], indices: Sequence[int],
+               options: ScoreOptions) -> ScoreJob:
+    """What the Score stage does with the embeddings of `images[indices]`."""
+    return ScoreJob(
+        bundle, tuple(images[i].env for i in indices), options.top_k,
+        options.neighbor_filter or bundle.info().filter,
+        exclude_labels=options.exclude_labels,
+        self_keys=None if options.include_self else tuple(
+            (images[i].resolved_id(), sha256_hex(images[i].data)) for i in indices))
+
+
+def _fill_results(results: list[ImageResult], indices: Sequence[int], rows: ScoredRows,
+                  threshold: float) -> None:
+    """Copy the scores of `rows` (row r = image indices[r]) into their results."""
+    scores = rows.scores
+    for row, index in enumerate(indices):
+        result = results[index]
+        result.raw = {name: float(v[row]) for name, v in scores.raw.items()}
+        result.calibrated = {name: float(v[row]) for name, v in scores.calibrated.items()}
+        result.ensemble = float(scores.ensemble[row])
+        result.threshold = threshold
+        result.is_anomaly = result.ensemble >= threshold
+        result.neighbors = rows.neighbors[row]
+        result.adaptation = scores.adaptation[row]

@@ -67,10 +67,13 @@ class ModelSpace:
         self.bundle = bundles.active(self.model_id)
         stats_name = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}.npz"
         self.camera_stats = EnvStatistics(config.camera_stats_dir / stats_name, encoder.dim)
+        # the Score stage: run by the batcher after embedding, or directly on stored
+        # embeddings (Score with reuse_stored)
+        self.scorer = BatchScorer(self.index, self.camera_stats)
         self.batcher = MicroBatcher(encoder.embed, max_batch=config.max_batch,
                                     max_wait_s=config.max_wait_ms / 1000.0,
                                     on_batch=self._batched, name=f"batcher-{self.model_id}",
-                                    stage=BatchScorer(self.index, self.camera_stats))
+                                    stage=self.scorer)
         self._refresh_lock = threading.Lock()
         log.info("model space %s ready: %d rows indexed, bundle %s", self.model_id,
                  len(self.index), getattr(self.bundle, "bundle_id", None))

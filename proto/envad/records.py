@@ -15,6 +15,12 @@ from pathlib import Path
 #: The split of a stored image when the caller names none.
 DEFAULT_SPLIT = "archive"
 
+#: The fewest rows the server's Fit accepts unless the request allows fewer
+#: (`allow_few_rows`, `envad fit --allow-few-rows`): calibrated scores are percentiles
+#: among the fit rows (steps of 1/n), and the detectors that estimate a covariance (PCA,
+#: OCSVM and LOF5 after scaling) degenerate on fewer rows than embedding dimensions.
+MIN_FIT_ROWS = 100
+
 
 def sha256_hex(data: bytes) -> str:
     """The default envad id of an image: the lowercase hex sha256 of its bytes."""

@@ -135,7 +135,8 @@ def fitted(envad_server, tmp_path):
     dataset = make_folder_dataset(tmp_path / "train", per_env=10)
     with EnvadClient(envad_server.address) as client:
         run_backfill(client, open_source(dataset), tmp_path / "train.jsonl", progress=False)
-        client.fit(RowFilter(splits=("train",)), detectors=("KNN", "LOF5"))
+        client.fit(RowFilter(splits=("train",)), detectors=("KNN", "LOF5"),
+                   allow_few_rows=True)
     return envad_server
 
 

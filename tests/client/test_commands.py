@@ -10,6 +10,7 @@ import pytest
 
 from client_archives import make_folder_dataset, png_bytes
 from envad.client.cli import build_parser, main
+from envad.client.cli_help import subcommands
 
 CLIENT_COMMANDS = [["score"], ["fit"], ["info"], ["models"], ["models", "list"],
                    ["models", "activate"], ["export-embeddings"], ["health"], ["backfill"],
@@ -31,6 +32,15 @@ def test_every_registered_client_command_is_covered() -> None:
     assert isinstance(choices, dict)
     client = {n for n, p in choices.items() if "--server" in p.format_help()}
     assert client <= {c[0] for c in CLIENT_COMMANDS}
+
+
+@pytest.mark.parametrize("command", [c for c in CLIENT_COMMANDS if c != ["models"]],
+                         ids=" ".join)
+def test_every_client_command_that_reports_has_json(command) -> None:
+    """`models` only groups `models list` and `models activate`; every other client
+    command reports something, and prints it as JSON with --json."""
+    page = dict(subcommands(build_parser()))[" ".join(command)]
+    assert "--json" in {flag for action in page._actions for flag in action.option_strings}
 
 
 def run(capsys, *argv) -> tuple[int, str]:

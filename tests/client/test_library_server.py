@@ -9,6 +9,7 @@ from client_archives import png_bytes
 from envad.client import EnvadClient
 from envad.client.results import ImageInput, IngestInput, RowFilter, sha256_hex
 from envad.errors import FailedPrecondition, InvalidInput, NotFound
+from envad.records import MIN_FIT_ROWS
 
 ENVS = ("cam0", "cam1")
 
@@ -44,7 +45,8 @@ def test_ingest_fit_score_search_export(envad_server, tmp_path) -> None:
         again = client.ingest([IngestInput(ImageInput(png_bytes(0, 32), env="cam0"),
                                            split="train")])
         assert again.inserted == 0 and again.duplicates == 1
-        fit = client.fit(RowFilter(splits=("train",)), detectors=("KNN", "IsoForest"))
+        fit = client.fit(RowFilter(splits=("train",)), detectors=("KNN", "IsoForest"),
+                         allow_few_rows=True)
         assert fit.activated and fit.n_samples == len(ids)
         assert {s.detector for s in fit.stats} == {"KNN", "IsoForest"}
         result = client.score([ImageInput(png_bytes(999, 32), env="cam9"), b"not an image"],
@@ -89,7 +91,7 @@ def test_evidence_leaves_out_the_image_itself_unless_asked(envad_server, tmp_pat
 
     with EnvadClient(envad_server.address) as client:
         ids = ingest_some(client)
-        client.fit(RowFilter(splits=("train",)), detectors=("KNN",))
+        client.fit(RowFilter(splits=("train",)), detectors=("KNN",), allow_few_rows=True)
         stored = png_bytes(0, size=32)                       # stored as ids[0]
         plain = client.score([stored], top_k=3).results[0]
         assert ids[0] not in [n.id for n in plain.neighbors] and len(plain.neighbors) == 3
@@ -107,3 +109,18 @@ def test_evidence_leaves_out_the_image_itself_unless_asked(envad_server, tmp_pat
     assert default.returncode == 0 and asked.returncode == 0, default.stderr + asked.stderr
     first = [json.loads(p.stdout)[0]["neighbors"][0]["id"] for p in (default, asked)]
     assert first[0] != ids[0] and first[1] == ids[0]
+
+
+def test_fit_refuses_fewer_rows_than_the_minimum_unless_allowed(envad_server) -> None:
+    """The server's Fit owns the minimum: the library gets FAILED_PRECONDITION naming the
+    count and the minimum, nothing is fitted, and allow_few_rows fits anyway."""
+    with EnvadClient(envad_server.address) as client:
+        ingest_some(client, n_per_env=20)
+        with pytest.raises(FailedPrecondition) as refused:
+            client.fit(RowFilter(splits=("train",)), detectors=("KNN",))
+        message = str(refused.value)
+        assert "only 40 stored rows" in message and f"at least {MIN_FIT_ROWS}" in message
+        assert "allow_few_rows" in message and "\n" not in message
+        assert client.info().bundle is None
+        fit = client.fit(RowFilter(splits=("train",)), detectors=("KNN",), allow_few_rows=True)
+        assert fit.n_samples == 40 and client.info().bundle.bundle_id == fit.bundle_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -14,9 +15,11 @@ import pytest
 ray = pytest.importorskip("ray")
 lance = pytest.importorskip("lance")
 
-from client_archives import make_folder_dataset  # noqa: E402
+from client_archives import make_camtrap_dp, make_folder_dataset  # noqa: E402
 from envad.client import EnvadClient  # noqa: E402
+from envad.client.backfill import run_backfill  # noqa: E402
 from envad.client.backfill_plan import BackfillOptions  # noqa: E402
+from envad.client.content_index import DUPLICATE_REASON  # noqa: E402
 from envad.client.ray_backfill import RayOptions, run_ray_backfill, target_for  # noqa: E402
 from envad.client.results import RowFilter  # noqa: E402
 from envad.client.sources import open_source  # noqa: E402
@@ -61,7 +64,8 @@ def test_ray_rows_are_served(local_ray, envad_server, tmp_path) -> None:
         served = np.array(client.embed([first]).embeddings[0].vector)
         stored = client.search(vector=served.tolist(), k=1).neighbors[0]
         assert stored.id == expected_id and stored.distance < 1e-4
-        fit = client.fit(RowFilter(splits=("train",)), detectors=("KNN",))
+        fit = client.fit(RowFilter(splits=("train",)), detectors=("KNN",),
+                         allow_few_rows=True)
         assert fit.n_samples == 20
         scored = client.score([first], include_self=True).results[0]
         assert scored.ok and scored.neighbors[0].id == expected_id
@@ -91,3 +95,38 @@ def test_ray_rows_keep_the_exif_capture_time(local_ray, envad_server, tmp_path) 
     table = lance.dataset(target.table_uri).to_table(columns=["uri", "timestamp"]).to_pylist()
     times = {Path(r["uri"]).name: r["timestamp"].replace(tzinfo=None) for r in table}
     assert times == {f"IMG_{n:04d}.JPG": shot_time(n) for n in range(6)}
+
+
+def test_ray_stores_an_image_once_across_sources_like_the_service(local_ray, envad_server,
+                                                                  tmp_path) -> None:
+    """The content-hash rule of the service engine: an image stored under another id (a
+    copy in another source, or in the same chunk) is skipped, naming the stored row;
+    --keep-duplicates (skip_duplicates=False) stores it anyway."""
+    package = make_camtrap_dp(tmp_path / "pkg")              # ids deploymentID/mediaID
+    media = package / "media"
+    tree = tmp_path / "copies" / "siteZ"                      # ids: sha256 of the bytes
+    tree.mkdir(parents=True)
+    for image in media.glob("*.png"):
+        shutil.copy(image, tree / image.name)
+    (media / "m0.png").write_bytes((media / "m1.png").read_bytes())   # a copy in one chunk
+    target = target_for(envad_server.data_dir, envad_server.models_dir / "tiny-test.onnx")
+    ray_options = RayOptions(workers=1, batch_size=4)
+
+    def ray_backfill(path: Path, name: str, **options):
+        return run_ray_backfill(open_source(path), target, tmp_path / f"{name}.jsonl",
+                                BackfillOptions(**options), ray_options, progress=False)
+
+    first = ray_backfill(package, "pkg")
+    assert first.inserted == 3 and first.skipped[DUPLICATE_REASON] == 1   # (and a video)
+    second = ray_backfill(tmp_path / "copies", "copies")
+    assert second.inserted == 1 and second.skipped == {DUPLICATE_REASON: 3}  # m0's old bytes
+    rows = lance.dataset(target.table_uri).to_table(columns=["id", "env"]).to_pylist()
+    assert len(rows) == 4 and {r["env"] for r in rows} == {"locA", "Ridge", "siteZ"}
+    with EnvadClient(envad_server.address) as client:         # the service engine agrees
+        wait_for_rows(client, 4)
+        service = run_backfill(client, open_source(tmp_path / "copies"),
+                               tmp_path / "service.jsonl", progress=False)
+    assert service.inserted == 0 and service.skipped == {DUPLICATE_REASON: 3}
+    assert service.duplicates == 1                            # the row the Ray run stored
+    kept = ray_backfill(tmp_path / "copies", "kept", skip_duplicates=False)
+    assert kept.inserted == 3 and not kept.skipped

@@ -72,7 +72,8 @@ def scored(envad_server, tmp_path):
     scores = tmp_path / "scores.jsonl"
     with EnvadClient(envad_server.address) as client:
         run_backfill(client, open_source(train), tmp_path / "train.jsonl", progress=False)
-        client.fit(RowFilter(splits=("train",)), detectors=("KNN", "LOF5", "IsoForest"))
+        client.fit(RowFilter(splits=("train",)), detectors=("KNN", "LOF5", "IsoForest"),
+                   allow_few_rows=True)
         run_backfill(client, open_source(tree), tmp_path / "tree.jsonl",
                      BackfillOptions(scores=True), scores_out=scores, progress=False)
     return envad_server, scores

@@ -22,10 +22,10 @@ def test_rollout_of_a_new_encoder(envad_server, tmp_path) -> None:
     dataset = make_folder_dataset(tmp_path / "ds", per_env=12)
     new_model = build_tiny_encoder(tmp_path / "new.onnx", model_id="tiny-v2", dim=8, seed=1)
     spec = RetrainSpec(dataset="", workdir=str(tmp_path / "job"), model_file=str(new_model),
-                       detectors=("KNN",))
+                       detectors=("KNN",), allow_few_rows=True)
     with EnvadClient(envad_server.address) as client:
         run_backfill(client, open_source(dataset), tmp_path / "ck.jsonl", progress=False)
-        client.fit(RowFilter(splits=("train",)), detectors=("KNN",))
+        client.fit(RowFilter(splits=("train",)), detectors=("KNN",), allow_few_rows=True)
         old_ids = sorted(i for b in client.export(with_vectors=False)
                          for i in b.column("id").to_pylist())
 
@@ -79,6 +79,7 @@ def test_retrain_trains_a_new_encoder_through_the_cli(envad_server, tmp_path, ca
                      BackfillOptions(splits=("train", "val")), progress=False)
     code = main(["retrain", "--server", envad_server.address, "--data", str(dataset),
                  "--workdir", str(tmp_path / "job"), "--epochs", "1", "--detectors", "KNN",
+                 "--allow-few-rows",
                  "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0 and "retrained: model erm-pd-32px-e1-s0 active, 72 rows re-embedded" in out
@@ -88,6 +89,7 @@ def test_retrain_trains_a_new_encoder_through_the_cli(envad_server, tmp_path, ca
     assert info.total_rows == 72 and info.bundle.n_samples == 66
     code = main(["retrain", "--server", envad_server.address, "--data", str(dataset),
                  "--workdir", str(tmp_path / "job"), "--epochs", "1", "--detectors", "KNN",
+                 "--allow-few-rows",
                  "--no-progress", "--json"])        # finished: resumes to the same report
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["finished"] and report["done"]["fit"]["n_samples"] == 66

@@ -30,11 +30,22 @@ def test_scan_against_a_reference_folder(tiny_model_path, tmp_path, capsys) -> N
                        str(reference), "--scores-out", str(out), "--top", "3")
     assert report["fit_rows"] == 110 and "reference" in report["fit_on"]
     assert report["scored"] == 13 and report["failed"] == 0
+    assert report["embedded"] == 110 + 13          # the reference and the archive, once each
     assert sorted(r["key"].rsplit("/", 1)[1] for r in report["top"]) == [
         "ODD_0.JPG", "ODD_1.JPG", "ODD_2.JPG"]
     assert all(r["is_anomaly"] for r in report["top"])
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 13 and all(line["timestamp"] for line in lines)
+
+
+def test_every_image_is_embedded_once(tiny_model_path, tmp_path, capsys) -> None:
+    """The fit pass embeds and stores every image; the scoring pass scores them from
+    their stored embeddings (the service's own counter of images through the encoder)."""
+    folder = make_camera_folder(tmp_path / "cams", normal=100, odd=2)
+    report = scan_json(capsys, str(folder), "--model", str(tiny_model_path),
+                       "--detectors", "KNN,PCA")
+    assert report["scored"] == 102 and report["fit_rows"] == 102
+    assert report["embedded"] == 102
 
 
 def test_a_kept_data_dir_is_reused_not_doubled(tiny_model_path, tmp_path, capsys) -> None:
@@ -113,3 +124,31 @@ def test_options_are_checked(tiny_model_path, tmp_path) -> None:
     folder = make_camera_folder(tmp_path / "cams", normal=2, odd=0)
     with pytest.raises(InvalidInput):
         run_scan(ScanOptions(folder, tiny_model_path, top=-1))
+
+
+def test_scan_takes_the_source_options_of_backfill(tiny_model_path, tmp_path, capsys) -> None:
+    """A MegaDetector file kept apart from the images, with Windows paths: --image-root
+    finds them, --env-level picks the folder level that is the camera, --only-env keeps
+    one camera (the options are backfill's, envad.client.source_options)."""
+    cams = make_camera_folder(tmp_path / "data" / "cams", normal=100, odd=2)
+    files = sorted(p.relative_to(cams).as_posix() for p in cams.rglob("*.JPG"))
+    md = tmp_path / "md" / "results.json"
+    md.parent.mkdir()
+    md.write_text(json.dumps({
+        "info": {"format_version": "1.4"}, "detection_categories": {"1": "animal"},
+        "images": [{"file": f.replace("/", "\\") if n % 2 else f,
+                    "detections": [{"category": "1", "conf": 0.9, "bbox": [0.1, 0.1, 0.5, 0.5]}]}
+                   for n, f in enumerate(files)]}))
+    model = ["--model", str(tiny_model_path), "--detectors", "KNN"]
+    out = tmp_path / "scores.jsonl"
+    report = scan_json(capsys, str(md), *model, "--image-root", str(cams), "--env-level", "1",
+                       "--scores-out", str(out))
+    assert (report["scored"], report["failed"], report["embedded"]) == (102, 0, 102)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["env"] for r in records} == {"day1", "day2"}
+    day2 = scan_json(capsys, str(md), *model, "--image-root", str(cams), "--env-level", "1",
+                     "--only-env", "day2", "--allow-few-rows")
+    assert day2["scored"] == day2["fit_rows"] == sum("/day2/" in f for f in files)
+    # without --image-root the files are looked for beside the JSON, where they are not
+    assert main(["scan", str(md), *model, "--no-progress"]) == 1
+    assert "could be stored" in capsys.readouterr().err

@@ -164,6 +164,7 @@ def test_megadetector_validator_accepts_the_output_and_every_file_resolves(
         assert (source.image_root / image["file"]).is_file(), image["file"]
         assert "\\" not in image["file"]
     for image in scored:
+        assert image["detections"], image     # never an empty frame to Timelapse / AddaxAI
         for detection in image["detections"]:
             assert [anomaly_class, round(image["envad"]["ensemble"], 4)] in \
                 detection["classifications"]

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from envad.records import MIN_FIT_ROWS
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 from server_handle import ServerHandle
@@ -23,7 +24,7 @@ def fit_normal_rows(stub: pb_grpc.AnomalyServiceStub, count: int = 80) -> None:
     summary = stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 20])
                                 for i in range(0, len(items), 20)]), timeout=60)
     assert summary.inserted == count, summary
-    stub.Fit(pb.FitRequest(seed=0), timeout=120)
+    stub.Fit(pb.FitRequest(seed=0, allow_few_rows=count < MIN_FIT_ROWS), timeout=120)
 
 
 @pytest.fixture(scope="module")

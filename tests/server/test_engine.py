@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from envad.errors import FailedPrecondition, NotFound
-from envad.records import ImageInput, IngestInput, RowFilter
+from envad.records import MIN_FIT_ROWS, ImageInput, IngestInput, RowFilter
 from envad.server.config import ServerConfig
 from envad.server.domain import FitOptions, ScoreOptions
 from envad.server.engine import Engine
+from envad.server.metrics import ServerMetrics
 from envad.server.store import EmbeddingStore
 from tiny_encoder import build_tiny_encoder, synthetic_images
 
@@ -33,7 +36,7 @@ def _fit_on_normal_images(engine: Engine) -> None:
     assert engine.ingest([chunk]).inserted == len(images)
     engine.fit(FitOptions(row_filter=RowFilter(splits=("train",)), detectors=("KNN", "PCA"),
                           max_samples=1000, contamination=0.05, stylist_drop_fraction=None,
-                          space="l2", min_camera_rows=32))
+                          space="l2", min_camera_rows=32, allow_few_rows=True))
 
 
 def _score_one(engine: Engine):
@@ -125,9 +128,63 @@ def test_fit_does_not_depend_on_the_order_rows_were_stored(tmp_path):
             engine.fit(FitOptions(row_filter=RowFilter(splits=("train",)),
                                   detectors=("KNN", "PCA"), max_samples=1000,
                                   contamination=0.05, stylist_drop_fraction=None,
-                                  space="l2", min_camera_rows=32))
+                                  space="l2", min_camera_rows=32, allow_few_rows=True))
             outcomes.append(_score_one(engine).results[0])
         finally:
             engine.close()
     assert outcomes[0].raw == outcomes[1].raw
     assert outcomes[0].calibrated == outcomes[1].calibrated
+
+
+def test_fit_refuses_fewer_rows_than_the_minimum_unless_allowed(engine, config):
+    build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+    engine.start()
+    images = synthetic_images("normal", 40, seed=1)
+    engine.ingest([[IngestInput(ImageInput(data=d, env="cam-a"), split="train")
+                    for d in images]])
+    options = FitOptions(row_filter=RowFilter(splits=("train",)), detectors=("KNN",),
+                         max_samples=1000, contamination=0.05, stylist_drop_fraction=None,
+                         space="l2", min_camera_rows=32)
+    with pytest.raises(FailedPrecondition, match=f"only 40 stored rows .* at least "
+                                                 f"{MIN_FIT_ROWS}"):
+        engine.fit(options)
+    assert engine.info().bundle is None
+    assert engine.fit(replace(options, allow_few_rows=True)).bundle.n_samples == 40
+
+
+def test_score_reuses_the_stored_embedding_of_a_stored_image(config):
+    """reuse_stored: an image stored under its id with the same content is scored from
+    its stored row without going through the encoder, with the scores and evidence it
+    gets when embedded again; an unstored image, or another image under a stored id,
+    is embedded."""
+    metrics = ServerMetrics()
+    engine = Engine(config, metrics)
+    try:
+        build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+        engine.start()
+        _fit_on_normal_images(engine)          # stores 60 images under their sha256
+
+        def embedded() -> float:
+            return metrics.registry.get_sample_value("envad_batch_images_sum") or 0.0
+
+        stored = [ImageInput(data=d, env=("cam-a", "cam-b")[i % 2])
+                  for i, d in enumerate(synthetic_images("normal", 60, seed=1)[:5])]
+        fresh = ImageInput(data=synthetic_images("odd", 1, seed=3)[0], env="cam-a")
+        impostor = ImageInput(data=synthetic_images("odd", 1, seed=4)[0],
+                              id=stored[0].resolved_id(), env="cam-a")
+        before = embedded()
+        again = engine.score(stored, ScoreOptions(top_k=3, split="archive"))
+        assert embedded() == before + 5
+        reused = engine.score(stored + [fresh, impostor],
+                              ScoreOptions(top_k=3, split="archive", reuse_stored=True))
+        assert embedded() == before + 5 + 2           # only the two not stored as they are
+        for a, b in zip(again.results, reused.results[:5], strict=True):
+            assert (b.index, b.id) == (a.index, a.id)
+            assert b.ensemble == pytest.approx(a.ensemble, abs=1e-6)
+            assert [n.id for n in b.neighbors] == [n.id for n in a.neighbors]
+            assert b.id not in [n.id for n in b.neighbors]     # no evidence for itself
+        assert [r.index for r in reused.results] == list(range(7))
+        assert all(r.error is None and r.ensemble is not None for r in reused.results)
+        assert reused.results[5].ensemble > max(r.ensemble for r in reused.results[:5])
+    finally:
+        engine.close()

@@ -43,7 +43,7 @@ def test_trained_model_serves_and_scores(envad_server, tiny_photodigits):
     summary = stub.Ingest(iter([pb.IngestRequest(items=items[k:k + 32])
                                 for k in range(0, len(items), 32)]), timeout=120)
     assert summary.inserted == len(train), summary
-    fit = stub.Fit(pb.FitRequest(seed=0), timeout=300)
+    fit = stub.Fit(pb.FitRequest(seed=0, allow_few_rows=True), timeout=300)
     assert fit.n_samples == len(train) and fit.n_features == 512
 
     test = ds.indices("test")

@@ -88,7 +88,7 @@ class Neighbor(_message.Message):
     def __init__(self, id: _Optional[str] = ..., env: _Optional[str] = ..., label: _Optional[str] = ..., split: _Optional[str] = ..., uri: _Optional[str] = ..., distance: _Optional[float] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
-    __slots__ = ("images", "store", "split", "label", "threshold", "top_k", "neighbor_filter", "include_self", "include_known_anomalies")
+    __slots__ = ("images", "store", "split", "label", "threshold", "top_k", "neighbor_filter", "include_self", "include_known_anomalies", "reuse_stored")
     IMAGES_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class ScoreRequest(_message.Message):
     NEIGHBOR_FILTER_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SELF_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_KNOWN_ANOMALIES_FIELD_NUMBER: _ClassVar[int]
+    REUSE_STORED_FIELD_NUMBER: _ClassVar[int]
     images: _containers.RepeatedCompositeFieldContainer[Image]
     store: bool
     split: str
@@ -107,7 +108,8 @@ class ScoreRequest(_message.Message):
     neighbor_filter: Filter
     include_self: bool
     include_known_anomalies: bool
-    def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ..., store: _Optional[bool] = ..., split: _Optional[str] = ..., label: _Optional[str] = ..., threshold: _Optional[float] = ..., top_k: _Optional[int] = ..., neighbor_filter: _Optional[_Union[Filter, _Mapping]] = ..., include_self: _Optional[bool] = ..., include_known_anomalies: _Optional[bool] = ...) -> None: ...
+    reuse_stored: bool
+    def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ..., store: _Optional[bool] = ..., split: _Optional[str] = ..., label: _Optional[str] = ..., threshold: _Optional[float] = ..., top_k: _Optional[int] = ..., neighbor_filter: _Optional[_Union[Filter, _Mapping]] = ..., include_self: _Optional[bool] = ..., include_known_anomalies: _Optional[bool] = ..., reuse_stored: _Optional[bool] = ...) -> None: ...
 
 class DetectorScore(_message.Message):
     __slots__ = ("detector", "raw", "calibrated")
@@ -258,7 +260,7 @@ class StylistOptions(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., drop_fraction: _Optional[float] = ...) -> None: ...
 
 class FitRequest(_message.Message):
-    __slots__ = ("filter", "detectors", "max_samples", "contamination", "stylist", "seed", "no_activate", "space", "min_camera_rows")
+    __slots__ = ("filter", "detectors", "max_samples", "contamination", "stylist", "seed", "no_activate", "space", "min_camera_rows", "allow_few_rows")
     FILTER_FIELD_NUMBER: _ClassVar[int]
     DETECTORS_FIELD_NUMBER: _ClassVar[int]
     MAX_SAMPLES_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +270,7 @@ class FitRequest(_message.Message):
     NO_ACTIVATE_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
     MIN_CAMERA_ROWS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_FEW_ROWS_FIELD_NUMBER: _ClassVar[int]
     filter: Filter
     detectors: _containers.RepeatedScalarFieldContainer[str]
     max_samples: int
@@ -277,7 +280,8 @@ class FitRequest(_message.Message):
     no_activate: bool
     space: str
     min_camera_rows: int
-    def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., detectors: _Optional[_Iterable[str]] = ..., max_samples: _Optional[int] = ..., contamination: _Optional[float] = ..., stylist: _Optional[_Union[StylistOptions, _Mapping]] = ..., seed: _Optional[int] = ..., no_activate: _Optional[bool] = ..., space: _Optional[str] = ..., min_camera_rows: _Optional[int] = ...) -> None: ...
+    allow_few_rows: bool
+    def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., detectors: _Optional[_Iterable[str]] = ..., max_samples: _Optional[int] = ..., contamination: _Optional[float] = ..., stylist: _Optional[_Union[StylistOptions, _Mapping]] = ..., seed: _Optional[int] = ..., no_activate: _Optional[bool] = ..., space: _Optional[str] = ..., min_camera_rows: _Optional[int] = ..., allow_few_rows: _Optional[bool] = ...) -> None: ...
 
 class DetectorFitStats(_message.Message):
     __slots__ = ("detector", "fit_seconds", "n_samples")
