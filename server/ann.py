@@ -9,6 +9,9 @@ through an inverted-file index (IVF) above it, chosen here by row count:
 - **Probes**: `nprobe` is the smallest power of two whose recall@10 against exact search,
   on `CALIBRATION_QUERIES` stored rows (each query's own row left out), reaches
   `CALIBRATION_RECALL` (a margin above the 0.95 target for unseen queries).
+- **Filters**: a filter that allows at most `EXACT_FILTER_ROWS` rows probes every list,
+  which is exact and costs in proportion to the rows it allows; a wider one probes
+  `nprobe / f` lists for a filter that leaves a share f of the rows.
 - **Growth**: rows added later go into the trained lists (no training per commit); the
   index is retrained once the rows reach `RETRAIN_GROWTH` times the rows it was trained
   on, so the lists keep about the same length as the table grows.
@@ -35,6 +38,8 @@ CALIBRATION_QUERIES = 200
 CALIBRATION_RECALL = 0.97
 CALIBRATION_K = 10
 RETRAIN_GROWTH = 4
+#: a filter allowing at most this many rows is searched exactly (all lists probed)
+EXACT_FILTER_ROWS = 32_768
 SEED = 1234
 #: rows read back from an index at a time while moving them into a retrained one
 COPY_CHUNK = 65_536
@@ -127,7 +132,11 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
 
 
 def probes_for(ivf: faiss.IndexIVFFlat, allowed: int) -> int:
-    """nprobe for a search restricted to `allowed` rows: a filter that leaves a fraction
-    f of the rows needs about 1/f times the lists to see as many candidates."""
+    """nprobe for a search restricted to `allowed` rows. Up to `EXACT_FILTER_ROWS` rows,
+    every list (exact: distances are computed for the allowed rows only, so the cost
+    follows `allowed`); above, a filter that leaves a fraction f of the rows probes 1/f
+    times the lists, to see about as many candidates as an unfiltered search."""
+    if allowed <= EXACT_FILTER_ROWS:
+        return ivf.nlist
     rows = max(ivf.ntotal, 1)
     return min(ivf.nlist, math.ceil(ivf.nprobe * rows / max(allowed, 1)))

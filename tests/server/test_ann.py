@@ -53,12 +53,14 @@ def test_training_is_seeded():
     np.testing.assert_array_equal(one.search(queries, 5)[1], two.search(queries, 5)[1])
 
 
-def test_a_narrow_filter_probes_more_lists():
+def test_a_narrow_filter_probes_more_lists(monkeypatch):
     ivf = ann.build_ivf(flat(clustered(2000)), np.zeros((0, 16), np.float32))
     ivf.nprobe = 4
+    assert ann.probes_for(ivf, 1) == ann.probes_for(ivf, 2000) == ivf.nlist   # small: exact
+    monkeypatch.setattr(ann, "EXACT_FILTER_ROWS", 100)
     assert ann.probes_for(ivf, 2000) == 4
     assert ann.probes_for(ivf, 500) == 16
-    assert ann.probes_for(ivf, 1) == ivf.nlist
+    assert ann.probes_for(ivf, 101) == min(ivf.nlist, 80)
 
 
 def test_retraining_is_due_after_the_documented_growth():
