@@ -277,7 +277,8 @@ class VectorIndex:
         with self._lock:
             if not len(self) or k <= 0:
                 return [[] for _ in range(len(queries))]
-            params, allowed = None, len(self)
+            params: faiss.SearchParameters | None = None
+            allowed = len(self)
             labels = tuple(sorted(set(exclude_labels)))
             if not row_filter.is_empty() or labels:
                 bitmap = self._bitmap(row_filter, labels)
@@ -287,10 +288,12 @@ class VectorIndex:
                 selector = faiss.IDSelectorBitmap(len(bitmap.mask),
                                                   faiss.swig_ptr(bitmap.packed))
                 # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe
-                params = (faiss.SearchParametersIVF(  # type: ignore[call-arg]
-                    sel=selector, nprobe=ann.probes_for(self._index, allowed))
-                          if self.kind == "ivf"
-                          else faiss.SearchParameters(sel=selector))  # type: ignore[call-arg]
+                if self.kind == "ivf":
+                    probes = ann.probes_for(self._index, allowed)  # type: ignore[arg-type]
+                    params = faiss.SearchParametersIVF(sel=selector,  # type: ignore[call-arg]
+                                                       nprobe=probes)
+                else:
+                    params = faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
             wanted = min(k, allowed)
             fetch = wanted + (1 if exclude_self is not None else 0)
             while True:

@@ -163,7 +163,7 @@ def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int
         raise StaleIndex(f"saved index holds {faiss_index.ntotal} rows of {faiss_index.d} "
                          f"dims and {len(ids)} ids; the manifest says {rows} of {store.dim}")
     if manifest["kind"] == "ivf":
-        faiss_index.nprobe = manifest["nprobe"]
+        faiss_index.nprobe = manifest["nprobe"]  # type: ignore[attr-defined]
     metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS)
     stored_ids = metadata.column("id")
     where = pc.index_in(ids, value_set=stored_ids)

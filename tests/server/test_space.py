@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tiny_encoder import synthetic_images
-
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
+from tiny_encoder import synthetic_images
 
 
 def _ingest(stub, images, first: int) -> None:
