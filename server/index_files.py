@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ SAVE_GROWTH = 0.25
 #: ... and at least this many rows
 SAVE_MIN_ROWS = 10_000
 _CHUNK = 1 << 24
+_SAVING = threading.Lock()
 
 
 class StaleIndex(Exception):
@@ -69,7 +71,13 @@ class Opened:
 
 def save_index(directory: Path, index: VectorIndex, *, model_id: str,
                table_version: int) -> int:
-    """Write the index atomically into `directory`; returns the rows saved."""
+    """Write the index atomically into `directory`; returns the rows saved. Saves of one
+    process run one at a time (one save must not delete the files of another)."""
+    with _SAVING:
+        return _save(directory, index, model_id, table_version)
+
+
+def _save(directory: Path, index: VectorIndex, model_id: str, table_version: int) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     generation = time.time_ns()
     index_file, ids_file = f"index-{generation}.faiss", f"ids-{generation}.arrow"
