@@ -143,7 +143,7 @@ def quantized(records: list[dict]) -> list[str]:
 def scale(records: list[dict]) -> list[str]:
     lines = ["| rows | index | search p50 ms (÷ first size) | with a camera filter | "
              "recall@10 / filtered | restart: rebuilt s / loaded s (ratio) | save s | "
-             "RSS bytes per row |", "| --- |" + " --- |" * 7]
+             "RSS bytes per row (per added row) |", "| --- |" + " --- |" * 7]
     for r in sorted(records, key=lambda r: (r["rows"], r["kind"])):
         lines.append(
             f"| {r['rows']:,} | {r['kind']} | {_f(r['search_p50_ms'], 2)} "
@@ -151,7 +151,9 @@ def scale(records: list[dict]) -> list[str]:
             f"{_f(r['recall_at_10'], 3)} / {_f(r['filtered_recall_at_10'], 3)} | "
             f"{_f(r['build_s'], 1)} / {_f(r['restart_loaded_s'], 1)} "
             f"(x{_f(r['ratio_restart_loaded_over_rebuilt'], 2)}) | {_f(r['save_s'], 1)} | "
-            f"{r['rss_bytes_per_row']:,.0f} |")
+            f"{r['rss_bytes_per_row']:,.0f}"
+            + (f" ({r['rss_bytes_per_added_row']:,.0f})" if "rss_bytes_per_added_row" in r
+               else "") + " |")
     return lines
 
 

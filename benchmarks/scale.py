@@ -13,7 +13,9 @@ against exact search on held-out queries. One JSON line per size and kind (`scal
 - build_s (restart with no saved index: read the table, build, save), restart_loaded_s
   and `ratio_restart_loaded_over_rebuilt`;
 - rss_bytes_per_row: resident memory the loaded index process gained while opening the
-  index (FAISS vectors, ids and metadata), per stored row;
+  index (FAISS vectors, ids and metadata, and the store's fixed caches), per stored row;
+  rss_bytes_per_added_row: the same gain minus the first size's, per row added since (the
+  cost of one more stored row, without the fixed part);
 - ratio_search_over_flat (IVF rows): this size's IVF p50 ÷ its flat p50.
 
     python -m benchmarks.scale --rows 10000 100000 [1000000]
@@ -117,7 +119,9 @@ def child(args: argparse.Namespace) -> None:
     from envad.server.ann import recall_at_k
     from envad.server.index_files import open_index, save_index
     from envad.server.store import EmbeddingStore
+    from envad.server.threads import ThreadBudget
 
+    ThreadBudget.from_settings().apply()                # the server's default thread budget
     store = EmbeddingStore(args.dir / "lancedb", MODEL_ID, DIM)
     queries = np.load(args.dir / "queries.npy")
     before = rss_bytes()
@@ -126,7 +130,7 @@ def child(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - started
     index = opened.index
     record = {"loaded": opened.loaded, "open_s": seconds, "kind": index.kind,
-              "rows": len(index), "rss_bytes_per_row": (rss_bytes() - before) / len(index),
+              "rows": len(index), "rss_bytes": rss_bytes() - before,
               "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
     if opened.loaded:
         started = time.perf_counter()
@@ -156,7 +160,7 @@ def run_child(directory: Path, kind: str, threshold: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(rows: int, work: Path, first: dict[str, float]) -> None:
+def measure(rows: int, work: Path, first: dict[str, dict]) -> None:
     directory = work / f"rows-{rows}"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -172,7 +176,7 @@ def measure(rows: int, work: Path, first: dict[str, float]) -> None:
         built = run_child(directory, kind, threshold)
         loaded = run_child(directory, kind, threshold)
         assert not built["loaded"] and loaded["loaded"] and loaded["kind"] == kind
-        first.setdefault(kind, loaded["p50_ms"])
+        reference = first.setdefault(kind, {"rows": rows, **loaded})
         record = {"benchmark": "scale", "rows": rows, "kind": kind, "dim": DIM,
                   "search_p50_ms": loaded["p50_ms"],
                   "filtered_p50_ms": loaded["filtered_p50_ms"],
@@ -180,11 +184,14 @@ def measure(rows: int, work: Path, first: dict[str, float]) -> None:
                   "filtered_recall_at_10": loaded["filtered_recall_at_10"],
                   "build_s": built["open_s"], "restart_loaded_s": loaded["open_s"],
                   "save_s": loaded["save_s"],
-                  "rss_bytes_per_row": loaded["rss_bytes_per_row"],
+                  "rss_bytes_per_row": loaded["rss_bytes"] / rows,
                   "peak_rss_gb_build": built["peak_rss_gb"],
                   "peak_rss_gb_loaded": loaded["peak_rss_gb"],
                   "ratio_restart_loaded_over_rebuilt": loaded["open_s"] / built["open_s"],
-                  "ratio_search_over_first_size": loaded["p50_ms"] / first[kind]}
+                  "ratio_search_over_first_size": loaded["p50_ms"] / reference["p50_ms"]}
+        if rows > reference["rows"]:
+            record["rss_bytes_per_added_row"] = ((loaded["rss_bytes"] - reference["rss_bytes"])
+                                                 / (rows - reference["rows"]))
         if kind == "flat":
             flat_p50 = loaded["p50_ms"]
         elif flat_p50:
@@ -207,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args)
         return
-    first: dict[str, float] = {}
+    first: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for rows in sorted(args.rows):
             measure(rows, Path(work), first)

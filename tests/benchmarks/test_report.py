@@ -124,10 +124,10 @@ def test_scale_table_has_a_row_per_size_and_index_kind(tmp_path):
               "rss_bytes_per_row": 2500.0}
     path = _write(tmp_path, "scale.jsonl", [
         {**common, "rows": 100000, "kind": "ivf", "search_p50_ms": 0.4,
-         "ratio_search_over_first_size": 1.1},
+         "ratio_search_over_first_size": 1.1, "rss_bytes_per_added_row": 2100.0},
         {**common, "rows": 10000, "kind": "flat", "search_p50_ms": 1.5,
          "ratio_search_over_first_size": 1.0}])
     rows = report.render(path).splitlines()[-2:]
     assert rows[0].startswith("| 10,000 | flat | 1.50 (x1.00) | 0.50 | 1.000 / 1.000 |")
     assert rows[1] == ("| 100,000 | ivf | 0.40 (x1.10) | 0.50 | 1.000 / 1.000 | "
-                       "10.0 / 2.0 (x0.20) | 1.0 | 2,500 |")
+                       "10.0 / 2.0 (x0.20) | 1.0 | 2,500 (2,100) |")
