@@ -149,8 +149,8 @@ def scale(records: list[dict]) -> list[str]:
             f"| {r['rows']:,} | {r['kind']} | {_f(r['search_p50_ms'], 2)} "
             f"(x{_f(r['ratio_search_over_first_size'], 2)}) | {_f(r['filtered_p50_ms'], 2)} | "
             f"{_f(r['recall_at_10'], 3)} / {_f(r['filtered_recall_at_10'], 3)} | "
-            f"{_f(r['build_s'], 1)} / {_f(r['restart_loaded_s'], 1)} "
-            f"(x{_f(r['ratio_restart_loaded_over_rebuilt'], 2)}) | {_f(r['save_s'], 1)} | "
+            f"{_f(r['build_s'], 2)} / {_f(r['restart_loaded_s'], 2)} "
+            f"(x{_f(r['ratio_restart_loaded_over_rebuilt'], 2)}) | {_f(r['save_s'], 2)} | "
             f"{r['rss_bytes_per_row']:,.0f}"
             + (f" ({r['rss_bytes_per_added_row']:,.0f})" if "rss_bytes_per_added_row" in r
                else "") + " |")

@@ -130,4 +130,4 @@ def test_scale_table_has_a_row_per_size_and_index_kind(tmp_path):
     rows = report.render(path).splitlines()[-2:]
     assert rows[0].startswith("| 10,000 | flat | 1.50 (x1.00) | 0.50 | 1.000 / 1.000 |")
     assert rows[1] == ("| 100,000 | ivf | 0.40 (x1.10) | 0.50 | 1.000 / 1.000 | "
-                       "10.0 / 2.0 (x0.20) | 1.0 | 2,500 (2,100) |")
+                       "10.00 / 2.00 (x0.20) | 1.00 | 2,500 (2,100) |")
