@@ -142,7 +142,8 @@ class VectorIndex:
     def __init__(self, dim: int, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD):
         self.dim = dim
         self.ivf_threshold = ivf_threshold
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()         # searches, adds, relabels
+        self._growing = threading.Lock()       # adds and saves: rows held still, searches go on
         self._index: faiss.Index = faiss.IndexFlatL2(dim)
         self._positions: dict[str, int] = {}
         self._ids = StringColumn()
@@ -168,7 +169,7 @@ class VectorIndex:
         if table.num_rows == 0:
             return 0
         ids = table.column("id").to_pylist()
-        with self._lock:
+        with self._growing, self._lock:
             fresh: list[int] = []
             seen: set[str] = set()
             for i, row_id in enumerate(ids):   # first occurrence of each new id
@@ -211,10 +212,12 @@ class VectorIndex:
 
     @contextmanager
     def snapshot(self) -> Iterator[Snapshot]:
-        """The FAISS index and the id at each position, held still (no row is added)
-        until the block ends: for saving it."""
-        with self._lock:
-            yield Snapshot(self._index, self._ids.array(), self.kind, self.trained_rows)
+        """The FAISS index and the id at each position, held still until the block ends
+        (rows to add wait; searches go on, since neither changes the index): for saving."""
+        with self._growing:
+            with self._lock:
+                ids = self._ids.array()
+            yield Snapshot(self._index, ids, self.kind, self.trained_rows)
 
     def vectors_at(self, positions: np.ndarray) -> np.ndarray:
         """The indexed vectors at `positions` (as FAISS holds them)."""

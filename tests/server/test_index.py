@@ -145,3 +145,28 @@ def test_a_narrow_filter_on_ivf_still_finds_k_rows(tmp_path):
     for q, row in zip(vectors[:5], hits, strict=True):          # exact over the allowed rows
         nearest = allowed[np.argsort(((vectors[allowed] - q) ** 2).sum(1))[:10]]
         assert [h.id for h in row] == [f"r{i}" for i in nearest]
+
+
+def test_searches_go_on_while_a_snapshot_is_saved_and_adds_wait(tmp_path):
+    import threading
+
+    data, vectors = table(tmp_path, n=60)
+    index = VectorIndex(8)
+    index.add_table(data.slice(0, 40))
+    added = threading.Event()
+
+    def add_rest():
+        index.add_table(data.slice(40))
+        added.set()
+
+    with index.snapshot() as snap:
+        adder = threading.Thread(target=add_rest)
+        adder.start()
+        searched: list = []
+        searcher = threading.Thread(target=lambda: searched.append(index.search(vectors[:1], 1)))
+        searcher.start()
+        searcher.join(10)
+        assert searched and searched[0][0][0].id == "r0"        # not blocked by the save
+        assert not added.wait(0.3) and snap.faiss_index.ntotal == len(snap.ids) == 40
+    adder.join(10)
+    assert added.is_set() and len(index) == 60
