@@ -15,7 +15,8 @@ are deleted by the next load or save). Loading trusts nothing: a missing,
 foreign (other model or dim), truncated or corrupt file, a saved id the store no longer
 holds, or a saved vector that differs from the store's is a rebuild from the store, with
 one log line saying why; it never stops the server. A saved index that covers fewer rows
-than the store is loaded and only the rows stored after it are read and added.
+than the store is loaded and only the rows stored after it are read and added (and saved
+again at once only when they are many: `due_for_saving`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Opened:
     index: VectorIndex
     loaded: bool            # True: read from the saved files; False: built from the store
     added: int              # rows read from the store and added to it
+    saved_rows: int         # rows the saved index covers now
     reason: str = ""        # why a saved index was not used ("" when it was)
 
 
@@ -121,15 +123,16 @@ def open_index(directory: Path, store: EmbeddingStore, *,
                 reason)
         index = VectorIndex(store.dim, ivf_threshold=ivf_threshold)
         added = index.add_table(store.read())
-        _save_quietly(directory, index, store)
+        saved = _save_quietly(directory, index, store)
         log.info("index of %s built from the store: %d rows (%s), %.1f s", store.model_id,
                  len(index), index.kind, time.monotonic() - started)
-        return Opened(index, loaded=False, added=added, reason=reason)
-    if added:
-        _save_quietly(directory, index, store)
+        return Opened(index, loaded=False, added=added, saved_rows=saved, reason=reason)
+    saved = len(index) - added
+    if due_for_saving(len(index), saved):
+        saved = _save_quietly(directory, index, store) or saved
     log.info("index of %s loaded: %d rows (%s), %d added from the store, %.1f s",
              store.model_id, len(index), index.kind, added, time.monotonic() - started)
-    return Opened(index, loaded=True, added=added)
+    return Opened(index, loaded=True, added=added, saved_rows=saved)
 
 
 def due_for_saving(rows: int, saved_rows: int) -> bool:
@@ -138,20 +141,15 @@ def due_for_saving(rows: int, saved_rows: int) -> bool:
     return unsaved > 0 and unsaved >= max(SAVE_MIN_ROWS, SAVE_GROWTH * saved_rows)
 
 
-def saved_rows(directory: Path) -> int:
-    """Rows covered by the saved index (0 when there is none)."""
+def _save_quietly(directory: Path, index: VectorIndex, store: EmbeddingStore) -> int:
+    """Save, logging instead of raising (a save that fails costs only a later rebuild);
+    returns the rows saved, 0 when the save failed."""
     try:
-        return int(json.loads((directory / MANIFEST).read_text())["rows"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
-
-
-def _save_quietly(directory: Path, index: VectorIndex, store: EmbeddingStore) -> None:
-    """Save, logging instead of raising: a save that fails costs only a later rebuild."""
-    try:
-        save_index(directory, index, model_id=store.model_id, table_version=store.version)
+        return save_index(directory, index, model_id=store.model_id,
+                          table_version=store.version)
     except Exception:
         log.exception("saving the index of %s to %s failed", store.model_id, directory)
+        return 0
 
 
 def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int

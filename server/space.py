@@ -61,9 +61,8 @@ class ModelSpace:
         self.store = EmbeddingStore(config.lancedb_dir, self.model_id, encoder.dim)
         bind_weights(config.data_dir, self.model_id, encoder.meta.sha256)
         self.index_dir = config.index_dir / file_name_for(self.model_id)
-        self.index = open_index(self.index_dir, self.store,
-                                ivf_threshold=config.ivf_threshold).index
-        self._saved_rows = len(self.index)
+        opened = open_index(self.index_dir, self.store, ivf_threshold=config.ivf_threshold)
+        self.index, self._saved_rows = opened.index, opened.saved_rows
         self._metrics = metrics
         self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
                                   on_commit=self._committed)

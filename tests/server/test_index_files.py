@@ -72,8 +72,11 @@ def test_a_restart_loads_the_saved_index_and_adds_only_newer_rows(tmp_path):
     assert found(opened.index, queries(), 7) == exact(store, queries(), 7)
     assert (found(opened.index, queries(), 5, ("e1",))
             == exact(store, queries(), 5, ("e1",)))
-    again = open_index(directory, store)                  # the 120 rows were saved too
-    assert again.loaded and again.added == 0
+    assert opened.saved_rows == 300                        # 120 rows: not worth a save yet
+    store.insert(rows(420, 420 + index_files.SAVE_MIN_ROWS))
+    many = open_index(directory, store)
+    assert many.loaded and many.saved_rows == len(many.index) == 420 + index_files.SAVE_MIN_ROWS
+    assert open_index(directory, store).added == 0         # those were saved at once
 
 
 def test_labels_come_from_the_store_not_the_saved_index(tmp_path):
