@@ -140,10 +140,27 @@ def quantized(records: list[dict]) -> list[str]:
     return lines
 
 
+def scale(records: list[dict]) -> list[str]:
+    lines = ["| rows | index | search p50 ms (÷ first size) | with a camera filter | "
+             "recall@10 / filtered | restart: rebuilt s / loaded s (ratio) | save s | "
+             "RSS bytes per row (per added row) |", "| --- |" + " --- |" * 7]
+    for r in sorted(records, key=lambda r: (r["rows"], r["kind"])):
+        lines.append(
+            f"| {r['rows']:,} | {r['kind']} | {_f(r['search_p50_ms'], 2)} "
+            f"(x{_f(r['ratio_search_over_first_size'], 2)}) | {_f(r['filtered_p50_ms'], 2)} | "
+            f"{_f(r['recall_at_10'], 3)} / {_f(r['filtered_recall_at_10'], 3)} | "
+            f"{_f(r['build_s'], 2)} / {_f(r['restart_loaded_s'], 2)} "
+            f"(x{_f(r['ratio_restart_loaded_over_rebuilt'], 2)}) | {_f(r['save_s'], 2)} | "
+            f"{r['rss_bytes_per_row']:,.0f}"
+            + (f" ({r['rss_bytes_per_added_row']:,.0f})" if "rss_bytes_per_added_row" in r
+               else "") + " |")
+    return lines
+
+
 RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
-             "threads": threads}
+             "threads": threads, "scale": scale}
 BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)
 
 

@@ -37,6 +37,7 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
         "detectors_100k": ["benchmarks.detectors", "--sizes", "100000", "--detectors",
                            "IsoForest", "INNE", "LODA", "OCSVM", "PCA", "KNN", "KDE",
                            "--no-reference", "OCSVM", "KNN", "KDE"],
+        "scale": ["benchmarks.scale", "--rows", "10000", "100000"],
         "train_speed": ["benchmarks.train_speed", "--sizes", "32", "64", "--rounds", "5"],
         "quantized": ["benchmarks.quantized", "--model", str(model), "--data", str(data)],
     }
@@ -46,7 +47,8 @@ def print_ratios(name: str, path: Path) -> None:
     """Every ratio (and rank agreement) a benchmark's records hold, one line each."""
     for line in path.read_text().splitlines():
         record = json.loads(line)
-        what = ", ".join(f"{k}={record[k]}" for k in ("size", "clients", "detector",
+        what = ", ".join(f"{k}={record[k]}" for k in ("size", "rows", "kind", "clients",
+                                                      "detector",
                                                       "n_reference", "setting", "algorithm")
                          if k in record)
         for key, value in record.items():

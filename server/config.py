@@ -1,8 +1,8 @@
 """Server settings: flags > ENVAD_* environment variables > TOML file > defaults.
 
 Defaults run embedded with everything under ./var/envad: the LanceDB store in
-`<data_dir>/lancedb`, detector bundles in `<data_dir>/bundles`, models in
-`<data_dir>/models` unless `models_dir` is set.
+`<data_dir>/lancedb`, detector bundles in `<data_dir>/bundles`, the saved neighbour index
+in `<data_dir>/index`, models in `<data_dir>/models` unless `models_dir` is set.
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ class ServerConfig:
     @property
     def bundles_dir(self) -> Path:
         return Path(self.data_dir) / "bundles"
+
+    @property
+    def index_dir(self) -> Path:
+        """Saved neighbour indexes, one folder per encoder (server/index_files.py)."""
+        return Path(self.data_dir) / "index"
 
     @property
     def camera_stats_dir(self) -> Path:

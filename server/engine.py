@@ -115,7 +115,8 @@ class Engine:
         self._decoder.shutdown(wait=True)
 
     def refresh(self) -> None:
-        """Periodic: pick up new model files and rows written by other processes.
+        """Periodic: pick up new model files and rows written by other processes, and
+        save each index that has grown enough since its last save.
 
         With nothing active, each model file not yet refused is tried once.
         """
@@ -128,6 +129,10 @@ class Engine:
         space = self._active
         if space is not None:
             space.refresh()
+        with self._lock:
+            spaces = list(self._spaces.values())
+        for each in spaces:
+            each.save_index()
 
     def hint(self) -> str:
         """What to do next, in one sentence (GetInfo's `hint`, FailedPrecondition's text)."""

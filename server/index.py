@@ -6,7 +6,9 @@ index in columnar form (ids, uris and content hashes as Arrow strings; env, labe
 split dictionary-coded as int32 numpy codes), so a structured filter becomes a FAISS
 bitmap selector. The bitmap of a filter is kept and extended only over rows added since,
 so a search never passes over every row to build it. Flat (exact) L2 search below
-`ivf_threshold` rows; an IVF index above it.
+`ivf_threshold` rows; an IVF index above it (ann.py: trained on a sample, calibrated,
+extended without retraining, retrained only after the table has grown 4x). The index can
+be saved next to the store and loaded at start (index_files.py).
 
 Evidence rules (`search`'s `exclude_labels` and `exclude_self`): rows whose label is
 excluded are left out through the same bitmap; a query's own row (same id, or same
@@ -16,8 +18,11 @@ found.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import faiss
 import numpy as np
@@ -25,7 +30,10 @@ import pyarrow as pa
 
 from envad.errors import InvalidInput
 from envad.records import Neighbor, RowFilter
+from envad.server import ann
 from envad.server.store import vectors_of
+
+log = logging.getLogger(__name__)
 
 DEFAULT_IVF_THRESHOLD = 200_000
 #: filters whose bitmaps are kept (the bundle's fit filter and a few request filters)
@@ -94,12 +102,18 @@ class StringColumn:
         if len(self._chunks) > 64:
             self._chunks = [pa.concat_arrays(self._chunks)]
 
+    def array(self) -> pa.Array:
+        """Every value, as one Arrow array."""
+        if not self._chunks:
+            return pa.array([], type=pa.string())
+        if len(self._chunks) > 1:
+            self._chunks = [pa.concat_arrays(self._chunks)]
+        return self._chunks[0]
+
     def at(self, positions: np.ndarray) -> list[str]:
         if len(positions) == 0:
             return []
-        if len(self._chunks) > 1:
-            self._chunks = [pa.concat_arrays(self._chunks)]
-        return self._chunks[0].take(pa.array(positions, type=pa.int64())).to_pylist()
+        return self.array().take(pa.array(positions, type=pa.int64())).to_pylist()
 
 
 class _Bitmap:
@@ -111,13 +125,25 @@ class _Bitmap:
         self.count = 0
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What a saved index holds: the FAISS index, the store id at each of its positions,
+    its kind, and the rows its IVF lists were trained on (0 for flat)."""
+
+    faiss_index: faiss.Index
+    ids: pa.Array
+    kind: str
+    trained_rows: int
+
+
 class VectorIndex:
     """FAISS index + metadata columns; thread-safe add and search."""
 
     def __init__(self, dim: int, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD):
         self.dim = dim
         self.ivf_threshold = ivf_threshold
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()         # searches, adds, relabels
+        self._growing = threading.Lock()       # adds and saves: rows held still, searches go on
         self._index: faiss.Index = faiss.IndexFlatL2(dim)
         self._positions: dict[str, int] = {}
         self._ids = StringColumn()
@@ -126,6 +152,7 @@ class VectorIndex:
         self._coded = {name: CodedColumn() for name in ("env", "label", "split")}
         self._bitmaps: dict[tuple, _Bitmap] = {}
         self.kind = "flat"
+        self.trained_rows = 0           # rows the IVF index was trained on (0: flat)
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -142,7 +169,7 @@ class VectorIndex:
         if table.num_rows == 0:
             return 0
         ids = table.column("id").to_pylist()
-        with self._lock:
+        with self._growing, self._lock:
             fresh: list[int] = []
             seen: set[str] = set()
             for i, row_id in enumerate(ids):   # first occurrence of each new id
@@ -153,31 +180,64 @@ class VectorIndex:
                 return 0
             subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
             vectors = vectors_of(subset)
-            self._grow(len(self) + len(fresh), vectors)
-            self._index.add(vectors)
-            start = len(self._positions)
-            for offset, i in enumerate(fresh):
-                self._positions[ids[i]] = start + offset
-            self._ids.extend(subset.column("id").combine_chunks())
-            self._uris.extend(subset.column("uri").combine_chunks())
-            self._hashes.extend(_column_or_empty(subset, "sha256"))
-            for name, column in self._coded.items():
-                column.extend(subset.column(name))
+            if not self._grow(len(self) + len(fresh), vectors):
+                self._index.add(vectors)
+            self._append_metadata(subset)
             return len(fresh)
 
-    def _grow(self, total: int, new_vectors: np.ndarray) -> None:
-        """Switch from flat to IVF once the table is large (retrains on all vectors)."""
+    def _append_metadata(self, rows: pa.Table) -> None:
+        """Give the rows just added to the FAISS index their positions and metadata."""
+        start = len(self._positions)
+        for offset, row_id in enumerate(rows.column("id").to_pylist()):
+            self._positions[row_id] = start + offset
+        self._ids.extend(rows.column("id").combine_chunks())
+        self._uris.extend(rows.column("uri").combine_chunks())
+        self._hashes.extend(_column_or_empty(rows, "sha256"))
+        for name, column in self._coded.items():
+            column.extend(rows.column(name))
+
+    @classmethod
+    def restored(cls, saved: Snapshot, metadata: pa.Table, *,
+                 ivf_threshold: int = DEFAULT_IVF_THRESHOLD) -> VectorIndex:
+        """An index around a saved FAISS index; `metadata` holds the store's metadata
+        columns of its rows, row i for position i (labels may have changed since)."""
+        if metadata.num_rows != saved.faiss_index.ntotal:
+            raise ValueError(f"{metadata.num_rows} metadata rows for an index of "
+                             f"{saved.faiss_index.ntotal}")
+        index = cls(saved.faiss_index.d, ivf_threshold=ivf_threshold)
+        index._index, index.kind, index.trained_rows = (saved.faiss_index, saved.kind,
+                                                        saved.trained_rows)
+        index._append_metadata(metadata)
+        return index
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """The FAISS index and the id at each position, held still until the block ends
+        (rows to add wait; searches go on, since neither changes the index): for saving."""
+        with self._growing:
+            with self._lock:
+                ids = self._ids.array()
+            yield Snapshot(self._index, ids, self.kind, self.trained_rows)
+
+    def vectors_at(self, positions: np.ndarray) -> np.ndarray:
+        """The indexed vectors at `positions` (as FAISS holds them)."""
+        with self._lock:
+            return ann.rows_of(self._index, positions)
+
+    def _grow(self, total: int, new_vectors: np.ndarray) -> bool:
+        """Switch from flat to IVF once the table is large, and retrain the IVF index once
+        it has grown `ann.RETRAIN_GROWTH` times; True when `new_vectors` went in with it."""
         if self.kind == "flat" and total >= self.ivf_threshold:
-            existing = self._index.reconstruct_n(0, self._index.ntotal)
-            everything = np.vstack([existing, new_vectors]) if len(existing) else new_vectors
-            nlist = int(4 * np.sqrt(total))
-            quantizer = faiss.IndexFlatL2(self.dim)
-            ivf = faiss.IndexIVFFlat(quantizer, self.dim, nlist)
-            ivf.train(everything)
-            ivf.add(existing)
-            ivf.nprobe = max(8, nlist // 16)
-            self._index = ivf
-            self.kind = "ivf"
+            log.info("index reaches %d rows (ivf_threshold %d): switching from flat to IVF",
+                     total, self.ivf_threshold)
+        elif self.kind == "ivf" and ann.needs_retraining(total, self.trained_rows):
+            log.info("index grew from %d rows at training to %d (%dx): retraining IVF",
+                     self.trained_rows, total, ann.RETRAIN_GROWTH)
+        else:
+            return False
+        self._index = ann.build_ivf(self._index, new_vectors)
+        self.kind, self.trained_rows = "ivf", total
+        return True
 
     def _bitmap(self, row_filter: RowFilter, exclude_labels: tuple[str, ...]) -> _Bitmap:
         """The filter's bitmap, extended over the rows added since it was last used."""
@@ -220,7 +280,8 @@ class VectorIndex:
         with self._lock:
             if not len(self) or k <= 0:
                 return [[] for _ in range(len(queries))]
-            params, allowed = None, len(self)
+            params: faiss.SearchParameters | None = None
+            allowed = len(self)
             labels = tuple(sorted(set(exclude_labels)))
             if not row_filter.is_empty() or labels:
                 bitmap = self._bitmap(row_filter, labels)
@@ -230,10 +291,12 @@ class VectorIndex:
                 selector = faiss.IDSelectorBitmap(len(bitmap.mask),
                                                   faiss.swig_ptr(bitmap.packed))
                 # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe
-                params = (faiss.SearchParametersIVF(sel=selector,  # type: ignore[call-arg]
-                                                    nprobe=self._index.nprobe)  # type: ignore[attr-defined]
-                          if self.kind == "ivf"
-                          else faiss.SearchParameters(sel=selector))  # type: ignore[call-arg]
+                if self.kind == "ivf":
+                    probes = ann.probes_for(self._index, allowed)  # type: ignore[arg-type]
+                    params = faiss.SearchParametersIVF(sel=selector,  # type: ignore[call-arg]
+                                                       nprobe=probes)
+                else:
+                    params = faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
             wanted = min(k, allowed)
             fetch = wanted + (1 if exclude_self is not None else 0)
             while True:

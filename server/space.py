@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from envad.errors import FailedPrecondition
@@ -19,7 +20,7 @@ from envad.server.config import ServerConfig
 from envad.server.detectors.persistence import BundleStore, file_name_for
 from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import EnvStatistics
-from envad.server.index import VectorIndex
+from envad.server.index_files import due_for_saving, open_index, save_index
 from envad.server.scoring import BatchScorer
 from envad.server.store import EmbeddingStore
 from envad.server.writer import StoreWriter
@@ -59,8 +60,9 @@ class ModelSpace:
         self.model_id = encoder.meta.model_id
         self.store = EmbeddingStore(config.lancedb_dir, self.model_id, encoder.dim)
         bind_weights(config.data_dir, self.model_id, encoder.meta.sha256)
-        self.index = VectorIndex(encoder.dim, ivf_threshold=config.ivf_threshold)
-        self.index.add_table(self.store.read())
+        self.index_dir = config.index_dir / file_name_for(self.model_id)
+        opened = open_index(self.index_dir, self.store, ivf_threshold=config.ivf_threshold)
+        self.index, self._saved_rows = opened.index, opened.saved_rows
         self._metrics = metrics
         self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
                                   on_commit=self._committed)
@@ -101,6 +103,24 @@ class ModelSpace:
                      self.model_id)
             return added
 
+    def save_index(self, *, force: bool = False) -> bool:
+        """Save the index next to the store when enough rows were added since the last
+        save (index_files.due_for_saving), or whenever rows were added with `force`."""
+        rows = len(self.index)
+        if not (due_for_saving(rows, self._saved_rows)
+                or (force and rows != self._saved_rows)):
+            return False
+        started = time.monotonic()
+        self._saved_rows = save_index(self.index_dir, self.index, model_id=self.model_id,
+                                      table_version=self.store.version)
+        log.info("index of %s saved: %d rows, %.1f s", self.model_id, self._saved_rows,
+                 time.monotonic() - started)
+        return True
+
     def close(self) -> None:
         self.batcher.close()
         self.writer.close()
+        try:
+            self.save_index(force=True)
+        except Exception:  # the next start rebuilds or adds what was not saved
+            log.exception("saving the index of %s at shutdown failed", self.model_id)

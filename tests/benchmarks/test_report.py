@@ -115,3 +115,19 @@ def test_write_docs_replaces_only_the_blocks_whose_results_exist(tmp_path):
     assert "old table" not in text and "| erm | 110.0 | 1.00 |" in text
     assert "best single step** of 5 rounds" in text
     assert "kept" in text and text.startswith("intro\n") and text.endswith("end\n")
+
+
+def test_scale_table_has_a_row_per_size_and_index_kind(tmp_path):
+    common = {"benchmark": "scale", "dim": 512, "filtered_p50_ms": 0.5, "recall_at_10": 1.0,
+              "filtered_recall_at_10": 1.0, "build_s": 10.0, "restart_loaded_s": 2.0,
+              "ratio_restart_loaded_over_rebuilt": 0.2, "save_s": 1.0,
+              "rss_bytes_per_row": 2500.0}
+    path = _write(tmp_path, "scale.jsonl", [
+        {**common, "rows": 100000, "kind": "ivf", "search_p50_ms": 0.4,
+         "ratio_search_over_first_size": 1.1, "rss_bytes_per_added_row": 2100.0},
+        {**common, "rows": 10000, "kind": "flat", "search_p50_ms": 1.5,
+         "ratio_search_over_first_size": 1.0}])
+    rows = report.render(path).splitlines()[-2:]
+    assert rows[0].startswith("| 10,000 | flat | 1.50 (x1.00) | 0.50 | 1.000 / 1.000 |")
+    assert rows[1] == ("| 100,000 | ivf | 0.40 (x1.10) | 0.50 | 1.000 / 1.000 | "
+                       "10.00 / 2.00 (x0.20) | 1.00 | 2,500 (2,100) |")

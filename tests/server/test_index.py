@@ -114,3 +114,59 @@ def test_a_filter_bitmap_is_extended_with_new_rows_not_rebuilt(tmp_path):
     second = index.search(vectors[:1], 30, only_e1)[0]
     assert len(second) == 20 and all(h.env == "e1" for h in second)
     assert index._bitmaps[(("e1",), (), (), ())] is bitmap and len(bitmap.mask) == 60
+
+
+def test_rows_after_ivf_training_join_the_lists_and_retrain_only_after_growth(tmp_path,
+                                                                            caplog):
+    data, vectors = table(tmp_path, n=1300)
+    index = VectorIndex(8, ivf_threshold=300)
+    index.add_table(data.slice(0, 300))
+    trained = index._index
+    assert index.kind == "ivf" and index.trained_rows == 300
+    for start in range(300, 1100, 100):
+        index.add_table(data.slice(start, 100))
+    index.add_table(data.slice(1100, 99))                # 1,199 rows: below 4 x 300
+    assert index._index is trained and index.trained_rows == 300
+    with caplog.at_level("INFO", logger="envad.server.index"):
+        index.add_table(data.slice(1199))
+    assert "grew from 300 rows at training to 1300 (4x): retraining IVF" in caplog.text
+    assert index._index is not trained and index.trained_rows == 1300
+    hits = index.search(vectors[[0, 700, 1299]], 1)
+    assert [h[0].id for h in hits] == ["r0", "r700", "r1299"]
+
+
+def test_a_narrow_filter_on_ivf_still_finds_k_rows(tmp_path):
+    data, vectors = table(tmp_path, n=2000)
+    index = VectorIndex(8, ivf_threshold=500)
+    index.add_table(data)
+    index._index.nprobe = 1
+    hits = index.search(vectors[:5], 10, RowFilter(envs=("e1",), labels=("1",)))
+    allowed = np.asarray([i for i in range(2000) if i % 3 == 1 and i % 2 == 1])
+    for q, row in zip(vectors[:5], hits, strict=True):          # exact over the allowed rows
+        nearest = allowed[np.argsort(((vectors[allowed] - q) ** 2).sum(1))[:10]]
+        assert [h.id for h in row] == [f"r{i}" for i in nearest]
+
+
+def test_searches_go_on_while_a_snapshot_is_saved_and_adds_wait(tmp_path):
+    import threading
+
+    data, vectors = table(tmp_path, n=60)
+    index = VectorIndex(8)
+    index.add_table(data.slice(0, 40))
+    added = threading.Event()
+
+    def add_rest():
+        index.add_table(data.slice(40))
+        added.set()
+
+    with index.snapshot() as snap:
+        adder = threading.Thread(target=add_rest)
+        adder.start()
+        searched: list = []
+        searcher = threading.Thread(target=lambda: searched.append(index.search(vectors[:1], 1)))
+        searcher.start()
+        searcher.join(10)
+        assert searched and searched[0][0][0].id == "r0"        # not blocked by the save
+        assert not added.wait(0.3) and snap.faiss_index.ntotal == len(snap.ids) == 40
+    adder.join(10)
+    assert added.is_set() and len(index) == 60

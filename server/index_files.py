@@ -1,0 +1,254 @@
+"""The index mirror saved next to the store, so a restart loads it instead of building it.
+
+`<data_dir>/index/<model>/` holds three files:
+
+- `manifest.json`: format, model id, dim, kind (flat or ivf), rows covered, rows the IVF
+  lists were trained on, nprobe, the store table version at save, and the name, size and
+  CRC-32 of each data file;
+- `index-<n>.faiss`: the FAISS index (`faiss.write_index`);
+- `ids-<n>.arrow`: the store id at each index position (Arrow IPC).
+
+Saving writes the data files under fresh names, then replaces the manifest atomically
+(temp file, fsync, rename), then deletes the files of the previous save: a kill at any
+point leaves the old save or the new one, complete (files of a save that did not finish
+are deleted by the next load or save). Loading trusts nothing: a missing,
+foreign (other model or dim), truncated or corrupt file, a saved id the store no longer
+holds, or a saved vector that differs from the store's is a rebuild from the store, with
+one log line saying why; it never stops the server. A saved index that covers fewer rows
+than the store is loaded and only the rows stored after it are read and added (and saved
+again at once only when they are many: `due_for_saving`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from envad.server.index import DEFAULT_IVF_THRESHOLD, Snapshot, VectorIndex
+from envad.server.store import METADATA_COLUMNS, EmbeddingStore, vectors_of
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+#: saved rows read back from the store and compared with the index at load
+SPOT_CHECKS = 16
+#: save again once the rows added since the last save reach this share of it ...
+SAVE_GROWTH = 0.25
+#: ... and at least this many rows
+SAVE_MIN_ROWS = 10_000
+_CHUNK = 1 << 24
+_SAVING = threading.Lock()
+
+
+class StaleIndex(Exception):
+    """A saved index that must not be used (the message says why)."""
+
+    def __init__(self, reason: str, *, nothing_saved: bool = False):
+        super().__init__(reason)
+        self.nothing_saved = nothing_saved     # no index was ever saved: not a fault
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An index opened for a store: how it was obtained, for the log and the tests."""
+
+    index: VectorIndex
+    loaded: bool            # True: read from the saved files; False: built from the store
+    added: int              # rows read from the store and added to it
+    saved_rows: int         # rows the saved index covers now
+    reason: str = ""        # why a saved index was not used ("" when it was)
+
+
+def save_index(directory: Path, index: VectorIndex, *, model_id: str,
+               table_version: int) -> int:
+    """Write the index atomically into `directory`; returns the rows saved. Saves of one
+    process run one at a time (one save must not delete the files of another)."""
+    with _SAVING:
+        return _save(directory, index, model_id, table_version)
+
+
+def _save(directory: Path, index: VectorIndex, model_id: str, table_version: int) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    generation = time.time_ns()
+    index_file, ids_file = f"index-{generation}.faiss", f"ids-{generation}.arrow"
+    with index.snapshot() as snap:
+        faiss.write_index(snap.faiss_index, str(directory / index_file))
+        nprobe = int(getattr(snap.faiss_index, "nprobe", 0))
+        rows = int(snap.faiss_index.ntotal)
+        dim = int(snap.faiss_index.d)
+        ids = snap.ids
+        kind, trained_rows = snap.kind, snap.trained_rows
+    with pa.OSFile(str(directory / ids_file), "wb") as sink, \
+            pa.ipc.new_file(sink, pa.schema([("id", pa.string())])) as writer:
+        writer.write_table(pa.table({"id": ids}))
+    manifest = {"format": FORMAT, "model_id": model_id, "dim": dim, "kind": kind,
+                "rows": rows, "trained_rows": trained_rows, "nprobe": nprobe,
+                "table_version": table_version,
+                "files": {name: _describe(directory / name) for name in (index_file, ids_file)},
+                "index_file": index_file, "ids_file": ids_file}
+    for name in (index_file, ids_file):
+        _fsync(directory / name)
+    staging = directory / f"{MANIFEST}.tmp"
+    staging.write_text(json.dumps(manifest, indent=1))
+    _fsync(staging)
+    staging.replace(directory / MANIFEST)
+    _fsync(directory)
+    _remove_unlisted(directory, {index_file, ids_file, MANIFEST})
+    return rows
+
+
+def open_index(directory: Path, store: EmbeddingStore, *,
+               ivf_threshold: int = DEFAULT_IVF_THRESHOLD) -> Opened:
+    """The index of `store`: the saved one plus the rows stored since, or, when there is
+    no usable saved index, one built from the whole table (saved right away)."""
+    started = time.monotonic()
+    try:
+        index, added = _load(directory, store, ivf_threshold)
+    except StaleIndex as exc:
+        reason = str(exc)
+        log.log(logging.INFO if exc.nothing_saved else logging.WARNING,
+                "index of %s not loaded, building it from the store: %s", store.model_id,
+                reason)
+        index = VectorIndex(store.dim, ivf_threshold=ivf_threshold)
+        added = index.add_table(store.read())
+        saved = _save_quietly(directory, index, store)
+        log.info("index of %s built from the store: %d rows (%s), %.1f s", store.model_id,
+                 len(index), index.kind, time.monotonic() - started)
+        return Opened(index, loaded=False, added=added, saved_rows=saved, reason=reason)
+    saved = len(index) - added
+    if due_for_saving(len(index), saved):
+        saved = _save_quietly(directory, index, store) or saved
+    log.info("index of %s loaded: %d rows (%s), %d added from the store, %.1f s",
+             store.model_id, len(index), index.kind, added, time.monotonic() - started)
+    return Opened(index, loaded=True, added=added, saved_rows=saved)
+
+
+def due_for_saving(rows: int, saved_rows: int) -> bool:
+    """True once the rows added since the last save are worth writing again."""
+    unsaved = rows - saved_rows
+    return unsaved > 0 and unsaved >= max(SAVE_MIN_ROWS, SAVE_GROWTH * saved_rows)
+
+
+def _save_quietly(directory: Path, index: VectorIndex, store: EmbeddingStore) -> int:
+    """Save, logging instead of raising (a save that fails costs only a later rebuild);
+    returns the rows saved, 0 when the save failed."""
+    try:
+        return save_index(directory, index, model_id=store.model_id,
+                          table_version=store.version)
+    except Exception:
+        log.exception("saving the index of %s to %s failed", store.model_id, directory)
+        return 0
+
+
+def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int
+          ) -> tuple[VectorIndex, int]:
+    manifest = _manifest(directory, store)
+    _remove_unlisted(directory, {manifest["index_file"], manifest["ids_file"], MANIFEST})
+    for name in (manifest["index_file"], manifest["ids_file"]):
+        _check_file(directory / name, manifest["files"].get(name, {}))
+    try:
+        faiss_index = faiss.read_index(str(directory / manifest["index_file"]))
+        with pa.OSFile(str(directory / manifest["ids_file"]), "rb") as source:
+            ids = pa.ipc.open_file(source).read_all().column("id").combine_chunks()
+    except Exception as exc:   # faiss raises RuntimeError, Arrow ArrowInvalid
+        raise StaleIndex(f"saved index unreadable: {exc}") from exc
+    rows = manifest["rows"]
+    if faiss_index.ntotal != rows or len(ids) != rows or faiss_index.d != store.dim:
+        raise StaleIndex(f"saved index holds {faiss_index.ntotal} rows of {faiss_index.d} "
+                         f"dims and {len(ids)} ids; the manifest says {rows} of {store.dim}")
+    if manifest["kind"] == "ivf":
+        faiss_index.nprobe = manifest["nprobe"]  # type: ignore[attr-defined]
+    metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS)
+    stored_ids = metadata.column("id")
+    where = pc.index_in(ids, value_set=stored_ids)
+    if where.null_count:
+        raise StaleIndex(f"{where.null_count} saved rows are not in the store table "
+                         "(another store, or the table was replaced)")
+    saved = Snapshot(faiss_index, ids, manifest["kind"], manifest["trained_rows"])
+    index = VectorIndex.restored(saved, metadata.take(where), ivf_threshold=ivf_threshold)
+    _spot_check(index, ids, store)
+    missing = pc.filter(stored_ids, pc.invert(pc.is_in(stored_ids, value_set=ids)))
+    added = index.add_table(store.read_ids(missing.to_pylist())) if len(missing) else 0
+    return index, added
+
+
+def _manifest(directory: Path, store: EmbeddingStore) -> dict:
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise StaleIndex(f"no saved index in {directory}", nothing_saved=True)
+    try:
+        manifest = json.loads(path.read_text())
+        checks = (manifest["format"] == FORMAT, manifest["kind"] in ("flat", "ivf"),
+                  isinstance(manifest["files"], dict), int(manifest["rows"]) >= 0)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StaleIndex(f"unreadable manifest {path}: {exc}") from exc
+    if not all(checks):
+        raise StaleIndex(f"manifest {path} is not a format-{FORMAT} index manifest")
+    if manifest["model_id"] != store.model_id or manifest["dim"] != store.dim:
+        raise StaleIndex(f"saved index is for model {manifest['model_id']!r} "
+                         f"({manifest['dim']} dims), not {store.model_id!r} ({store.dim})")
+    return manifest
+
+
+def _check_file(path: Path, expected: dict) -> None:
+    if not path.is_file():
+        raise StaleIndex(f"{path.name} is missing")
+    described = _describe(path)
+    if described["bytes"] != expected.get("bytes"):
+        raise StaleIndex(f"{path.name} has {described['bytes']} bytes, the manifest says "
+                         f"{expected.get('bytes')} (truncated or replaced)")
+    if described["crc32"] != expected.get("crc32"):
+        raise StaleIndex(f"{path.name} does not match its checksum (corrupt)")
+
+
+def _spot_check(index: VectorIndex, ids: pa.Array, store: EmbeddingStore) -> None:
+    """Compare a few saved vectors with the store's rows of the same ids."""
+    rows = len(ids)
+    if not rows:
+        return
+    positions = np.unique(np.linspace(0, rows - 1, num=min(SPOT_CHECKS, rows)).astype(np.int64))
+    wanted = ids.take(pa.array(positions)).to_pylist()
+    stored = store.read_ids(wanted, columns=("id",))
+    by_id = dict(zip(stored.column("id").to_pylist(), vectors_of(stored), strict=True))
+    saved = index.vectors_at(positions)
+    for row_id, vector in zip(wanted, saved, strict=True):
+        if not np.array_equal(by_id[row_id], vector):
+            raise StaleIndex(f"saved vector of row {row_id!r} differs from the store's")
+
+
+def _describe(path: Path) -> dict:
+    crc = 0
+    with open(path, "rb") as source:
+        while chunk := source.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return {"bytes": path.stat().st_size, "crc32": crc}
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_unlisted(directory: Path, keep: set[str]) -> None:
+    """Delete data files of earlier saves (and temp files of interrupted ones)."""
+    for path in directory.iterdir():
+        if path.name not in keep and path.is_file():
+            try:
+                path.unlink()
+            except OSError:
+                log.warning("cannot remove old index file %s", path)

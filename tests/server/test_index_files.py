@@ -1,0 +1,219 @@
+"""The index saved next to a real LanceDB store: loaded at start, rebuilt when not usable."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from envad.records import RowFilter
+from envad.server import index_files
+from envad.server.index_files import MANIFEST, open_index, save_index
+from envad.server.store import EmbeddingStore, Row
+
+DIM = 8
+
+
+def rows(start: int, stop: int, seed: int = 0) -> list[Row]:
+    vectors = np.random.default_rng(seed).normal(size=(stop, DIM)).astype(np.float32)
+    return [Row(id=f"r{i}", vector=vectors[i], env=f"e{i % 3}", split="train",
+                label="anomaly" if i % 5 == 0 else "ok") for i in range(start, stop)]
+
+
+def exact(store: EmbeddingStore, queries: np.ndarray, k: int,
+          envs: tuple[str, ...] = ()) -> list[list[str]]:
+    """The k nearest stored ids by brute force over the whole table."""
+    table = store.read()
+    if envs:
+        keep = np.isin(np.asarray(table.column("env").to_pylist()), envs)
+        table = table.filter(keep)
+    ids = np.asarray(table.column("id").to_pylist())
+    vectors = np.stack(table.column("vector").to_numpy(zero_copy_only=False))
+    out = []
+    for q in queries:
+        order = np.argsort(((vectors - q) ** 2).sum(1), kind="stable")[:k]
+        out.append(ids[order].tolist())
+    return out
+
+
+def found(index, queries: np.ndarray, k: int, envs: tuple[str, ...] = ()) -> list[list[str]]:
+    return [[h.id for h in row] for row in index.search(queries, k, RowFilter(envs=envs))]
+
+
+def queries(n: int = 6) -> np.ndarray:
+    return np.random.default_rng(9).normal(size=(n, DIM)).astype(np.float32)
+
+
+def saved_store(tmp_path: Path, n: int = 300) -> tuple[EmbeddingStore, Path]:
+    store = EmbeddingStore(tmp_path / "lancedb", "m", DIM)
+    store.insert(rows(0, n))
+    directory = tmp_path / "index"
+    first = open_index(directory, store)
+    assert not first.loaded and first.reason.startswith("no saved index")
+    assert (directory / MANIFEST).is_file()
+    return store, directory
+
+
+def data_file(directory: Path) -> Path:
+    return directory / json.loads((directory / MANIFEST).read_text())["index_file"]
+
+
+def test_a_restart_loads_the_saved_index_and_adds_only_newer_rows(tmp_path):
+    store, directory = saved_store(tmp_path)
+    store.insert(rows(300, 420))
+    opened = open_index(directory, store)
+    assert opened.loaded and opened.added == 120 and len(opened.index) == 420
+    assert found(opened.index, queries(), 7) == exact(store, queries(), 7)
+    assert (found(opened.index, queries(), 5, ("e1",))
+            == exact(store, queries(), 5, ("e1",)))
+    assert opened.saved_rows == 300                        # 120 rows: not worth a save yet
+    store.insert(rows(420, 420 + index_files.SAVE_MIN_ROWS))
+    many = open_index(directory, store)
+    assert many.loaded and many.saved_rows == len(many.index) == 420 + index_files.SAVE_MIN_ROWS
+    assert open_index(directory, store).added == 0         # those were saved at once
+
+
+def test_labels_come_from_the_store_not_the_saved_index(tmp_path):
+    store, directory = saved_store(tmp_path)
+    store.set_label(["r1", "r2"], "anomaly")
+    index = open_index(directory, store).index
+    hits = index.search(queries(1), 300, exclude_labels=("anomaly",))[0]
+    assert {"r1", "r2", "r5"}.isdisjoint(h.id for h in hits) and len(hits) == 238
+
+
+def truncate(directory: Path) -> None:
+    path = data_file(directory)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def flip_a_byte(directory: Path) -> None:
+    path = data_file(directory)
+    data = bytearray(path.read_bytes())
+    data[len(data) - 7] ^= 0xFF                       # a vector byte; the size is unchanged
+    path.write_bytes(bytes(data))
+
+
+def delete_data(directory: Path) -> None:
+    data_file(directory).unlink()
+
+
+def delete_all(directory: Path) -> None:
+    for path in directory.iterdir():
+        path.unlink()
+
+
+def garble_manifest(directory: Path) -> None:
+    (directory / MANIFEST).write_text("{not json")
+
+
+def other_model(directory: Path) -> None:
+    manifest = json.loads((directory / MANIFEST).read_text())
+    (directory / MANIFEST).write_text(json.dumps({**manifest, "model_id": "other"}))
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (truncate, "truncated"), (flip_a_byte, "corrupt"), (delete_data, "missing"),
+    (delete_all, "no saved index"), (garble_manifest, "unreadable manifest"),
+    (other_model, "for model 'other'"),
+])
+def test_a_damaged_saved_index_is_rebuilt_never_trusted(tmp_path, caplog, damage, reason):
+    store, directory = saved_store(tmp_path)
+    damage(directory)
+    with caplog.at_level("INFO", logger="envad.server.index_files"):
+        opened = open_index(directory, store)
+    assert not opened.loaded and reason in opened.reason
+    assert any(reason in r.getMessage() for r in caplog.records)
+    assert found(opened.index, queries(), 7) == exact(store, queries(), 7)
+    assert open_index(directory, store).loaded                  # the rebuild was saved
+
+
+def test_an_index_saved_for_another_table_is_rebuilt(tmp_path):
+    _, directory = saved_store(tmp_path / "a")
+    other = EmbeddingStore(tmp_path / "b" / "lancedb", "m", DIM)
+    other.insert([Row(id=f"x{i}", vector=np.full(DIM, i, np.float32)) for i in range(50)])
+    opened = open_index(directory, other)
+    assert not opened.loaded and "not in the store table" in opened.reason
+    assert found(opened.index, queries(), 5) == exact(other, queries(), 5)
+
+
+def test_saved_vectors_that_differ_from_the_store_are_rebuilt(tmp_path):
+    _, directory = saved_store(tmp_path / "a")
+    same_ids = EmbeddingStore(tmp_path / "b" / "lancedb", "m", DIM)
+    same_ids.insert(rows(0, 300, seed=1))                 # same ids, other vectors
+    opened = open_index(directory, same_ids)
+    assert not opened.loaded and "differs from the store" in opened.reason
+    assert found(opened.index, queries(), 5) == exact(same_ids, queries(), 5)
+
+
+def test_an_ivf_index_is_saved_with_its_training_and_probes(tmp_path):
+    store = EmbeddingStore(tmp_path / "lancedb", "m", DIM)
+    store.insert(rows(0, 600))
+    directory = tmp_path / "index"
+    built = open_index(directory, store, ivf_threshold=400).index
+    assert built.kind == "ivf" and built.trained_rows == 600
+    store.insert(rows(600, 700))
+    loaded = open_index(directory, store, ivf_threshold=400)
+    assert loaded.loaded and loaded.added == 100
+    assert loaded.index.kind == "ivf" and loaded.index.trained_rows == 600
+    assert loaded.index._index.nprobe == built._index.nprobe
+    own = found(loaded.index, np.stack([r.vector for r in rows(0, 700)])[[3, 650]], 1)
+    assert own == [["r3"], ["r650"]]
+
+
+SAVER = """
+import sys
+from pathlib import Path
+from envad.server.index_files import open_index, save_index
+from envad.server.store import EmbeddingStore
+store = EmbeddingStore(Path(sys.argv[1]), "m", int(sys.argv[3]))
+index = open_index(Path(sys.argv[2]), store).index
+print("saved", flush=True)
+while True:
+    save_index(Path(sys.argv[2]), index, model_id="m", table_version=store.version)
+"""
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.45])
+def test_a_kill_during_a_save_leaves_a_complete_saved_index(tmp_path, delay):
+    dim = 64
+    store = EmbeddingStore(tmp_path / "lancedb", "m", dim)
+    vectors = np.random.default_rng(0).normal(size=(40_000, dim)).astype(np.float32)
+    store.insert([Row(id=f"r{i}", vector=v) for i, v in enumerate(vectors)])
+    directory = tmp_path / "index"
+    saver = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path / "lancedb"),
+                              str(directory), str(dim)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert saver.stdout is not None and saver.stdout.readline().strip() == "saved"
+        time.sleep(delay)
+    finally:
+        saver.send_signal(signal.SIGKILL)
+        saver.wait()
+    opened = open_index(directory, store)
+    assert opened.loaded and opened.added == 0, opened.reason
+    assert found(opened.index, vectors[[7, 39_999]], 1) == [["r7"], ["r39999"]]
+    files = {p.name for p in directory.iterdir()}
+    assert len(files) == 3, files                       # leftovers of the killed save removed
+
+
+def test_a_save_writes_only_complete_files_and_removes_older_ones(tmp_path):
+    store, directory = saved_store(tmp_path)
+    index = open_index(directory, store).index
+    before = {p.name for p in directory.iterdir()}
+    (directory / "index-1.faiss").write_bytes(b"half a file")   # an interrupted save
+    assert save_index(directory, index, model_id="m", table_version=store.version) == 300
+    after = {p.name for p in directory.iterdir()}
+    assert len(after) == 3 and MANIFEST in after and not (after - {MANIFEST}) & before
+
+
+def test_saving_is_due_after_a_share_of_new_rows():
+    assert not index_files.due_for_saving(100, 100)
+    assert not index_files.due_for_saving(index_files.SAVE_MIN_ROWS - 1, 0)
+    assert index_files.due_for_saving(index_files.SAVE_MIN_ROWS, 0)
+    assert not index_files.due_for_saving(1_200_000, 1_000_000)
+    assert index_files.due_for_saving(1_250_000, 1_000_000)
