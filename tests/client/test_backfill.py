@@ -196,7 +196,7 @@ def test_ctrl_c_prints_the_summary_and_resume_finishes(envad_server, tmp_path) -
     cmd = [sys.executable, "-m", "envad.client.cli", "backfill", str(tree), "--server",
            envad_server.address, "--checkpoint", str(checkpoint), "--batch-size", "4",
            "--concurrency", "2", "--no-progress"]
-    process = subprocess.Popen(cmd + ["--rate-limit", "40"], stdout=subprocess.PIPE,
+    process = subprocess.Popen(cmd + ["--rate-limit", "8"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
