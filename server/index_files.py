@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 import zlib
@@ -35,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from envad.server.durable import fsync_path
 from envad.server.index import DEFAULT_IVF_THRESHOLD, Snapshot, VectorIndex
 from envad.server.store import METADATA_COLUMNS, EmbeddingStore, vectors_of
 
@@ -99,12 +99,12 @@ def _save(directory: Path, index: VectorIndex, model_id: str, table_version: int
                 "files": {name: _describe(directory / name) for name in (index_file, ids_file)},
                 "index_file": index_file, "ids_file": ids_file}
     for name in (index_file, ids_file):
-        _fsync(directory / name)
+        fsync_path(directory / name)
     staging = directory / f"{MANIFEST}.tmp"
     staging.write_text(json.dumps(manifest, indent=1))
-    _fsync(staging)
+    fsync_path(staging)
     staging.replace(directory / MANIFEST)
-    _fsync(directory)
+    fsync_path(directory)
     _remove_unlisted(directory, {index_file, ids_file, MANIFEST})
     return rows
 
@@ -234,14 +234,6 @@ def _describe(path: Path) -> dict:
         while chunk := source.read(_CHUNK):
             crc = zlib.crc32(chunk, crc)
     return {"bytes": path.stat().st_size, "crc32": crc}
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _remove_unlisted(directory: Path, keep: set[str]) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 from envad.errors import Internal, InvalidInput, NotFound
 from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.geometry import EmbeddingSpace
+from envad.server.durable import fsync_path
 
 MANIFEST = "manifest.json"
 SPACE_FILE = "space.npz"
@@ -40,14 +41,6 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_json_atomic(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
@@ -55,7 +48,7 @@ def _write_json_atomic(path: Path, data: dict) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(f.name, path)
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
@@ -94,7 +87,7 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
             with open(path, "rb") as handle:
                 os.fsync(handle.fileno())
         os.rename(staging, final)
-        _fsync_dir(bundles_dir)
+        fsync_path(bundles_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return final
