@@ -191,7 +191,8 @@ def test_score_and_store_through_the_cli(fitted, tmp_path) -> None:
 
 
 def test_ctrl_c_prints_the_summary_and_resume_finishes(envad_server, tmp_path) -> None:
-    tree = make_image_tree(tmp_path / "tree", envs=("c0", "c1"), per_env=40)
+    tree = make_image_tree(tmp_path / "tree", envs=("c0", "c1"), per_env=40,
+                           seed0=7000)   # content no other test stores on the shared server
     checkpoint = tmp_path / "ck.jsonl"
     cmd = [sys.executable, "-m", "envad.client.cli", "backfill", str(tree), "--server",
            envad_server.address, "--checkpoint", str(checkpoint), "--batch-size", "4",

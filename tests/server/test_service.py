@@ -116,7 +116,7 @@ def test_ingest_same_id_twice_in_one_stream_stores_once(envad_server):
     assert stub.GetInfo(pb.GetInfoRequest(), timeout=10).total_rows == 4
 
 
-@pytest.mark.parametrize("detector", registry.names())
+@pytest.mark.parametrize("detector", registry.PAPER_DETECTORS)
 def test_out_of_distribution_scores_higher_for_every_detector(fitted, detector):
     _, stub, _ = fitted
     held_out = synthetic_images("normal", 12, seed=50)
@@ -140,7 +140,7 @@ def test_scores_calibrated_thresholded_with_neighbours_and_provenance(fitted):
                                                   for d in images], top_k=3), timeout=60)
     assert len(response.results) == 10
     for result in response.results:
-        assert {d.detector for d in result.detectors} == set(registry.names())
+        assert {d.detector for d in result.detectors} == set(registry.PAPER_DETECTORS)
         assert all(0.0 <= d.calibrated <= 1.0 for d in result.detectors)
         assert 0.0 <= result.ensemble <= 1.0
         assert result.ensemble == pytest.approx(np.mean([d.calibrated for d in result.detectors]))
