@@ -163,9 +163,9 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
                space: str | EmbeddingSpace = "raw", labels: np.ndarray | None = None,
                min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS,
                progress: bool = False) -> DetectorBundle:
-    """Fit the space step and the named detectors (default: the paper's eight) on embeddings X of
-    normal images from cameras `envs` with content `labels` (both optional unless the
-    space needs them)."""
+    """Fit the space step and the named detectors (default: the paper's eight) on
+    embeddings X of normal images from cameras `envs` with content `labels` (both
+    optional unless the space needs them)."""
     X = _check_matrix(X)
     names = list(detectors) if detectors else list(registry.PAPER_DETECTORS)
     for name in names:
@@ -204,14 +204,19 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
     shuffled = rng.permutation(len(data))
     n_cal = max(int(round(calibration_fraction * len(data))), MIN_SAMPLES // 2)
     cal_rows, fit_rows = shuffled[:n_cal], shuffled[n_cal:]
+    # (fit part, calibration part) in the space step's output, and of the raw embeddings
+    # for the detectors that read those (split once, by the same rows)
+    parts = {False: (data[fit_rows], data[cal_rows])}
+    if any(registry.get(name).reads_raw for name in names):
+        parts[True] = (X[rows][fit_rows], X[rows][cal_rows])
     fitted, reference, stats = {}, {}, {}
     cal_ensemble = np.zeros(len(cal_rows))
     for name in tqdm(names, desc="fitting detectors", disable=not progress):
-        source = X[rows] if registry.get(name).reads_raw else data
+        fit_part, cal_part = parts[registry.get(name).reads_raw]
         start = time.perf_counter()
-        fitted[name] = registry.Detector(name, seed).fit(source[fit_rows])
-        stats[name] = {"fit_seconds": time.perf_counter() - start, "n_samples": len(fit_rows)}
-        held_out = fitted[name].score(source[cal_rows])
+        fitted[name] = registry.Detector(name, seed).fit(fit_part)
+        stats[name] = {"fit_seconds": time.perf_counter() - start, "n_samples": len(fit_part)}
+        held_out = fitted[name].score(cal_part)
         reference[name] = np.sort(held_out)
         cal_ensemble += calibrate(held_out, reference[name]) / len(names)
     threshold = float(np.quantile(cal_ensemble, 1.0 - contamination))
