@@ -197,8 +197,12 @@ def test_ctrl_c_prints_the_summary_and_resume_finishes(envad_server, tmp_path) -
     cmd = [sys.executable, "-m", "envad.client.cli", "backfill", str(tree), "--server",
            envad_server.address, "--checkpoint", str(checkpoint), "--batch-size", "4",
            "--concurrency", "2", "--no-progress"]
+    # the child gets Ctrl-C's default disposition even if something in this test process
+    # set SIGINT to ignored (an ignored signal is inherited across exec, and Python then
+    # installs no KeyboardInterrupt handler)
     process = subprocess.Popen(cmd + ["--rate-limit", "8"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
         if checkpoint.exists() and checkpoint.read_text().count("\n") > 12:
@@ -206,7 +210,7 @@ def test_ctrl_c_prints_the_summary_and_resume_finishes(envad_server, tmp_path) -
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err
+    assert process.returncode == 130, (out, err)
     assert "INTERRUPTED" in out and "envad: interrupted" in err
     recorded = checkpoint.read_text().count("\n") - 1
     resumed = subprocess.run(cmd + ["--resume", "--json"], capture_output=True, text=True,
