@@ -189,12 +189,13 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         envs = np.asarray(envs).astype(str)
         if len(envs) != len(X):
             raise InvalidInput(f"{len(envs)} environments for {len(X)} rows")
-    fitted_space, space_scores = _fit_space(space, X[rows],
+    embeddings = X[rows]   # the fitting rows as the encoder gave them
+    fitted_space, space_scores = _fit_space(space, embeddings,
                                             None if envs is None else envs[rows],
                                             None if labels is None else
                                             np.asarray(labels).astype(str)[rows],
                                             min_camera_rows, seed)
-    data, _ = fitted_space.transform(X[rows], None if envs is None else envs[rows])
+    data, _ = fitted_space.transform(embeddings, None if envs is None else envs[rows])
     kept = None
     if stylist_drop_fraction is not None:
         if envs is None:
@@ -208,7 +209,7 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
     # for the detectors that read those (split once, by the same rows)
     parts = {False: (data[fit_rows], data[cal_rows])}
     if any(registry.get(name).reads_raw for name in names):
-        parts[True] = (X[rows][fit_rows], X[rows][cal_rows])
+        parts[True] = (embeddings[fit_rows], embeddings[cal_rows])
     fitted, reference, stats = {}, {}, {}
     cal_ensemble = np.zeros(len(cal_rows))
     for name in tqdm(names, desc="fitting detectors", disable=not progress):
