@@ -48,6 +48,8 @@ DEFAULT_CANDIDATES = {
                                             aux="rotation", epochs=5, hparams=COSINE),
     "erm-class-stylemix-e15": Pipeline(algorithm="erm", task="class", augment="style_mix",
                                        epochs=15, hparams=COSINE),
+    "erm-class-style-cosinehead-e15": Pipeline(algorithm="erm", task="class", augment="style",
+                                               epochs=15, hparams={**COSINE, "head": "cosine"}),
 }
 
 

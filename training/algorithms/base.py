@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from envad.training.augment import STYLE_AUGMENTS, style_augment
+from envad.training.heads import HEADS, make_head
 from envad.training.mixstyle import MixStyle
 from envad.training.models import Encoder, EncoderConfig
 
@@ -49,20 +50,25 @@ class EnvBatch:
 
 @dataclass(frozen=True)
 class OptimHparams:
-    """Adam settings shared by all trained algorithms.
+    """Settings shared by all trained algorithms: Adam, its schedule, the head.
 
     lr 1e-3: DomainBed hparams_registry's value for small images, and the BENCHMARK.md
     calibration (ResNet-18, Adam 1e-3). weight_decay 0: DomainBed's default.
     schedule: "constant" (DomainBed) or "cosine" (linear warm-up over `warmup_fraction`
     of the steps, then a half cosine to 0, as moco-v3's `adjust_learning_rate`).
+    head: the supervised algorithms' classifier head (training/heads.py: "linear", the
+    paper's, or "cosine"); self-supervised algorithms have none and refuse another.
     """
 
     lr: float = 1e-3
     weight_decay: float = 0.0
     schedule: str = "constant"
     warmup_fraction: float = 0.0
+    head: str = "linear"
 
     def __post_init__(self):
+        if self.head not in HEADS:
+            raise ValueError(f"head must be one of {', '.join(HEADS)}, got {self.head!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not 0.0 <= self.warmup_fraction < 1.0:
@@ -138,6 +144,10 @@ class Algorithm(nn.Module):
             raise ValueError(f"augment must be one of {sorted(STYLE_AUGMENTS)}, got {augment!r}")
         self.encoder_config = encoder
         self.hparams = make_hparams(self.hparams_class, hparams)
+        if not self.supervised and getattr(self.hparams, "head", "linear") != "linear":
+            raise ValueError(f"{self.name} learns without labels and has no classifier "
+                             f"head; head {self.hparams.head!r} applies to supervised "
+                             "algorithms only")
         self.num_envs = num_envs
         self.total_steps = max(int(total_steps), 1)
         self.seed = seed
@@ -233,7 +243,7 @@ class SupervisedAlgorithm(Algorithm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.classifier = nn.Linear(self.encoder.dim, self.num_classes)
+        self.classifier = make_head(self.hparams.head, self.encoder.dim, self.num_classes)
         if self.aux == "rotation":
             self.rotation_head = nn.Linear(self.encoder.dim, 4)
         self.optimizer = self._adam(self.parameters())
