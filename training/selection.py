@@ -50,6 +50,8 @@ DEFAULT_CANDIDATES = {
                                        epochs=15, hparams=COSINE),
     "erm-class-style-cosinehead-e15": Pipeline(algorithm="erm", task="class", augment="style",
                                                epochs=15, hparams={**COSINE, "head": "cosine"}),
+    "irm1-class-style-e15": Pipeline(algorithm="irm", task="class", augment="style", epochs=15,
+                                     hparams={**COSINE, "penalty_weight": 1.0}),
 }
 
 
