@@ -62,7 +62,7 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
     @abort_on_error
     def Export(self, request, context):
         outcome = self.engine.export(convert.export_options_from_pb(request))
-        yield from convert.export_chunks_to_pb(outcome, request.format)
+        yield from convert.export_chunks_to_wire(outcome, request.format)
 
     @abort_on_error
     def ListModels(self, request, context):
