@@ -170,26 +170,31 @@ class VectorIndex:
             return 0
         ids = table.column("id").to_pylist()
         with self._growing, self._lock:
-            fresh: list[int] = []
-            seen: set[str] = set()
-            for i, row_id in enumerate(ids):   # first occurrence of each new id
-                if row_id not in self._positions and row_id not in seen:
-                    seen.add(row_id)
-                    fresh.append(i)
-            if not fresh:
-                return 0
-            subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
+            if len(set(ids)) == len(ids) and self._positions.keys().isdisjoint(ids):
+                subset, fresh_ids = table, ids      # the writer's case: every id new, once
+            else:
+                fresh: list[int] = []
+                seen: set[str] = set()
+                for i, row_id in enumerate(ids):   # first occurrence of each new id
+                    if row_id not in self._positions and row_id not in seen:
+                        seen.add(row_id)
+                        fresh.append(i)
+                if not fresh:
+                    return 0
+                subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
+                fresh_ids = [ids[i] for i in fresh]
             vectors = vectors_of(subset)
-            if not self._grow(len(self) + len(fresh), vectors):
+            if not self._grow(len(self) + len(fresh_ids), vectors):
                 self._index.add(vectors)
-            self._append_metadata(subset)
-            return len(fresh)
+            self._append_metadata(subset, fresh_ids)
+            return len(fresh_ids)
 
-    def _append_metadata(self, rows: pa.Table) -> None:
-        """Give the rows just added to the FAISS index their positions and metadata."""
+    def _append_metadata(self, rows: pa.Table, ids: list[str] | None = None) -> None:
+        """Give the rows just added to the FAISS index (`ids`: their id column as a list,
+        when the caller has it) their positions and metadata."""
         start = len(self._positions)
-        for offset, row_id in enumerate(rows.column("id").to_pylist()):
-            self._positions[row_id] = start + offset
+        ids = rows.column("id").to_pylist() if ids is None else ids
+        self._positions.update(zip(ids, range(start, start + len(ids)), strict=True))
         self._ids.extend(rows.column("id").combine_chunks())
         self._uris.extend(rows.column("uri").combine_chunks())
         self._hashes.extend(_column_or_empty(rows, "sha256"))
