@@ -148,7 +148,7 @@ def _row_batch(batch: pa.RecordBatch) -> pa.Buffer:
     fields += _timestamp_field(_INGESTED_AT, batch.column("ingested_at"))
     if "vector" in batch.schema.names:
         fields += _vector_field(batch.column("vector"))
-    length = sum(_lengths(field) for field in fields)
+    length = np.sum([_lengths(field) for field in fields], axis=0)
     return _data(_join([_varints(length, _key(_ROWBATCH_ROWS)), *fields]))
 
 
