@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -153,19 +154,55 @@ class VectorIndex:
         self._bitmaps: dict[tuple, _Bitmap] = {}
         self.kind = "flat"
         self.trained_rows = 0           # rows the IVF index was trained on (0: flat)
+        self._pending = 0               # tables handed to `add_table_soon`, not yet added
+        self._caught_up = threading.Condition()
+        self._adder: ThreadPoolExecutor | None = None
 
     def __len__(self) -> int:
+        self.flush()
         return len(self._positions)
 
     def __contains__(self, row_id: str) -> bool:
+        self.flush()
         return row_id in self._positions
 
     def ids(self) -> set[str]:
+        self.flush()
         with self._lock:
             return set(self._positions)
 
+    def add_table_soon(self, table: pa.Table) -> None:
+        """`add_table` in the index's own thread, so that the caller (the store writer)
+        goes on with its next commit meanwhile. Every read of the index that starts after
+        this call waits until the rows are in: a row acknowledged to a client is found."""
+        with self._caught_up:
+            self._pending += 1
+            if self._adder is None:
+                self._adder = ThreadPoolExecutor(1, thread_name_prefix="index-add")
+        self._adder.submit(self._add_pending, table)
+
+    def _add_pending(self, table: pa.Table) -> None:
+        try:
+            self._add(table)
+        except Exception:  # the rows are stored: a refresh adds what the index lacks
+            log.exception("index add failed; the rows are stored and a refresh adds them")
+        finally:
+            with self._caught_up:
+                self._pending -= 1
+                self._caught_up.notify_all()
+
+    def flush(self) -> None:
+        """Wait until every table handed to `add_table_soon` is in the index."""
+        with self._caught_up:
+            while self._pending:
+                self._caught_up.wait()
+
     def add_table(self, table: pa.Table) -> int:
         """Add the rows of an Arrow table (store schema) not yet indexed; returns the count."""
+        self.flush()
+        return self._add(table)
+
+    def _add(self, table: pa.Table) -> int:
         if table.num_rows == 0:
             return 0
         ids = table.column("id").to_pylist()
@@ -184,7 +221,7 @@ class VectorIndex:
                 subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
                 fresh_ids = [ids[i] for i in fresh]
             vectors = vectors_of(subset)
-            if not self._grow(len(self) + len(fresh_ids), vectors):
+            if not self._grow(len(self._positions) + len(fresh_ids), vectors):
                 self._index.add(vectors)
             self._append_metadata(subset, fresh_ids)
             return len(fresh_ids)
@@ -219,6 +256,7 @@ class VectorIndex:
     def snapshot(self) -> Iterator[Snapshot]:
         """The FAISS index and the id at each position, held still until the block ends
         (rows to add wait; searches go on, since neither changes the index): for saving."""
+        self.flush()
         with self._growing:
             with self._lock:
                 ids = self._ids.array()
@@ -226,6 +264,7 @@ class VectorIndex:
 
     def vectors_at(self, positions: np.ndarray) -> np.ndarray:
         """The indexed vectors at `positions` (as FAISS holds them)."""
+        self.flush()
         with self._lock:
             return ann.rows_of(self._index, positions)
 
@@ -252,7 +291,7 @@ class VectorIndex:
             if len(self._bitmaps) >= MAX_CACHED_FILTERS:
                 self._bitmaps.clear()
             bitmap = self._bitmaps[key] = _Bitmap()
-        start, stop = len(bitmap.mask), len(self)
+        start, stop = len(bitmap.mask), len(self._positions)
         if start < stop:
             keep = np.ones(stop - start, dtype=bool)
             for values, name in ((row_filter.envs, "env"), (row_filter.splits, "split"),
@@ -282,11 +321,12 @@ class VectorIndex:
             raise InvalidInput("query vectors contain NaN or infinity")
         if exclude_self is not None and len(exclude_self) != len(queries):
             raise ValueError("exclude_self needs one (id, sha256) per query")
+        self.flush()
         with self._lock:
-            if not len(self) or k <= 0:
+            if not self._positions or k <= 0:
                 return [[] for _ in range(len(queries))]
             params: faiss.SearchParameters | None = None
-            allowed = len(self)
+            allowed = len(self._positions)
             labels = tuple(sorted(set(exclude_labels)))
             if not row_filter.is_empty() or labels:
                 bitmap = self._bitmap(row_filter, labels)
@@ -317,6 +357,7 @@ class VectorIndex:
     def relabel(self, ids: Sequence[str], label: str) -> None:
         """Set the label of indexed rows (after the store's; unknown ids are ignored).
         Filter bitmaps are dropped, since a label decides which rows a filter allows."""
+        self.flush()
         with self._lock:
             positions = [self._positions[i] for i in ids if i in self._positions]
             if positions:
