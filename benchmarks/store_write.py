@@ -2,8 +2,9 @@
 
 Two JSON lines:
 - store_write: `StoreWriter.write` (id check, Arrow conversion, append, FAISS mirror,
-  the clock stopped once the mirror holds every row) of N x 512 rows in calls of `--chunk` rows ÷ `table.add` of the same rows, pre-built as
-  Arrow tables, in the same chunks (ratio = lancedb seconds / writer seconds; 1.0 is
+  the clock stopped once the mirror holds every row) of N x 512 rows in calls of
+  `--chunk` rows ÷ `table.add` of the same rows, pre-built as Arrow tables, in the same
+  chunks (ratio = lancedb seconds / writer seconds; 1.0 is
   parity, the target is >= 0.6);
 - export_rows: Export through gRPC from a real `envad serve` in ROWS format (and in
   ARROW format) ÷ reading the same table with LanceDB (ratio = export seconds / read
