@@ -83,6 +83,8 @@ def _string_field(field: int, column: pa.Array) -> list[pa.Array]:
     """Tag + length + UTF-8 bytes per row; nothing for an empty or missing string."""
     values = pc.fill_null(column.cast(pa.large_binary()), b"")
     lengths = _lengths(values)
+    if not lengths.any():               # e.g. no row has a uri: nothing to write
+        return []
     return [_varints(lengths, _key(field), lengths > 0), values]
 
 

@@ -68,3 +68,11 @@ def test_export_chunks_of_a_real_store_hold_its_rows(tmp_path):
     assert [r.id for r in exported] == stored.column("id").to_pylist()
     assert np.array_equal(np.array([r.vector for r in exported], np.float32),
                           np.stack(stored.column("vector").to_numpy(zero_copy_only=False)))
+
+
+def test_columns_empty_in_every_row_are_left_out_as_the_message_leaves_them():
+    rows = sample_rows()
+    for row in rows:
+        row.uri, row.label, row.timestamp = "", "", None
+    batch = rows_table(rows, "model-x", 300).to_batches()[0]
+    assert row_batch_bytes(batch) == reference(batch).SerializeToString()
