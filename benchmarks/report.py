@@ -157,10 +157,30 @@ def scale(records: list[dict]) -> list[str]:
     return lines
 
 
+def store_write(records: list[dict]) -> list[str]:
+    lines = ["| path | rows | envad s | reference | reference s | ratio | target |",
+             "| --- |" + " --- |" * 6]
+    for r in records:
+        if r["benchmark"] == "store_write":
+            lines.append(f"| store write (`StoreWriter.write`, {r['chunk']:,} rows a call) | "
+                         f"{r['rows']:,} | {_f(r['writer_s'], 2)} | lancedb `table.add` | "
+                         f"{_f(r['lancedb_add_s'], 2)} | {_f(r['ratio'], 2)} (reference s ÷ "
+                         f"envad s) | {r['target']} |")
+        elif r["benchmark"] == "export_rows":
+            for fmt, key, ratio in (("ROWS", "export_rows_s", "rows_ratio"),
+                                    ("ARROW", "export_arrow_s", "arrow_ratio")):
+                lines.append(f"| Export {fmt} (gRPC, all rows) | {r['rows']:,} | "
+                             f"{_f(r[key], 2)} | LanceDB table read | {_f(r['read_s'], 2)} | "
+                             f"{_f(r[ratio], 2)} (envad s ÷ reference s) | "
+                             f"{'<= 1.5' if fmt == 'ROWS' else '–'} |")
+    return lines
+
+
 RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
-             "threads": threads, "scale": scale}
+             "threads": threads, "scale": scale, "store_write": store_write,
+             "export_rows": store_write}
 BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)
 
 

@@ -31,6 +31,7 @@ from envad.server.interceptors import (
     DrainGate,
     ObserveInterceptor,
     ParseGuardInterceptor,
+    PreSerializedResponses,
     log_observer,
     metrics_observer,
 )
@@ -84,7 +85,8 @@ def start(config: ServerConfig) -> RunningServer:
         gate,
         ParseGuardInterceptor(),
         ObserveInterceptor(metrics_observer(metrics)),
-        ObserveInterceptor(log_observer(logging.getLogger("envad.access")))]
+        ObserveInterceptor(log_observer(logging.getLogger("envad.access"))),
+        PreSerializedResponses([f"/{SERVICE_NAME}/Export"])]
     if config.auth_token:
         interceptors.insert(0, BearerTokenInterceptor(config.auth_token))
     server = grpc.server(futures.ThreadPoolExecutor(config.workers, thread_name_prefix="rpc"),

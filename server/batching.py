@@ -8,8 +8,12 @@ stage sees every request of the micro-batch at once, so the Score path runs its
 detectors and neighbour search once per micro-batch too (server/scoring.py), not once
 per caller. The window is only waited for when it can pay: a caller announces its
 submit before it decodes its images (`coming()`), and a micro-batch whose queue is empty
-leaves at once unless another submit is announced. One batcher per encoder; a model
-switch creates a new batcher and closes the old one after its queue drains.
+leaves at once unless another submit is announced. A caller that waits for its result
+(`run`, `embed`) while the batcher is idle, nothing is queued and no other submit is
+announced runs its batch in its own thread: a lone request pays no hand-over to the
+worker and back (two thread wake-ups), and the worker and such callers never run the
+encoder at the same time. One batcher per encoder; a model switch creates a new batcher
+and closes the old one after its queue drains.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class MicroBatcher:
         self._closed = False
         self._announced = 0
         self._announce_lock = threading.Lock()
+        self._running = threading.Lock()     # held while a batch runs (worker or caller)
+        self._in_worker = 0                  # jobs queued for the worker and not yet answered
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -92,6 +98,10 @@ class MicroBatcher:
     def _more_coming(self) -> bool:
         return self._announced > 0
 
+    def _alone(self) -> bool:
+        """Nothing announced, and the worker holds no job (queued or being gathered)."""
+        return self._announced == 0 and self._in_worker == 0
+
     def submit(self, images: np.ndarray, request: Any = None, ticket: Ticket | None = None
                ) -> Future:
         """Queue a batch; the future resolves to its embeddings (float32 [N, D]) or, with a
@@ -102,18 +112,42 @@ class MicroBatcher:
         if request is not None and self._stage is None:
             raise ValueError("this batcher has no stage for requests")
         job = _Job(images, request, Future())
-        if len(images) == 0:
-            self._dispatch([job])
+        if len(images) == 0:        # nothing to encode: answered at once, unlocked
+            job.future.set_running_or_notify_cancel()
+            self._run_batch([job])
         else:
+            with self._announce_lock:
+                self._in_worker += 1
             self._queue.put(job)
         return job.future
 
+    def run(self, images: np.ndarray, request: Any = None, ticket: Ticket | None = None
+            ) -> Any:
+        """`submit(...).result()`, run in the calling thread when the batcher is idle
+        and no other caller is queued or announced (a lone request), else queued."""
+        self._withdraw(ticket)
+        if (0 < len(images) <= self.max_batch and not self._closed and self._alone()
+                and self._running.acquire(blocking=False)):
+            try:
+                if self._alone():
+                    if request is not None and self._stage is None:
+                        raise ValueError("this batcher has no stage for requests")
+                    job = _Job(images, request, Future())
+                    job.future.set_running_or_notify_cancel()
+                    self._run_batch([job])
+                    return job.future.result()
+            finally:
+                self._running.release()
+        return self.submit(images, request).result()
+
     def embed(self, images: np.ndarray, ticket: Ticket | None = None) -> np.ndarray:
-        """Blocking convenience wrapper around `submit`; large inputs are split."""
+        """Blocking embeddings of `images`; large inputs are split into `max_batch` parts."""
+        if len(images) <= self.max_batch:
+            return self.run(images, ticket=ticket)
         self._withdraw(ticket)
         parts = [self.submit(images[i:i + self.max_batch])
-                 for i in range(0, max(len(images), 1), self.max_batch)]
-        return np.concatenate([p.result() for p in parts]) if len(parts) > 1 else parts[0].result()
+                 for i in range(0, len(images), self.max_batch)]
+        return np.concatenate([p.result() for p in parts])
 
     def close(self) -> None:
         """Stop taking work; queued requests are still served."""
@@ -129,9 +163,18 @@ class MicroBatcher:
                 more_coming=self._more_coming)
 
     def _dispatch(self, pending: list[_Job]) -> None:
-        live = [job for job in pending if job.future.set_running_or_notify_cancel()]
-        if not live:
-            return
+        try:
+            live = [job for job in pending if job.future.set_running_or_notify_cancel()]
+            if live:
+                with self._running:
+                    self._run_batch(live)
+        finally:
+            with self._announce_lock:
+                self._in_worker -= len(pending)
+
+    def _run_batch(self, live: list[_Job]) -> None:
+        """Encode the jobs' images in one call, then answer each (through the stage for
+        those with a request); every failure reaches the callers it concerns."""
         try:
             batch = (np.concatenate([job.images for job in live]) if len(live) > 1
                      else live[0].images)

@@ -66,7 +66,7 @@ from envad.server.limits import (
     clip_message,
     text_problem,
 )
-from envad.server.row_encoding import row_batch_bytes
+from envad.server.row_encoding import arrow_chunk_bytes, rows_chunk_bytes
 from envad.v1 import envad_pb2 as pb
 
 # ------------------------------------------------------------------ requests -> domain
@@ -304,12 +304,6 @@ def server_info_to_pb(info: ServerInfo) -> pb.GetInfoResponse:
     return msg
 
 
-def rows_to_pb(batch: pa.RecordBatch) -> pb.RowBatch:
-    """An Arrow record batch of store rows as a RowBatch message (encoded from the
-    columns by `row_encoding`, not row by row)."""
-    return pb.RowBatch.FromString(row_batch_bytes(batch))
-
-
 def arrow_ipc_to_pb(batch: pa.RecordBatch) -> bytes:
     """An Arrow record batch as a self-contained IPC stream (schema + batch)."""
     sink = pa.BufferOutputStream()
@@ -318,11 +312,13 @@ def arrow_ipc_to_pb(batch: pa.RecordBatch) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def export_chunks_to_pb(outcome: ExportOutcome, export_format: int) -> Iterator[pb.ExportChunk]:
-    """One ExportChunk per record batch, as Row messages or Arrow IPC (`export_format`)."""
-    provenance = provenance_to_pb(outcome.provenance)
+def export_chunks_to_wire(outcome: ExportOutcome, export_format: int) -> Iterator[bytes]:
+    """One serialized ExportChunk per record batch, as rows or Arrow IPC (`export_format`),
+    encoded from the Arrow columns straight to bytes (Export's handler sends bytes as
+    they are: `interceptors.PreSerializedResponses`)."""
+    provenance = provenance_to_pb(outcome.provenance).SerializeToString()
     for batch in outcome.batches:
         if export_format == pb.EXPORT_FORMAT_ROWS:
-            yield pb.ExportChunk(rows=rows_to_pb(batch), provenance=provenance)
+            yield rows_chunk_bytes(batch, provenance)
         else:
-            yield pb.ExportChunk(arrow_ipc=arrow_ipc_to_pb(batch), provenance=provenance)
+            yield arrow_chunk_bytes(arrow_ipc_to_pb(batch), provenance)

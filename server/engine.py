@@ -226,10 +226,13 @@ class Engine:
     def _decode_all(self, images: Sequence[ImageInput], size: int,
                     skip: Container[int] = ()
                     ) -> tuple[list[int], np.ndarray, list[ItemError]]:
-        """Decode every image except the indices in `skip` (left out of the result)."""
-        futures = {index: self._decoder.submit(decode_image, img.data, size, self.limits)
-                   for index, img in enumerate(images)
-                   if not isinstance(img, RejectedImage) and index not in skip}
+        """Decode every image except the indices in `skip` (left out of the result); a
+        lone image is decoded in the calling thread (the pool pays only for several)."""
+        wanted = [index for index, img in enumerate(images)
+                  if not isinstance(img, RejectedImage) and index not in skip]
+        submit = self._decoder.submit if len(wanted) > 1 else _call_now
+        futures = {index: submit(decode_image, images[index].data, size, self.limits)
+                   for index in wanted}
         good, arrays, failures = [], [], []
         for index, img in enumerate(images):
             if index in skip:
@@ -334,6 +337,8 @@ class Engine:
             return None
         job = _score_job(bundle, images, good, options)
         step = space.batcher.max_batch
+        if len(good) <= step:       # one micro-batch: run inline when the batcher is idle
+            return space.batcher.run(batch, job, ticket)
         futures = [space.batcher.submit(batch[s:s + step], job.rows(s, s + step),
                                         ticket if s == 0 else None)
                    for s in range(0, len(good), step)]
@@ -536,3 +541,13 @@ def _fill_results(results: list[ImageResult], indices: Sequence[int], rows: Scor
         result.is_anomaly = result.ensemble >= threshold
         result.neighbors = rows.neighbors[row]
         result.adaptation = scores.adaptation[row]
+
+
+def _call_now(fn, *args) -> Future:
+    """`fn(*args)` run in this thread, as a settled Future (what a pool's submit gives)."""
+    future: Future = Future()
+    try:
+        future.set_result(fn(*args))
+    except Exception as exc:
+        future.set_exception(exc)
+    return future

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -153,43 +154,84 @@ class VectorIndex:
         self._bitmaps: dict[tuple, _Bitmap] = {}
         self.kind = "flat"
         self.trained_rows = 0           # rows the IVF index was trained on (0: flat)
+        self._pending = 0               # tables handed to `add_table_soon`, not yet added
+        self._caught_up = threading.Condition()
+        self._adder: ThreadPoolExecutor | None = None
 
     def __len__(self) -> int:
+        self.flush()
         return len(self._positions)
 
     def __contains__(self, row_id: str) -> bool:
+        self.flush()
         return row_id in self._positions
 
     def ids(self) -> set[str]:
+        self.flush()
         with self._lock:
             return set(self._positions)
 
+    def add_table_soon(self, table: pa.Table) -> None:
+        """`add_table` in the index's own thread, so that the caller (the store writer)
+        goes on with its next commit meanwhile. Every read of the index that starts after
+        this call waits until the rows are in: a row acknowledged to a client is found."""
+        with self._caught_up:
+            self._pending += 1
+            if self._adder is None:
+                self._adder = ThreadPoolExecutor(1, thread_name_prefix="index-add")
+        self._adder.submit(self._add_pending, table)
+
+    def _add_pending(self, table: pa.Table) -> None:
+        try:
+            self._add(table)
+        except Exception:  # the rows are stored: a refresh adds what the index lacks
+            log.exception("index add failed; the rows are stored and a refresh adds them")
+        finally:
+            with self._caught_up:
+                self._pending -= 1
+                self._caught_up.notify_all()
+
+    def flush(self) -> None:
+        """Wait until every table handed to `add_table_soon` is in the index."""
+        with self._caught_up:
+            while self._pending:
+                self._caught_up.wait()
+
     def add_table(self, table: pa.Table) -> int:
         """Add the rows of an Arrow table (store schema) not yet indexed; returns the count."""
+        self.flush()
+        return self._add(table)
+
+    def _add(self, table: pa.Table) -> int:
         if table.num_rows == 0:
             return 0
         ids = table.column("id").to_pylist()
         with self._growing, self._lock:
-            fresh: list[int] = []
-            seen: set[str] = set()
-            for i, row_id in enumerate(ids):   # first occurrence of each new id
-                if row_id not in self._positions and row_id not in seen:
-                    seen.add(row_id)
-                    fresh.append(i)
-            if not fresh:
-                return 0
-            subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
+            if len(set(ids)) == len(ids) and self._positions.keys().isdisjoint(ids):
+                subset, fresh_ids = table, ids      # the writer's case: every id new, once
+            else:
+                fresh: list[int] = []
+                seen: set[str] = set()
+                for i, row_id in enumerate(ids):   # first occurrence of each new id
+                    if row_id not in self._positions and row_id not in seen:
+                        seen.add(row_id)
+                        fresh.append(i)
+                if not fresh:
+                    return 0
+                subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
+                fresh_ids = [ids[i] for i in fresh]
             vectors = vectors_of(subset)
-            if not self._grow(len(self) + len(fresh), vectors):
+            if not self._grow(len(self._positions) + len(fresh_ids), vectors):
                 self._index.add(vectors)
-            self._append_metadata(subset)
-            return len(fresh)
+            self._append_metadata(subset, fresh_ids)
+            return len(fresh_ids)
 
-    def _append_metadata(self, rows: pa.Table) -> None:
-        """Give the rows just added to the FAISS index their positions and metadata."""
+    def _append_metadata(self, rows: pa.Table, ids: list[str] | None = None) -> None:
+        """Give the rows just added to the FAISS index (`ids`: their id column as a list,
+        when the caller has it) their positions and metadata."""
         start = len(self._positions)
-        for offset, row_id in enumerate(rows.column("id").to_pylist()):
-            self._positions[row_id] = start + offset
+        ids = rows.column("id").to_pylist() if ids is None else ids
+        self._positions.update(zip(ids, range(start, start + len(ids)), strict=True))
         self._ids.extend(rows.column("id").combine_chunks())
         self._uris.extend(rows.column("uri").combine_chunks())
         self._hashes.extend(_column_or_empty(rows, "sha256"))
@@ -214,6 +256,7 @@ class VectorIndex:
     def snapshot(self) -> Iterator[Snapshot]:
         """The FAISS index and the id at each position, held still until the block ends
         (rows to add wait; searches go on, since neither changes the index): for saving."""
+        self.flush()
         with self._growing:
             with self._lock:
                 ids = self._ids.array()
@@ -221,6 +264,7 @@ class VectorIndex:
 
     def vectors_at(self, positions: np.ndarray) -> np.ndarray:
         """The indexed vectors at `positions` (as FAISS holds them)."""
+        self.flush()
         with self._lock:
             return ann.rows_of(self._index, positions)
 
@@ -247,7 +291,7 @@ class VectorIndex:
             if len(self._bitmaps) >= MAX_CACHED_FILTERS:
                 self._bitmaps.clear()
             bitmap = self._bitmaps[key] = _Bitmap()
-        start, stop = len(bitmap.mask), len(self)
+        start, stop = len(bitmap.mask), len(self._positions)
         if start < stop:
             keep = np.ones(stop - start, dtype=bool)
             for values, name in ((row_filter.envs, "env"), (row_filter.splits, "split"),
@@ -277,11 +321,12 @@ class VectorIndex:
             raise InvalidInput("query vectors contain NaN or infinity")
         if exclude_self is not None and len(exclude_self) != len(queries):
             raise ValueError("exclude_self needs one (id, sha256) per query")
+        self.flush()
         with self._lock:
-            if not len(self) or k <= 0:
+            if not self._positions or k <= 0:
                 return [[] for _ in range(len(queries))]
             params: faiss.SearchParameters | None = None
-            allowed = len(self)
+            allowed = len(self._positions)
             labels = tuple(sorted(set(exclude_labels)))
             if not row_filter.is_empty() or labels:
                 bitmap = self._bitmap(row_filter, labels)
@@ -312,6 +357,7 @@ class VectorIndex:
     def relabel(self, ids: Sequence[str], label: str) -> None:
         """Set the label of indexed rows (after the store's; unknown ids are ignored).
         Filter bitmaps are dropped, since a label decides which rows a filter allows."""
+        self.flush()
         with self._lock:
             positions = [self._positions[i] for i in ids if i in self._positions]
             if positions:

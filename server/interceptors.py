@@ -7,7 +7,7 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import grpc
 
@@ -255,3 +255,24 @@ def log_observer(logger: logging.Logger) -> Observer:
     def observe(method: str, code: str, seconds: float) -> None:
         logger.info("rpc", extra={"rpc": method, "code": code, "ms": round(seconds * 1000, 2)})
     return observe
+
+
+class PreSerializedResponses(grpc.ServerInterceptor):
+    """The named methods may answer with responses already serialized (bytes), sent as
+    they are; messages are serialized as usual. Export encodes its chunks from Arrow
+    columns (server/row_encoding.py): parsing them into a message only for gRPC to
+    serialize it again cost more than reading the rows."""
+
+    def __init__(self, methods: Iterable[str]):
+        self.methods = frozenset(methods)
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler_call_details.method not in self.methods:
+            return handler
+        serialize = handler.response_serializer
+
+        def bytes_or_message(response):
+            return response if isinstance(response, bytes) else serialize(response)
+
+        return handler._replace(response_serializer=bytes_or_message)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+import sklearn
 
 from envad.records import Neighbor, RowFilter
 from envad.server.detectors.bundle import BundleScores, DetectorBundle
@@ -92,7 +93,10 @@ class BatchScorer:
             envs = [env for i in members for env in jobs[i][1].envs]
             if bundle.space.camera_aware:   # an unseen camera adapts as it sends images
                 self.camera_stats.update(envs, X)
-            scored = bundle.score(X, envs, self.camera_stats.get)
+            # the bundle checks its input (shape, finite) once; scikit-learn's per-estimator
+            # re-checks of the same rows are most of a one-row call's cost
+            with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
+                scored = bundle.score(X, envs, self.camera_stats.get)
             start = 0
             for i in members:
                 stop = start + len(jobs[i][0])

@@ -11,6 +11,7 @@ from envad.server import convert
 from envad.server.config import ServerConfig
 from envad.server.engine import Engine
 from envad.server.errors import abort_on_error
+from envad.server.prefetch import prefetched
 from envad.v1 import envad_pb2_grpc as pb_grpc
 
 
@@ -62,7 +63,8 @@ class AnomalyServicer(pb_grpc.AnomalyServiceServicer):
     @abort_on_error
     def Export(self, request, context):
         outcome = self.engine.export(convert.export_options_from_pb(request))
-        yield from convert.export_chunks_to_pb(outcome, request.format)
+        yield from prefetched(convert.export_chunks_to_wire(outcome, request.format),
+                              name="export")
 
     @abort_on_error
     def ListModels(self, request, context):

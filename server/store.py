@@ -106,11 +106,11 @@ def rows_table(rows: Sequence[Row], model_id: str, dim: int) -> pa.Table:
         "env": [r.env for r in rows],
         "label": [r.label for r in rows],
         "split": [r.split for r in rows],
-        "timestamp": [r.timestamp for r in rows],
+        "timestamp": pa.array([r.timestamp for r in rows], TIMESTAMP),
         "uri": [r.uri for r in rows],
         "sha256": [r.sha256 for r in rows],
-        "model_id": [model_id] * len(rows),
-        "ingested_at": [now] * len(rows),
+        "model_id": pa.repeat(pa.scalar(model_id, pa.string()), len(rows)),
+        "ingested_at": pa.repeat(pa.scalar(now, TIMESTAMP), len(rows)),
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
     }
     return pa.table(columns, schema=make_schema(dim))

@@ -5,7 +5,9 @@ server go through this queue (drained by `queue_drain.consume`). Rows queued tog
 are committed as one table version (fewer versions, fewer small fragments); every
 `optimize_every` commits the table is compacted. A caller's future resolves only after
 the commit returned: that is the point at which a row is acknowledged as durable. The
-FAISS mirror is extended after each commit.
+FAISS mirror is extended after each commit, in the index's own thread while the writer
+goes on with the next commit; every read of the index waits for the rows acknowledged
+before it (`VectorIndex.add_table_soon`).
 
 Lean path: the writer owns the set of stored ids (read once at start, and again only
 when another process committed to the table), so a commit is a set lookup, one Arrow
@@ -77,6 +79,7 @@ class StoreWriter:
         self._closed = True
         self._queue.put(CLOSE)
         self._thread.join(timeout)
+        self.index.flush()
 
     def _run(self) -> None:
         consume(self._queue, self._commit, max_size=self.max_rows,
@@ -156,5 +159,5 @@ class StoreWriter:
             middle = len(rows) // 2
             return self._append(rows[:middle]) | self._append(rows[middle:])
         self._stored_ids.update(table.column("id").to_pylist())
-        self.index.add_table(table)
+        self.index.add_table_soon(table)    # overlaps the next commit; reads wait for it
         return {}

@@ -131,3 +131,19 @@ def test_scale_table_has_a_row_per_size_and_index_kind(tmp_path):
     assert rows[0].startswith("| 10,000 | flat | 1.50 (x1.00) | 0.50 | 1.000 / 1.000 |")
     assert rows[1] == ("| 100,000 | ivf | 0.40 (x1.10) | 0.50 | 1.000 / 1.000 | "
                        "10.00 / 2.00 (x0.20) | 1.00 | 2,500 (2,100) |")
+
+
+def test_store_write_table_shows_the_writer_and_both_export_formats(tmp_path):
+    path = _write(tmp_path, "store_write.jsonl", [
+        {"benchmark": "store_write", "rows": 100000, "dim": 512, "chunk": 4096,
+         "writer_s": 3.0, "lancedb_add_s": 2.0, "ratio": 0.667, "target": ">= 0.6"},
+        {"benchmark": "export_rows", "rows": 100000, "read_s": 1.0, "export_rows_s": 1.4,
+         "export_arrow_s": 1.1, "rows_ratio": 1.4, "arrow_ratio": 1.1,
+         "target": "rows_ratio <= 1.5"}])
+    lines = report.render(path).splitlines()
+    assert lines[-3] == ("| store write (`StoreWriter.write`, 4,096 rows a call) | 100,000 | "
+                         "3.00 | lancedb `table.add` | 2.00 | 0.67 (reference s ÷ envad s) | "
+                         ">= 0.6 |")
+    assert lines[-2] == ("| Export ROWS (gRPC, all rows) | 100,000 | 1.40 | LanceDB table "
+                         "read | 1.00 | 1.40 (envad s ÷ reference s) | <= 1.5 |")
+    assert lines[-1].startswith("| Export ARROW (gRPC, all rows) | 100,000 | 1.10 |")

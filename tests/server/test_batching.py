@@ -125,3 +125,72 @@ def test_an_announced_submit_joins_the_micro_batch_being_gathered():
     assert batcher.submit(np.zeros((1, 1, 1, 1), np.uint8)).result(10).shape == (1, 1)
     assert sizes == [3, 1]
     batcher.close()
+
+
+def test_a_lone_caller_runs_its_batch_in_its_own_thread():
+    threads: list[str] = []
+
+    def embed(batch):
+        threads.append(threading.current_thread().name)
+        return np.ones((len(batch), 1), np.float32)
+
+    def stage(jobs):
+        threads.append(threading.current_thread().name)
+        return [request for _, request in jobs]
+
+    batcher = MicroBatcher(embed, max_wait_s=30.0, stage=stage, name="worker")
+    with batcher.coming() as ticket:        # its own announcement does not hold it back
+        assert batcher.run(np.zeros((2, 1, 1, 1), np.uint8), "req", ticket) == "req"
+    assert batcher.embed(np.zeros((1, 1, 1, 1), np.uint8)).shape == (1, 1)
+    assert threads == [threading.current_thread().name] * 3
+    batcher.close()
+
+
+def test_a_caller_with_company_goes_through_the_worker_and_joins_its_micro_batch():
+    threads: list[str] = []
+    sizes: list[int] = []
+
+    def embed(batch):
+        threads.append(threading.current_thread().name)
+        return np.zeros((len(batch), 1), np.float32)
+
+    batcher = MicroBatcher(embed, max_wait_s=30.0, on_batch=sizes.append, name="worker")
+    with batcher.coming() as ticket:        # another caller still decoding
+        first = threading.Thread(target=batcher.run, args=(np.zeros((1, 1, 1, 1), np.uint8),))
+        first.start()
+        threading.Event().wait(0.2)
+        assert batcher.run(np.zeros((2, 1, 1, 1), np.uint8), ticket=ticket).shape == (2, 1)
+    first.join(10)
+    assert sizes == [3] and threads == ["worker"]
+    batcher.close()
+
+
+def test_callers_and_the_worker_never_run_the_encoder_at_once():
+    running = {"now": 0, "most": 0}
+    lock = threading.Lock()
+
+    def embed(batch):
+        with lock:
+            running["now"] += 1
+            running["most"] = max(running["most"], running["now"])
+        threading.Event().wait(0.002)
+        with lock:
+            running["now"] -= 1
+        return np.zeros((len(batch), 1), np.float32)
+
+    batcher = MicroBatcher(embed, max_wait_s=0.0)
+
+    def caller(i):
+        for _ in range(20):
+            if i % 2:
+                batcher.run(np.zeros((1, 1, 1, 1), np.uint8))
+            else:
+                batcher.submit(np.zeros((1, 1, 1, 1), np.uint8)).result(10)
+
+    callers = [threading.Thread(target=caller, args=(i,)) for i in range(6)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(30)
+    assert running["most"] == 1
+    batcher.close()

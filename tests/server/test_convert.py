@@ -185,7 +185,8 @@ def test_export_chunks_arrive_as_the_stored_rows(export_format) -> None:
         "vector": pa.FixedSizeListArray.from_arrays(
             pa.array(np.arange(6, dtype=np.float32)), dim)}, schema=make_schema(dim))
     outcome = ExportOutcome(iter(table.to_batches(max_chunksize=1)), PROVENANCE)
-    chunks = list(server.export_chunks_to_pb(outcome, export_format))
+    chunks = [pb.ExportChunk.FromString(c)
+              for c in server.export_chunks_to_wire(outcome, export_format)]
     assert len(chunks) == 2
     assert all(client.provenance_from_pb(c.provenance) == PROVENANCE for c in chunks)
     batches = [b for c in chunks for b in client.export_chunk_from_pb(c, with_vectors=True)]

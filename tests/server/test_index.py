@@ -170,3 +170,24 @@ def test_searches_go_on_while_a_snapshot_is_saved_and_adds_wait(tmp_path):
         assert not added.wait(0.3) and snap.faiss_index.ntotal == len(snap.ids) == 40
     adder.join(10)
     assert added.is_set() and len(index) == 60
+
+
+def test_rows_added_soon_are_found_by_every_read_that_starts_after(tmp_path):
+    data, vectors = table(tmp_path, n=60)
+    index = VectorIndex(8)
+    for start in range(0, 60, 20):          # what the writer does after each commit
+        index.add_table_soon(data.slice(start, 20))
+    hits = index.search(vectors[59:60], 1)   # started after the last hand-over
+    assert hits[0][0].id == "r59"
+    assert len(index) == 60 and "r0" in index and index.ids() == {f"r{i}" for i in range(60)}
+    with index.snapshot() as snap:
+        assert snap.faiss_index.ntotal == 60
+
+
+def test_a_failed_add_soon_is_logged_and_reads_do_not_wait_for_it(tmp_path, caplog):
+    data, _ = table(tmp_path, n=10)
+    index = VectorIndex(4)                   # the table's 8-d vectors do not fit
+    index.add_table_soon(data)
+    index.flush()
+    assert len(index) == 0 and index.search(np.zeros((1, 4), np.float32), 3) == [[]]
+    assert "index add failed" in caplog.text

@@ -7,8 +7,8 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from envad.server.row_encoding import row_batch_bytes
-from envad.server.store import Row, rows_table
+from envad.server.row_encoding import arrow_chunk_bytes, row_batch_bytes, rows_chunk_bytes
+from envad.server.store import EmbeddingStore, Row, rows_table
 from envad.v1 import envad_pb2 as pb
 
 UTC = dt.timezone.utc
@@ -50,3 +50,29 @@ def test_encoded_rows_equal_the_field_by_field_message(with_vectors):
     expected = reference(batch)
     assert row_batch_bytes(batch) == expected.SerializeToString()
     assert pb.RowBatch.FromString(row_batch_bytes(batch)) == expected
+
+
+def test_export_chunks_of_a_real_store_hold_its_rows(tmp_path):
+    store = EmbeddingStore(tmp_path / "lancedb", "model-x", 300)
+    store.append(store.to_arrow(sample_rows()))
+    provenance = pb.Provenance(model_id="model-x", table_version=store.version)
+    batches = list(store.iter_batches(batch_size=10))
+    assert [b.num_rows for b in batches] == [10, 10, 5]
+    for batch in batches:
+        chunk = pb.ExportChunk.FromString(rows_chunk_bytes(batch, provenance.SerializeToString()))
+        assert chunk.rows == reference(batch) and chunk.provenance == provenance
+        arrow = pb.ExportChunk.FromString(arrow_chunk_bytes(b"ipc", provenance.SerializeToString()))
+        assert arrow.arrow_ipc == b"ipc" and arrow.provenance == provenance
+    stored = store.read()
+    exported = [row for batch in batches for row in reference(batch).rows]
+    assert [r.id for r in exported] == stored.column("id").to_pylist()
+    assert np.array_equal(np.array([r.vector for r in exported], np.float32),
+                          np.stack(stored.column("vector").to_numpy(zero_copy_only=False)))
+
+
+def test_columns_empty_in_every_row_are_left_out_as_the_message_leaves_them():
+    rows = sample_rows()
+    for row in rows:
+        row.uri, row.label, row.timestamp = "", "", None
+    batch = rows_table(rows, "model-x", 300).to_batches()[0]
+    assert row_batch_bytes(batch) == reference(batch).SerializeToString()
