@@ -45,7 +45,12 @@ HEADS: dict[str, Callable[[int, int], nn.Module]] = {
 }
 
 
-def make_head(name: str, dim: int, num_classes: int) -> nn.Module:
+def check_head(name: str) -> None:
+    """Raise ValueError naming the known heads unless `name` is one."""
     if name not in HEADS:
         raise ValueError(f"head must be one of {', '.join(HEADS)}, got {name!r}")
+
+
+def make_head(name: str, dim: int, num_classes: int) -> nn.Module:
+    check_head(name)
     return HEADS[name](dim, num_classes)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from envad.pipeline import COSINE, Pipeline
-from envad.training.algorithms import get
+from envad.training.algorithms import get, names
 from envad.training.heads import COSINE_TEMPERATURE, CosineClassifier, make_head
 from envad.training.models import EncoderConfig
 from tiny_algorithms import steps
@@ -35,7 +35,14 @@ def test_heads_by_name():
         make_head("arcface", 8, 3)
 
 
-@pytest.mark.parametrize("name", ["erm", "irm", "fish", "lisa", "groupdro", "coral"])
+SUPERVISED = [name for name in names() if get(name).supervised and get(name).trains]
+
+
+def test_the_supervised_algorithms_are_the_six_with_labels():
+    assert SUPERVISED == ["erm", "irm", "fish", "lisa", "groupdro", "coral"]
+
+
+@pytest.mark.parametrize("name", SUPERVISED)
 def test_every_supervised_algorithm_trains_a_cosine_head(name, tiny_train_data):
     torch.manual_seed(0)
     algorithm = get(name)(EncoderConfig(16), {"head": "cosine"}, num_envs=6, total_steps=2,

@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from envad.training.augment import STYLE_AUGMENTS, style_augment
-from envad.training.heads import HEADS, make_head
+from envad.training.heads import check_head, make_head
 from envad.training.mixstyle import MixStyle
 from envad.training.models import Encoder, EncoderConfig
 
@@ -67,8 +67,7 @@ class OptimHparams:
     head: str = "linear"
 
     def __post_init__(self):
-        if self.head not in HEADS:
-            raise ValueError(f"head must be one of {', '.join(HEADS)}, got {self.head!r}")
+        check_head(self.head)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not 0.0 <= self.warmup_fraction < 1.0:
