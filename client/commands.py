@@ -147,12 +147,12 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--no-activate", action="store_true", help="keep the current bundle active")
     p.add_argument("--space", default="",
-                   help="space step before the detectors: raw, l2, style_l2:N, center_l2 or "
-                        "auto (default: the default pipeline's space; see "
-                        "docs/detectors.md)")
+                   help="space step before the detectors: raw, l2, style_l2:N, center_l2, "
+                        "white_l2[:S], center_white_l2[:S] or auto (default: the default "
+                        "pipeline's space; see docs/detectors.md)")
     p.add_argument("--min-camera-rows", type=int, default=0,
-                   help="center_l2: images an unseen camera sends before it is re-centred on "
-                        "its own mean (default: 32)")
+                   help="center_l2, center_white_l2: images an unseen camera sends before "
+                        "it is re-centred on its own mean (default: 32)")
     p.add_argument("--allow-few-rows", action="store_true",
                    help="fit even on fewer than 100 rows (with a warning)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -162,7 +162,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "reset-camera-stats", parents=[conn()], formatter_class=formatter,
         help="forget running per-camera statistics (a camera was moved or re-aimed)",
-        description="The center_l2 space re-centres an unseen camera on the running mean "
+        description="The camera-aware spaces (center_l2, center_white_l2) re-centre an "
+                    "unseen camera on the running mean "
                     "of the images it sent. Forget that mean for the named cameras (all "
                     "cameras when none is named); they start again from the fit rows' mean.")
     p.add_argument("envs", nargs="*", metavar="ENV", help="cameras to forget (default: all)")

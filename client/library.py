@@ -362,8 +362,9 @@ class EnvadClient:
     ) -> r.FitResult:
         """Fit detectors on stored rows (empty filter: split "train") and, by default,
         activate the new bundle. `space`: the space step ("raw", "l2", "style_l2:N",
-        "center_l2", "auto"; "" = the server default). The server refuses fewer than
-        `envad.records.MIN_FIT_ROWS` rows (FailedPrecondition) unless `allow_few_rows`.
+        "center_l2", "white_l2[:S]", "center_white_l2[:S]", "auto"; "" = the server
+        default). The server refuses fewer than `envad.records.MIN_FIT_ROWS` rows
+        (FailedPrecondition) unless `allow_few_rows`.
         Default deadline one hour (O(n^2) detectors are slow)."""
         request = pb.FitRequest(
             filter=convert.filter_to_pb(row_filter),

@@ -258,7 +258,8 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--augment", default=DEFAULT_PIPELINE.augment, choices=("none", "style"),
                    help="style augmentation of supervised batches")
     p.add_argument("--space", default=DEFAULT_PIPELINE.space,
-                   help="space step of the refit (raw, l2, style_l2:N, center_l2, auto)")
+                   help="space step of the refit (raw, l2, style_l2:N, center_l2, "
+                        "white_l2[:S], center_white_l2[:S], auto)")
     p.add_argument("--seed", type=int, default=0, help="training seed")
     p.add_argument("--image-size", type=int, default=32, help="encoder input size in pixels")
     p.add_argument("--model-id", default="",

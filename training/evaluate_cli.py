@@ -46,7 +46,8 @@ def register(subparsers) -> None:
                              "step; --algorithms/--detectors/--epochs then default to it")
     parser.add_argument("--spaces", type=_list, default=None,
                         help="space steps to add as variants (raw, l2, style_l2:N, "
-                             "center_l2); default: the pipeline's, else none")
+                             "center_l2, white_l2[:S], center_white_l2[:S]); default: the "
+                             "pipeline's, else none")
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.set_defaults(func=run)
 

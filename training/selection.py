@@ -30,7 +30,8 @@ from envad.server.detectors.bundle import fit_bundle
 from envad.training.metrics import roc_auc
 
 log = logging.getLogger(__name__)
-SPACE_CANDIDATES = ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3")
+SPACE_CANDIDATES = ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3", "white_l2",
+                    "center_white_l2")
 ENSEMBLE_PREFIX = "ensemble:"
 
 #: the training candidates `envad select` compares by default (the paper's setting first)

@@ -249,6 +249,6 @@ def _fit_space(space: str | EmbeddingSpace, X: np.ndarray, envs: np.ndarray | No
         chosen = parse_space(space or "raw", min_camera_rows=min_camera_rows)
     if chosen.name == "style_l2" and (envs is None or len(set(envs)) < 2):
         raise InvalidInput("space style_l2 needs fitting rows from at least 2 cameras (env)")
-    if chosen.name == "center_l2" and envs is None:
-        raise InvalidInput("space center_l2 needs each fitting row's camera (env)")
+    if chosen.camera_aware and envs is None:
+        raise InvalidInput(f"space {chosen.name} needs each fitting row's camera (env)")
     return chosen.fit(X, envs), scores

@@ -11,7 +11,13 @@ removes what the fitting rows say is camera, before any detector sees the vector
 - `center_l2`: each camera is centred on its own mean, then unit length. Cameras of the
   fit set use their fit-row mean; another camera uses its own running mean once it has
   sent `min_camera_rows` images (per-camera adaptation at score time), the fit rows'
-  global mean before that. Each row says which (`adaptation`).
+  global mean before that. Each row says which (`adaptation`);
+- `white_l2`: unit length, centred on the fitting rows' mean, whitened by their
+  covariance (shrunk towards `shrinkage` x its largest eigenvalue), unit length again:
+  k-NN distances then weigh every direction of the fitting rows' spread alike
+  (Mahalanobis k-NN) instead of letting a few dominant directions decide;
+- `center_white_l2`: centred per camera as `center_l2`, whitened by the pooled
+  within-camera covariance, then unit length.
 
 Every step is a pure function of the fitted state and, for `center_l2`, of the running
 per-camera statistics the caller passes in (server/env_stats.py keeps them durable).
@@ -27,10 +33,15 @@ import numpy as np
 from envad.errors import InvalidInput
 
 #: the registered space steps, in the order reports list them
-SPACES = ("raw", "l2", "style_l2", "center_l2")
+SPACES = ("raw", "l2", "style_l2", "center_l2", "white_l2", "center_white_l2")
 #: space steps that read the query's camera
-CAMERA_AWARE = frozenset({"center_l2"})
+CAMERA_AWARE = frozenset({"center_l2", "center_white_l2"})
+#: space steps that whiten
+WHITENED = frozenset({"white_l2", "center_white_l2"})
 DEFAULT_MIN_CAMERA_ROWS = 32
+#: whitening's ridge as a fraction of the largest eigenvalue, chosen on the training
+#: cameras' selection folds (docs/RESULTS.md, fifth round)
+DEFAULT_SHRINKAGE = 0.003
 
 #: values of `adaptation` per scored row
 ADAPTED_FIT = "fit"          # a camera of the fit set: its fit-row mean
@@ -71,6 +82,23 @@ def style_directions(X: np.ndarray, envs: np.ndarray, n: int) -> np.ndarray:
     return vt[:k][keep]
 
 
+def whitening(C: np.ndarray, shrinkage: float) -> np.ndarray:
+    """Symmetric [d, d] matrix W such that the centred rows `C` times W have identity
+    covariance, each eigenvalue first raised by `shrinkage` x the largest (a ridge:
+    directions the rows barely span are scaled by a bounded factor, not by 1 / ~0)."""
+    cov = C.T @ C / max(len(C), 1)
+    eigenvalues, vectors = np.linalg.eigh(cov)
+    eigenvalues = np.maximum(eigenvalues, 0.0)
+    ridge = shrinkage * eigenvalues.max() if eigenvalues.max() > 0 else 1.0
+    return (vectors / np.sqrt(eigenvalues + ridge)) @ vectors.T
+
+
+def within_camera_residuals(X: np.ndarray, envs: np.ndarray,
+                            means: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Each row minus its camera's mean."""
+    return X - np.stack([means[str(e)] for e in envs])
+
+
 def project_out(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """X minus its component in the span of the orthonormal rows of `basis`."""
     if len(basis) == 0:
@@ -85,9 +113,11 @@ class EmbeddingSpace:
     name: str = "raw"
     n_style: int = 0
     min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
+    shrinkage: float = DEFAULT_SHRINKAGE
     global_mean_: np.ndarray | None = field(default=None, repr=False)
     camera_means_: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     basis_: np.ndarray | None = field(default=None, repr=False)
+    whitener_: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if self.name not in SPACES:
@@ -96,6 +126,8 @@ class EmbeddingSpace:
             raise InvalidInput("style_l2 needs n_style >= 1 (directions to remove)")
         if self.min_camera_rows < 1:
             raise InvalidInput("min_camera_rows must be at least 1")
+        if not (0.0 < self.shrinkage <= 1.0):
+            raise InvalidInput(f"whitening shrinkage must be in (0, 1], got {self.shrinkage}")
 
     @property
     def camera_aware(self) -> bool:
@@ -107,13 +139,22 @@ class EmbeddingSpace:
             return f"style_l2(n_style={self.n_style})"
         if self.name == "center_l2":
             return f"center_l2(min_camera_rows={self.min_camera_rows})"
+        if self.name == "white_l2":
+            return f"white_l2(shrinkage={self.shrinkage:g})"
+        if self.name == "center_white_l2":
+            return (f"center_white_l2(shrinkage={self.shrinkage:g}, "
+                    f"min_camera_rows={self.min_camera_rows})")
         return self.name
 
     def fit(self, X: np.ndarray, envs: Sequence[str] | np.ndarray | None = None
             ) -> EmbeddingSpace:
         X = np.asarray(X, dtype=np.float64)
+        if self.name == "white_l2":
+            X = unit_length(X)
         self.global_mean_ = X.mean(axis=0)
-        if self.name in ("style_l2", "center_l2"):
+        if self.name == "white_l2":
+            self.whitener_ = whitening(X - self.global_mean_, self.shrinkage)
+        if self.name in ("style_l2", "center_l2", "center_white_l2"):
             if envs is None:
                 raise InvalidInput(f"space {self.name} needs each fitting row's camera (env)")
             envs = np.asarray(envs).astype(str)
@@ -123,6 +164,9 @@ class EmbeddingSpace:
                 self.basis_ = style_directions(X, envs, self.n_style)
             else:
                 self.camera_means_ = camera_means(X, envs)
+            if self.name == "center_white_l2":
+                self.whitener_ = whitening(
+                    within_camera_residuals(X, envs, self.camera_means_), self.shrinkage)
         return self
 
     def transform(self, X: np.ndarray, envs: Sequence[str] | np.ndarray | None = None,
@@ -138,13 +182,20 @@ class EmbeddingSpace:
         if self.name == "style_l2":
             assert self.basis_ is not None, "fit() first"
             return unit_length(project_out(X, self.basis_)), [""] * len(X)
+        if self.name == "white_l2":
+            assert self.whitener_ is not None and self.global_mean_ is not None, "fit() first"
+            return (unit_length((unit_length(X) - self.global_mean_) @ self.whitener_),
+                    [""] * len(X))
         envs = [""] * len(X) if envs is None else [str(e) for e in envs]
         centres, adaptation = self.centres(envs, running)
+        if self.name == "center_white_l2":
+            assert self.whitener_ is not None, "fit() first"
+            return unit_length((X - centres) @ self.whitener_), adaptation
         return unit_length(X - centres), adaptation
 
     def centres(self, envs: Sequence[str], running: Callable[[str], CameraStats | None] | None
                 ) -> tuple[np.ndarray, list[str]]:
-        """center_l2: the mean each row is centred on, and which mean it is."""
+        """Camera-aware spaces: the mean each row is centred on, and which mean it is."""
         assert self.global_mean_ is not None, "fit() first"
         centres = np.empty((len(envs), len(self.global_mean_)))
         adaptation = []
@@ -163,7 +214,7 @@ class EmbeddingSpace:
     # ------------------------------------------------------------ persistence
     def params(self) -> dict:
         return {"name": self.name, "n_style": self.n_style,
-                "min_camera_rows": self.min_camera_rows}
+                "min_camera_rows": self.min_camera_rows, "shrinkage": self.shrinkage}
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Fitted state as named arrays (np.savez), read back by `from_arrays`."""
@@ -172,6 +223,8 @@ class EmbeddingSpace:
         d = len(self.global_mean_)
         return {"global_mean": self.global_mean_,
                 "basis": self.basis_ if self.basis_ is not None else np.zeros((0, d)),
+                "whitener": (self.whitener_ if self.whitener_ is not None
+                             else np.zeros((0, d))),
                 "camera_names": np.array(cams, dtype=np.str_),
                 "camera_means": (np.stack([self.camera_means_[c] for c in cams]) if cams
                                  else np.zeros((0, d)))}
@@ -183,6 +236,8 @@ class EmbeddingSpace:
         space.global_mean_ = np.asarray(arrays["global_mean"], dtype=np.float64)
         basis = np.asarray(arrays["basis"], dtype=np.float64)
         space.basis_ = basis if space.name == "style_l2" else None
+        if space.name in WHITENED:   # bundles saved before whitening have no "whitener"
+            space.whitener_ = np.asarray(arrays["whitener"], dtype=np.float64)
         space.camera_means_ = {str(c): np.asarray(m, dtype=np.float64) for c, m in
                                zip(arrays["camera_names"], arrays["camera_means"], strict=True)}
         return space
@@ -190,9 +245,16 @@ class EmbeddingSpace:
 
 def parse_space(text: str, *, min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
                 ) -> EmbeddingSpace:
-    """An unfitted space from its name: `raw`, `l2`, `center_l2`, `style_l2` (n_style 1) or
-    `style_l2:N`."""
+    """An unfitted space from its name: `raw`, `l2`, `center_l2`, `style_l2` (n_style 1),
+    `style_l2:N`, `white_l2`, `center_white_l2` (shrinkage DEFAULT_SHRINKAGE) or either
+    whitened space with `:SHRINKAGE`."""
     name, _, arg = text.strip().partition(":")
+    if name in WHITENED:
+        try:
+            shrinkage = float(arg) if arg else DEFAULT_SHRINKAGE
+        except ValueError:
+            raise InvalidInput(f"{name}:S needs a number S in (0, 1], got {text!r}") from None
+        return EmbeddingSpace(name, shrinkage=shrinkage, min_camera_rows=min_camera_rows)
     if name == "style_l2":
         try:
             n_style = int(arg) if arg else 1

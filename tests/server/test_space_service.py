@@ -4,7 +4,9 @@ provenance, and per-camera adaptation that switches at N images and survives a r
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from envad.server.detectors.geometry import SPACES
 from envad.server.detectors.persistence import BundleStore
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
@@ -30,20 +32,26 @@ def _score(stub, images, env=""):
                       timeout=60)
 
 
-def test_fit_applies_the_requested_space_and_reports_it(envad_server):
+@pytest.mark.parametrize("space, described, adaptation", [
+    ("l2", "l2", ""),
+    ("white_l2", "white_l2(shrinkage=0.003)", ""),
+    ("center_white_l2:0.01", "center_white_l2(shrinkage=0.01, min_camera_rows=32)", "global"),
+])
+def test_fit_applies_the_requested_space_and_reports_it(envad_server, space, described,
+                                                         adaptation):
     stub = _stub(envad_server)
     _ingest_normals(stub)
-    fit = stub.Fit(pb.FitRequest(seed=0, space="l2"), timeout=120)
-    assert fit.space == "l2"
+    fit = stub.Fit(pb.FitRequest(seed=0, space=space), timeout=120)
+    assert fit.space == described
     queries = synthetic_images("odd", 3, seed=5)
     reply = _score(stub, queries, env="cam-z")
-    assert reply.provenance.space == "l2"
-    assert [r.adaptation for r in reply.results] == ["", "", ""]
+    assert reply.provenance.space == described
+    assert [r.adaptation for r in reply.results] == [adaptation] * 3
     # the served scores are the persisted bundle's scores of the L2-normalised embedding
     bundle = BundleStore(envad_server.data_dir / "bundles").load(fit.bundle_id)
     vectors = np.array([e.vector for e in stub.Embed(pb.EmbedRequest(
         images=[pb.Image(data=d) for d in queries]), timeout=60).embeddings])
-    expected = bundle.score(vectors)
+    expected = bundle.score(vectors, ["cam-z"] * len(vectors))
     for row, result in enumerate(reply.results):
         served = {d.detector: d.raw for d in result.detectors}
         for name in bundle.detectors:
@@ -92,4 +100,4 @@ def test_auto_space_uses_labels_and_the_default_is_the_pipeline_space(envad_serv
     default = stub.Fit(pb.FitRequest(seed=0), timeout=120).space
     assert default.split("(")[0] == DEFAULT_PIPELINE.space.split(":")[0]
     auto = stub.Fit(pb.FitRequest(seed=0, space="auto"), timeout=120)
-    assert auto.space.split("(")[0] in ("raw", "l2", "center_l2", "style_l2")
+    assert auto.space.split("(")[0] in SPACES

@@ -175,7 +175,7 @@ class AnomalyServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ResetCameraStats(self, request, context):
-        """Forget the running per-camera statistics that the center_l2 space re-centres unseen
+        """Forget the running per-camera statistics that the camera-aware spaces re-centre unseen
         cameras on (for a camera that was moved or re-aimed).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

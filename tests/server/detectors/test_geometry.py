@@ -1,4 +1,4 @@
-"""Space steps: L2, style-subspace removal, per-camera centring with adaptation."""
+"""Space steps: L2, style-subspace removal, per-camera centring with adaptation, whitening."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from envad.server.detectors.geometry import (
     project_out,
     style_directions,
     unit_length,
+    whitening,
 )
 
 
@@ -98,9 +99,69 @@ def test_centring_removes_a_camera_offset_that_l2_alone_keeps():
     assert abs(l2.transform(shifted)[0].mean(0) - l2.transform(X[:50])[0].mean(0)).max() > 0.5
 
 
+def test_whitening_gives_identity_covariance_and_bounds_empty_directions():
+    rng = np.random.default_rng(3)
+    C = rng.normal(size=(400, 4)) * np.array([10.0, 3.0, 1.0, 0.1])
+    C -= C.mean(0)
+    W = whitening(C, 1e-12)
+    np.testing.assert_allclose(W, W.T)
+    np.testing.assert_allclose(np.cov((C @ W).T, bias=True), np.eye(4), atol=1e-6)
+    # a direction the rows never span is scaled by 1/sqrt(shrinkage x largest), not 1/0
+    flat = np.concatenate([C, np.zeros((400, 1))], axis=1)
+    W = whitening(flat, 0.01)
+    largest = np.linalg.eigvalsh(np.cov(flat.T, bias=True)).max()
+    np.testing.assert_allclose(W[4, 4], 1 / np.sqrt(0.01 * largest))
+    assert np.isfinite(W).all()
+
+
+def kth_neighbour_distance(reference: np.ndarray, queries: np.ndarray, k: int = 5):
+    d = np.linalg.norm(queries[:, None, :] - reference[None, :, :], axis=2)
+    return np.sort(d, axis=1)[:, k - 1]
+
+
+def test_white_l2_weighs_a_rare_direction_like_a_dominant_one():
+    """Fit rows spread 100x less along axis 4 than along axes 1-3: in l2 a query 4 spreads
+    off along axis 4 sits among the rows, in white_l2 it is as far out as one 4 spreads
+    off along axis 1."""
+    rng = np.random.default_rng(0)
+    spread = np.array([0.0, 1.0, 1.0, 1.0, 0.01])
+    X = np.array([10.0, 0, 0, 0, 0]) + rng.normal(size=(2000, 5)) * spread
+    queries = np.array([[10.0, 4.0, 0, 0, 0], [10.0, 0, 0, 0, 0.04]])
+    space = parse_space("white_l2:0.000001").fit(X)
+    fit_rows, adaptation = space.transform(X)
+    np.testing.assert_allclose(np.linalg.norm(fit_rows, axis=1), 1.0)
+    assert adaptation == [""] * len(X)
+    white = kth_neighbour_distance(fit_rows, space.transform(queries)[0])
+    assert white[1] > 0.5 * white[0]
+    plain = kth_neighbour_distance(unit_length(X), unit_length(queries))
+    assert plain[1] < 0.25 * plain[0]
+    # the transform is: unit length, centre on the fit rows' mean, whiten, unit length
+    expected = unit_length((unit_length(queries) - unit_length(X).mean(0)) @ space.whitener_)
+    np.testing.assert_allclose(space.transform(queries)[0], expected)
+
+
+def test_center_white_l2_whitens_the_within_camera_spread_and_adapts_like_center_l2():
+    X, envs = cameras()
+    X = X * np.array([5.0, 1, 1, 1, 1, 0.2])        # unequal within-camera spread
+    space = parse_space("center_white_l2:0.0000001", min_camera_rows=10).fit(X, envs)
+    assert space.camera_aware
+    residuals = X - np.stack([X[envs == e].mean(0) for e in envs])
+    np.testing.assert_allclose(np.cov((residuals @ space.whitener_).T, bias=True), np.eye(6),
+                               atol=1e-4)
+    own_mean = np.full(6, 2.0)
+    running = {"new-cam": CameraStats(10, own_mean), "young-cam": CameraStats(9, own_mean)}
+    query = np.ones((3, 6)) * 5.0
+    out, adaptation = space.transform(query, ["cam-1", "new-cam", "young-cam"], running.get)
+    assert adaptation == [ADAPTED_FIT, ADAPTED_CAMERA, ADAPTED_GLOBAL]
+    centres = [X[envs == "cam-1"].mean(0), own_mean, X.mean(0)]
+    for row, centre in zip(out, centres, strict=True):
+        np.testing.assert_allclose(row, unit_length(((query[0] - centre) @ space.whitener_)
+                                                    [None])[0])
+
+
 def test_round_trip_through_arrays():
     X, envs = cameras()
-    for spec in ("raw", "l2", "style_l2:2", "center_l2"):
+    for spec in ("raw", "l2", "style_l2:2", "center_l2", "white_l2", "center_white_l2:0.01"):
         space = parse_space(spec).fit(X, envs)
         again = EmbeddingSpace.from_arrays(space.params(), space.arrays())
         np.testing.assert_allclose(again.transform(X, envs)[0], space.transform(X, envs)[0])
@@ -109,7 +170,8 @@ def test_round_trip_through_arrays():
 
 @pytest.mark.parametrize("spec, message", [
     ("nope", "unknown space"), ("style_l2:x", "integer"), ("l2:3", "no parameter"),
-    ("style_l2:0", "n_style"),
+    ("style_l2:0", "n_style"), ("white_l2:x", "number"), ("white_l2:0", "shrinkage"),
+    ("center_white_l2:2", "shrinkage"), ("white_l2:nan", "shrinkage"),
 ])
 def test_bad_specs(spec, message):
     with pytest.raises(InvalidInput, match=message):
@@ -122,9 +184,13 @@ def test_style_removal_needs_two_cameras_and_centring_needs_cameras():
         parse_space("style_l2:1").fit(X, np.array(["one"] * len(X)))
     with pytest.raises(InvalidInput, match="camera"):
         parse_space("center_l2").fit(X)
+    with pytest.raises(InvalidInput, match="camera"):
+        parse_space("center_white_l2").fit(X)
     one = parse_space("center_l2").fit(X, np.array(["one"] * len(X)))
     np.testing.assert_allclose(one.camera_means_["one"], X.mean(0))
 
 
 def test_registry_lists_every_space():
-    assert SPACES == ("raw", "l2", "style_l2", "center_l2")
+    assert SPACES == ("raw", "l2", "style_l2", "center_l2", "white_l2", "center_white_l2")
+    for name in SPACES:
+        assert parse_space(name).name == name

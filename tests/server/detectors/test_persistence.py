@@ -63,14 +63,23 @@ def test_activation_pointer_per_model(tmp_path, bundle):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".staging")]
 
 
-def test_space_step_round_trips(tmp_path):
+@pytest.mark.parametrize("spec, described", [
+    ("style_l2:2", "style_l2(n_style=2)"),
+    ("white_l2:0.01", "white_l2(shrinkage=0.01)"),
+    ("center_white_l2", "center_white_l2(shrinkage=0.003, min_camera_rows=32)"),
+])
+def test_space_step_round_trips(tmp_path, spec, described):
     from envad.server.detectors.bundle import fit_bundle
     from envad.server.detectors.persistence import load_bundle, save_bundle
 
     rng = np.random.default_rng(0)
     envs = np.repeat(["a", "b", "c"], 30)
     X = rng.normal(size=(90, 5)) + np.repeat(rng.normal(scale=4, size=(3, 5)), 30, axis=0)
-    bundle = fit_bundle(X, detectors=["KNN"], envs=envs, space="style_l2:2")
+    bundle = fit_bundle(X, detectors=["KNN"], envs=envs, space=spec)
     loaded = load_bundle(save_bundle(bundle, tmp_path), tmp_path)
-    assert loaded.space.describe() == "style_l2(n_style=2)"
-    np.testing.assert_allclose(loaded.score(X[:7]).ensemble, bundle.score(X[:7]).ensemble)
+    assert loaded.space.describe() == described
+    np.testing.assert_allclose(loaded.score(X[:7], envs[:7]).ensemble,
+                               bundle.score(X[:7], envs[:7]).ensemble)
+    assert not np.allclose(bundle.score(X[:7], envs[:7]).raw["KNN"],
+                           fit_bundle(X, detectors=["KNN"], envs=envs, space="l2")
+                           .score(X[:7], envs[:7]).raw["KNN"])
