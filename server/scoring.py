@@ -5,7 +5,7 @@ in one ONNX Runtime call and hands the embeddings of each request, with its `Sco
 to `BatchScorer`: the detector bundle scores all rows at once (one call per bundle in the
 batch), and neighbours are searched once per distinct neighbour query. A row's scores do
 not depend on the other rows of its batch (every detector scores row by row); only a
-camera-aware space (center_l2) adds the batch's rows of an unseen camera to that
+camera-aware space (center_l2, center_white_l2) adds the batch's rows of an unseen camera to that
 camera's running statistics before scoring, as a single request always did.
 """
 

@@ -68,6 +68,10 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=32, help="input size in px")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--spaces", type=_list, default=None,
+                        help="space steps to score (default: training/selection.py's "
+                             "SPACE_CANDIDATES); a finished fold lacking one is re-scored "
+                             "with its cached encoder")
     parser.add_argument("--out", type=Path, required=True, help="selection directory")
     parser.set_defaults(func=run_select)
 
@@ -108,14 +112,15 @@ def run(args) -> int:
 
 def run_select(args) -> int:
     from envad.pipeline import Pipeline
-    from envad.training.selection import DEFAULT_CANDIDATES, run_selection
+    from envad.training.selection import DEFAULT_CANDIDATES, SPACE_CANDIDATES, run_selection
 
     candidates = DEFAULT_CANDIDATES
     if args.candidates:
         candidates = {name: Pipeline.from_json(fields) for name, fields in
                       json.loads(Path(args.candidates).read_text()).items()}
     summary = run_selection(args.data, candidates, args.out, n_folds=args.folds,
-                            seed=args.seed, size=args.size, device=args.device)
+                            seed=args.seed, size=args.size, device=args.device,
+                            spaces=tuple(args.spaces or SPACE_CANDIDATES))
     print((Path(args.out) / "selection.md").read_text())
     print(f"chosen pipeline: {json.dumps(summary['chosen'])}")
     return 0

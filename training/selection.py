@@ -108,7 +108,8 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, X_query: np.ndarray,
 
 
 def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed: int = 0,
-             size: int = 32, device: str = "cpu", progress: bool = False) -> dict:
+             size: int = 32, device: str = "cpu", progress: bool = False,
+             spaces: tuple[str, ...] = SPACE_CANDIDATES) -> dict:
     """Train without the fold's camera and class, embed, score every space x detector."""
     from envad.server.encoder import OnnxEncoder
     from envad.training.data import load_dataset
@@ -132,7 +133,8 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
     X_fit, X_query = embed(encoder, dataset, fit_idx), embed(encoder, dataset, query_idx)
     positive = np.array([records[i].label == fold.label for i in query_idx])
     scores = score_fold(X_fit, np.array([records[i].env for i in fit_idx]), X_query,
-                        np.array([records[i].env for i in query_idx]), positive, seed=seed)
+                        np.array([records[i].env for i in query_idx]), positive,
+                        spaces=spaces, seed=seed)
     return {"fold": {"env": fold.env, "label": fold.label}, "n_fit": len(fit_idx),
             "n_query": len(query_idx), "n_positive": int(positive.sum()), "scores": scores}
 
@@ -170,11 +172,14 @@ def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
 
 
 def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_folds: int = 3,
-                  seed: int = 0, size: int = 32, device: str = "cpu",
-                  progress: bool = True) -> dict:
-    """Every candidate on the same folds; writes OUT/selection.json and returns it.
+                  seed: int = 0, size: int = 32, device: str = "cpu", progress: bool = True,
+                  spaces: tuple[str, ...] = SPACE_CANDIDATES) -> dict:
+    """Every candidate on the same folds, in every space of `spaces`; writes
+    OUT/selection.json and returns it.
 
-    Finished folds are kept in OUT/folds/ and reused, so an interrupted run resumes.
+    Finished folds are kept in OUT/folds/ and reused, so an interrupted run resumes; a
+    finished fold that lacks one of `spaces` is scored again (its trained encoder, kept
+    in OUT/runs/, is reused). Only `spaces` enter the ranking.
     """
     from envad.training.data import load_dataset
 
@@ -185,12 +190,12 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
     jobs = [(name, fold) for name in candidates for fold in folds]
     for name, fold in tqdm(jobs, desc="select", disable=not progress):
         path = out / "folds" / f"{name}-{fold.name}-s{seed}.json"
-        if path.is_file():
-            result = json.loads(path.read_text())
-        else:
+        result = json.loads(path.read_text()) if path.is_file() else None
+        if result is None or not set(spaces) <= set(result["scores"]):
             result = run_fold(candidates[name], data, fold, out / "runs", seed=seed,
-                              size=size, device=device, progress=False)
+                              size=size, device=device, progress=False, spaces=spaces)
             path.write_text(json.dumps(result, indent=1))
+        result["scores"] = {space: result["scores"][space] for space in spaces}
         results.setdefault(name, []).append(result)
     ranking = summarise(results)
     best = ranking[0]

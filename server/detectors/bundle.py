@@ -72,7 +72,7 @@ class DetectorBundle:
 
     def score(self, X: np.ndarray, envs=None, running=None) -> BundleScores:
         """Raw, calibrated and ensemble scores of embeddings X [n, n_features] from cameras
-        `envs`; `running(env)` gives an unseen camera's running statistics (center_l2)."""
+        `envs`; `running(env)` gives an unseen camera's running statistics (camera-aware spaces)."""
         embeddings = _check_matrix(X, self.n_features)
         X, adaptation = self.space.transform(embeddings, envs, running)
         if self.kept_features is not None:

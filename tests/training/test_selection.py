@@ -11,6 +11,7 @@ from envad.server.detectors import registry
 from envad.training.data import load_folder
 from envad.training.selection import (
     ENSEMBLE_PREFIX,
+    SPACE_CANDIDATES,
     choosable_scorers,
     make_folds,
     run_selection,
@@ -80,10 +81,36 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path):
     assert written["chosen"] == summary["chosen"]
     chosen = resolve_pipeline(str(tmp_path / "sel" / "selection.json"))
     assert chosen.algorithm == "erm" and chosen.task == "class"
-    assert chosen.space in ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3")
+    assert chosen.space in SPACE_CANDIDATES
     assert "| erm-class |" in (tmp_path / "sel" / "selection.md").read_text()
     again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1,
                           size=16, progress=False)                 # resumes from folds/
     assert again["chosen"] == summary["chosen"]
     assert {k: again["best"][k] for k in ("candidate", "space", "scorer")} == \
         {k: summary["best"][k] for k in ("candidate", "space", "scorer")}
+
+
+def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp_path):
+    from envad.training.photodigits import generate
+
+    data = generate(tmp_path / "pd", 32, 0, progress=False, train_per_camera=60,
+                    test_per_camera=10)
+    candidates = {"erm-class": Pipeline(algorithm="erm", task="class", epochs=1)}
+    first = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                          progress=False, spaces=("l2",))
+    assert {r["space"] for r in first["ranking"]} == {"l2"}
+    encoder = next((tmp_path / "sel" / "runs").glob("*/encoder.onnx"))
+    trained_at = encoder.stat().st_mtime_ns
+    second = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                           progress=False, spaces=("l2", "white_l2"))
+    assert {r["space"] for r in second["ranking"]} == {"l2", "white_l2"}
+    assert encoder.stat().st_mtime_ns == trained_at            # not trained again
+    fold = json.loads(next((tmp_path / "sel" / "folds").glob("*.json")).read_text())
+    assert set(fold["scores"]) == {"l2", "white_l2"}
+    l2 = [r for r in second["ranking"] if r["space"] == "l2" and r["scorer"] == "KNN"]
+    assert l2[0]["mean"] == [r for r in first["ranking"]
+                             if r["space"] == "l2" and r["scorer"] == "KNN"][0]["mean"]
+    # asking for fewer spaces reuses the fold as it is and ranks only those
+    third = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                          progress=False, spaces=("white_l2",))
+    assert {r["space"] for r in third["ranking"]} == {"white_l2"}
