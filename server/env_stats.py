@@ -4,8 +4,8 @@ The camera-aware spaces (`center_l2`, `center_white_l2`) re-centre an unseen cam
 queries on that camera's own mean once it has sent enough images. The mean lives here:
 a count and a float64 sum per camera, updated by every scored or ingested image that
 names its camera, written atomically (temp file + fsync + rename) after each update so
-that a restart or a kill never loses or half-writes it. `reset` forgets cameras (all of them by default), for a
-camera that was moved or re-aimed.
+that a restart or a kill never loses or half-writes it. `reset` forgets cameras (all of
+them by default), for a camera that was moved or re-aimed.
 """
 
 from __future__ import annotations
