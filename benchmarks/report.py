@@ -176,11 +176,20 @@ def store_write(records: list[dict]) -> list[str]:
     return lines
 
 
+def camera_stats(records: list[dict]) -> list[str]:
+    lines = ["| cameras | durable update (journal append) ms | reference: whole-state snapshot "
+             "ms | ratio (snapshot ÷ update) |", "| --- |" + " --- |" * 3]
+    for r in sorted(records, key=lambda r: r["cameras"]):
+        lines.append(f"| {r['cameras']:,} | {_f(r['update_ms'], 3)} | {_f(r['snapshot_ms'], 3)} "
+                     f"| {_f(r['ratio'], 1)} |")
+    return lines
+
+
 RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
              "threads": threads, "scale": scale, "store_write": store_write,
-             "export_rows": store_write}
+             "export_rows": store_write, "camera_stats": camera_stats}
 BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)
 
 

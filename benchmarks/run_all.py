@@ -39,6 +39,7 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
                            "--no-reference", "OCSVM", "KNN", "KDE"],
         "scale": ["benchmarks.scale", "--rows", "10000", "100000"],
         "store_write": ["benchmarks.store_write", "--rows", "100000"],
+        "camera_stats": ["benchmarks.camera_stats", "--cameras", "1", "100", "1000"],
         "train_speed": ["benchmarks.train_speed", "--sizes", "32", "64", "--rounds", "5"],
         "quantized": ["benchmarks.quantized", "--model", str(model), "--data", str(data)],
     }
@@ -48,7 +49,7 @@ def print_ratios(name: str, path: Path) -> None:
     """Every ratio (and rank agreement) a benchmark's records hold, one line each."""
     for line in path.read_text().splitlines():
         record = json.loads(line)
-        what = ", ".join(f"{k}={record[k]}" for k in ("size", "rows", "kind", "clients",
+        what = ", ".join(f"{k}={record[k]}" for k in ("size", "rows", "cameras", "kind", "clients",
                                                       "detector",
                                                       "n_reference", "setting", "algorithm")
                          if k in record)

@@ -120,6 +120,7 @@ class ModelSpace:
     def close(self) -> None:
         self.batcher.close()
         self.writer.close()
+        self.camera_stats.close()
         try:
             self.save_index(force=True)
         except Exception:  # the next start rebuilds or adds what was not saved

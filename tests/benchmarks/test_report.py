@@ -147,3 +147,14 @@ def test_store_write_table_shows_the_writer_and_both_export_formats(tmp_path):
     assert lines[-2] == ("| Export ROWS (gRPC, all rows) | 100,000 | 1.40 | LanceDB table "
                          "read | 1.00 | 1.40 (envad s ÷ reference s) | <= 1.5 |")
     assert lines[-1].startswith("| Export ARROW (gRPC, all rows) | 100,000 | 1.10 |")
+
+
+def test_camera_stats_table_has_a_row_per_camera_count(tmp_path):
+    path = _write(tmp_path, "camera_stats.jsonl", [
+        {"benchmark": "camera_stats", "cameras": 1000, "dim": 512, "update_ms": 0.25,
+         "snapshot_ms": 18.0, "ratio": 72.0},
+        {"benchmark": "camera_stats", "cameras": 1, "dim": 512, "update_ms": 0.2,
+         "snapshot_ms": 0.8, "ratio": 4.0}])
+    lines = report.render(path).splitlines()
+    assert lines[-2] == "| 1 | 0.200 | 0.800 | 4.0 |"
+    assert lines[-1] == "| 1,000 | 0.250 | 18.000 | 72.0 |"
