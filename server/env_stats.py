@@ -83,7 +83,7 @@ class EnvStatistics:
         if len(X) == 0:
             return
         with self._lock:
-            updates = []
+            updates: list[Update] = []
             for env in np.unique(envs):
                 if not env:
                     continue

@@ -65,12 +65,13 @@ def decode_all(data: bytes, dim: int) -> tuple[list[Update], int]:
 
 
 class Journal:
-    """The journal file of one statistics file; appends are fsync'd before they return."""
+    """The journal file of one statistics file; appends are fsync'd before they return.
+    Written through an unbuffered descriptor, so a failed append leaves nothing queued."""
 
     def __init__(self, path: Path, dim: int):
         self.path = Path(path)
         self.dim = dim
-        self._handle = None
+        self._fd: int | None = None
         self.records = 0
 
     def read(self) -> list[Update]:
@@ -87,32 +88,34 @@ class Journal:
         self.records = len(updates)
         return updates
 
-    def append(self, updates: list[Update]) -> None:
-        if self._handle is None:
+    def _opened(self) -> int:
+        if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "ab")
-        start = os.fstat(self._handle.fileno()).st_size
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
+
+    def append(self, updates: list[Update]) -> None:
+        fd = self._opened()
+        start = os.fstat(fd).st_size
+        data = memoryview(b"".join(encode(u) for u in updates))
         try:
-            self._handle.write(b"".join(encode(u) for u in updates))
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
         except BaseException:
             # leave no partial record behind a failed append (e.g. a full disk)
-            self._handle.truncate(start)
+            os.ftruncate(fd, start)
             raise
         self.records += len(updates)
 
     def clear(self) -> None:
         """Empty the journal (its records are in a durable snapshot now)."""
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "ab")
-        self._handle.truncate(0)
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        fd = self._opened()
+        os.ftruncate(fd, 0)
+        os.fsync(fd)
         self.records = 0
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
