@@ -126,6 +126,14 @@ class TrainConfig:
         return json.loads(json.dumps(data))
 
 
+def same_config(stored: dict, wanted: dict) -> bool:
+    """Two run identities are the same run; the dataset path may be spelled differently
+    (relative or absolute) as long as it names the same directory."""
+    def dataset(identity: dict) -> dict:
+        return {**identity, "data": str(Path(identity.get("data", "")).resolve())}
+    return dataset(stored) == dataset(wanted)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -140,7 +148,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
     run_dir = Path(config.out)
     run = read_run_if_any(run_dir)
     if run is not None:
-        if run["config"] != config.identity():
+        if not same_config(run["config"], config.identity()):
             raise FailedPrecondition(f"{run_dir} holds a run with a different config; "
                                      "choose another output directory")
         if run["status"] == "done" and (run_dir / ENCODER_FILE).is_file():

@@ -19,8 +19,8 @@ removes what the fitting rows say is camera, before any detector sees the vector
 - `center_white_l2`: centred per camera as `center_l2`, whitened by the pooled
   within-camera covariance, then unit length.
 
-Every step is a pure function of the fitted state and, for `center_l2`, of the running
-per-camera statistics the caller passes in (server/env_stats.py keeps them durable).
+Every step is a pure function of the fitted state and, for the camera-aware steps, of
+the running per-camera statistics the caller passes in (server/env_stats.py keeps them durable).
 """
 
 from __future__ import annotations

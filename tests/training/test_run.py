@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -46,6 +47,20 @@ def test_finished_run_is_cached_and_other_configs_refused(finished_run, tiny_pho
     assert {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()} == before
     with pytest.raises(FailedPrecondition, match="different config"):
         train(tiny_config(tiny_photodigits, finished_run, seed=1), progress=False)
+
+
+def test_the_dataset_path_may_be_spelled_relative_or_absolute(finished_run, tiny_photodigits,
+                                                               monkeypatch):
+    import dataclasses
+
+    before = {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()}
+    data = Path(tiny_config(tiny_photodigits, finished_run).data).resolve()
+    monkeypatch.chdir(data.parent)
+    relative = dataclasses.replace(tiny_config(tiny_photodigits, finished_run),
+                                   data=data.name)
+    assert relative.data != str(data)
+    assert train(relative, progress=False) == finished_run          # cached, not refused
+    assert {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()} == before
 
 
 def test_same_seed_gives_identical_weights(finished_run, tiny_photodigits, tmp_path):
