@@ -53,6 +53,8 @@ DEFAULT_CANDIDATES = {
                                                epochs=15, hparams={**COSINE, "head": "cosine"}),
     "irm1-class-style-e15": Pipeline(algorithm="irm", task="class", augment="style", epochs=15,
                                      hparams={**COSINE, "penalty_weight": 1.0}),
+    "erm-class-style-e30": Pipeline(algorithm="erm", task="class", augment="style",
+                                    epochs=30, hparams=COSINE),
 }
 
 
