@@ -72,6 +72,10 @@ def register(subparsers) -> None:
                         help="space steps to score (default: training/selection.py's "
                              "SPACE_CANDIDATES); a finished fold lacking one is re-scored "
                              "with its cached encoder")
+    parser.add_argument("--fit-rows", type=int, default=None,
+                        help="fit the detectors on a seeded sample of this many of each "
+                             "fold's fit rows (default: all): how the pipeline does with "
+                             "few normal images")
     parser.add_argument("--out", type=Path, required=True, help="selection directory")
     parser.set_defaults(func=run_select)
 
@@ -120,7 +124,8 @@ def run_select(args) -> int:
                       json.loads(Path(args.candidates).read_text()).items()}
     summary = run_selection(args.data, candidates, args.out, n_folds=args.folds,
                             seed=args.seed, size=args.size, device=args.device,
-                            spaces=tuple(args.spaces or SPACE_CANDIDATES))
+                            spaces=tuple(args.spaces or SPACE_CANDIDATES),
+                            fit_rows=args.fit_rows)
     print((Path(args.out) / "selection.md").read_text())
     print(f"chosen pipeline: {json.dumps(summary['chosen'])}")
     return 0

@@ -109,10 +109,19 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, X_query: np.ndarray,
     return out
 
 
+def subsample(indices: np.ndarray, fit_rows: int | None, seed: int) -> np.ndarray:
+    """At most `fit_rows` of `indices` (seeded, order kept); all of them when None."""
+    if fit_rows is None or fit_rows >= len(indices):
+        return indices
+    rng = np.random.default_rng([seed, 23])
+    return np.sort(rng.choice(indices, fit_rows, replace=False))
+
+
 def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed: int = 0,
              size: int = 32, device: str = "cpu", progress: bool = False,
-             spaces: tuple[str, ...] = SPACE_CANDIDATES) -> dict:
-    """Train without the fold's camera and class, embed, score every space x detector."""
+             spaces: tuple[str, ...] = SPACE_CANDIDATES, fit_rows: int | None = None) -> dict:
+    """Train without the fold's camera and class, embed, score every space x detector
+    (detectors fitted on at most `fit_rows` of the rest's normal train rows)."""
     from envad.server.encoder import OnnxEncoder
     from envad.training.data import load_dataset
     from envad.training.evaluate import embed
@@ -127,8 +136,9 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
         progress=progress, resume=True)
     dataset = load_dataset(data)
     records = dataset.records
-    fit_idx = np.array([i for i in dataset.indices("train", normal_only=True)
-                        if records[i].env != fold.env and records[i].label != fold.label])
+    fit_idx = subsample(np.array([i for i in dataset.indices("train", normal_only=True)
+                                  if records[i].env != fold.env
+                                  and records[i].label != fold.label]), fit_rows, seed)
     query_idx = np.array([i for i in range(len(records)) if records[i].env == fold.env
                           and records[i].split in ("train", "val") and not records[i].is_anomaly])
     encoder = OnnxEncoder(run_dir / ENCODER_FILE)
@@ -175,8 +185,10 @@ def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
 
 def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_folds: int = 3,
                   seed: int = 0, size: int = 32, device: str = "cpu", progress: bool = True,
-                  spaces: tuple[str, ...] = SPACE_CANDIDATES) -> dict:
-    """Every candidate on the same folds, in every space of `spaces`; writes
+                  spaces: tuple[str, ...] = SPACE_CANDIDATES,
+                  fit_rows: int | None = None) -> dict:
+    """Every candidate on the same folds, in every space of `spaces`, the detectors fitted
+    on all of a fold's fit rows or a seeded `fit_rows` of them; writes
     OUT/selection.json and returns it.
 
     Finished folds are kept in OUT/folds/ and reused, so an interrupted run resumes; a
@@ -191,11 +203,13 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
     results: dict[str, list[dict]] = {}
     jobs = [(name, fold) for name in candidates for fold in folds]
     for name, fold in tqdm(jobs, desc="select", disable=not progress):
-        path = out / "folds" / f"{name}-{fold.name}-s{seed}.json"
+        rows = f"-fit{fit_rows}" if fit_rows else ""
+        path = out / "folds" / f"{name}-{fold.name}-s{seed}{rows}.json"
         result = json.loads(path.read_text()) if path.is_file() else None
         if result is None or not set(spaces) <= set(result["scores"]):
             result = run_fold(candidates[name], data, fold, out / "runs", seed=seed,
-                              size=size, device=device, progress=False, spaces=spaces)
+                              size=size, device=device, progress=False, spaces=spaces,
+                              fit_rows=fit_rows)
             path.write_text(json.dumps(result, indent=1))
         result["scores"] = {space: result["scores"][space] for space in spaces}
         results.setdefault(name, []).append(result)
@@ -206,7 +220,8 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
     if set(detectors) == set(registry.PAPER_DETECTORS):
         detectors = ()
     chosen = replace(candidates[best["candidate"]], space=best["space"], detectors=detectors)
-    summary = {"data": data, "seed": seed, "size": size, "folds": [f.__dict__ for f in folds],
+    summary = {"data": data, "seed": seed, "size": size, "fit_rows": fit_rows,
+               "folds": [f.__dict__ for f in folds],
                "candidates": {k: v.to_json() for k, v in candidates.items()},
                "chosen": chosen.to_json(), "best": best, "ranking": ranking[:200]}
     (out / "selection.json").write_text(json.dumps(summary, indent=1))
@@ -219,7 +234,9 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
     detectors, KNN, and the best detector set, as mean fold ROC-AUC."""
 
     lines = ["# Pipeline selection (training cameras only)", "",
-             f"data `{summary['data']}`, seed {summary['seed']}, {summary['size']} px; folds "
+             f"data `{summary['data']}`, seed {summary['seed']}, {summary['size']} px"
+             + (f", detectors fitted on {summary['fit_rows']:,} rows per fold"
+                if summary.get("fit_rows") else "") + "; folds "
              "(held-out camera ~ held-out class): "
              + ", ".join(f"{f['env']}~{f['label']}" for f in summary["folds"]), "",
              f"**chosen**: `{json.dumps(summary['chosen'])}` (mean fold ROC-AUC "

@@ -82,6 +82,15 @@ def style_directions(X: np.ndarray, envs: np.ndarray, n: int) -> np.ndarray:
     return vt[:k][keep]
 
 
+def effective_shrinkage(shrinkage: float, n_rows: int, dim: int) -> float:
+    """The ridge fraction used with `n_rows` fitting rows of `dim` features: `shrinkage`
+    when rows are plentiful, growing as (2 dim / n_rows)^2 when they are few (a covariance
+    from fewer rows than dimensions spans only part of the space, and whitening would
+    blow the rest up), capped at 1. Fitted on the training cameras' selection folds with
+    their fit rows subsampled to 100-1,000 (docs/RESULTS.md, fifth round)."""
+    return min(1.0, shrinkage * (1.0 + (2.0 * dim / max(n_rows, 1)) ** 2))
+
+
 def whitening(C: np.ndarray, shrinkage: float) -> np.ndarray:
     """Symmetric [d, d] matrix W such that the centred rows `C` times W have identity
     covariance, each eigenvalue first raised by `shrinkage` x the largest (a ridge:
@@ -153,7 +162,7 @@ class EmbeddingSpace:
             X = unit_length(X)
         self.global_mean_ = X.mean(axis=0)
         if self.name == "white_l2":
-            self.whitener_ = whitening(X - self.global_mean_, self.shrinkage)
+            self.whitener_ = whitening(X - self.global_mean_, self.ridge_for(X))
         if self.name in ("style_l2", "center_l2", "center_white_l2"):
             if envs is None:
                 raise InvalidInput(f"space {self.name} needs each fitting row's camera (env)")
@@ -166,8 +175,12 @@ class EmbeddingSpace:
                 self.camera_means_ = camera_means(X, envs)
             if self.name == "center_white_l2":
                 self.whitener_ = whitening(
-                    within_camera_residuals(X, envs, self.camera_means_), self.shrinkage)
+                    within_camera_residuals(X, envs, self.camera_means_), self.ridge_for(X))
         return self
+
+    def ridge_for(self, X: np.ndarray) -> float:
+        """The whitening ridge fraction for fitting rows X (fewer rows: more ridge)."""
+        return effective_shrinkage(self.shrinkage, len(X), X.shape[1])
 
     def transform(self, X: np.ndarray, envs: Sequence[str] | np.ndarray | None = None,
                   running: Callable[[str], CameraStats | None] | None = None

@@ -16,6 +16,7 @@ from envad.training.selection import (
     make_folds,
     run_selection,
     score_fold,
+    subsample,
 )
 
 
@@ -114,3 +115,22 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     third = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                           progress=False, spaces=("white_l2",))
     assert {r["space"] for r in third["ranking"]} == {"white_l2"}
+    # detectors fitted on fewer rows: a fold of its own, the same encoder
+    few = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                        progress=False, spaces=("l2",), fit_rows=40)
+    assert encoder.stat().st_mtime_ns == trained_at
+    small = json.loads(next((tmp_path / "sel" / "folds").glob("*-fit40.json")).read_text())
+    assert small["n_fit"] == 40 and fold["n_fit"] > 40
+    assert few["fit_rows"] == 40
+    assert "detectors fitted on 40 rows per fold" in (tmp_path / "sel" / "selection.md").read_text()
+
+
+def test_subsample_is_seeded_ordered_and_keeps_everything_when_asked_for_more():
+    indices = np.arange(100, 200)
+    picked = subsample(indices, 10, 0)
+    assert len(picked) == 10 and list(picked) == sorted(picked)
+    assert set(picked) <= set(indices)
+    np.testing.assert_array_equal(picked, subsample(indices, 10, 0))
+    assert not np.array_equal(picked, subsample(indices, 10, 1))
+    np.testing.assert_array_equal(subsample(indices, None, 0), indices)
+    np.testing.assert_array_equal(subsample(indices, 500, 0), indices)

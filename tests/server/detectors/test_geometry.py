@@ -13,6 +13,7 @@ from envad.server.detectors.geometry import (
     SPACES,
     CameraStats,
     EmbeddingSpace,
+    effective_shrinkage,
     parse_space,
     project_out,
     style_directions,
@@ -117,6 +118,20 @@ def test_whitening_gives_identity_covariance_and_bounds_empty_directions():
 def kth_neighbour_distance(reference: np.ndarray, queries: np.ndarray, k: int = 5):
     d = np.linalg.norm(queries[:, None, :] - reference[None, :, :], axis=2)
     return np.sort(d, axis=1)[:, k - 1]
+
+
+def test_few_fitting_rows_get_more_ridge():
+    assert effective_shrinkage(0.003, 10**9, 512) == pytest.approx(0.003)
+    ridges = [effective_shrinkage(0.003, n, 512) for n in (100, 300, 1000, 3000, 30000)]
+    assert ridges == sorted(ridges, reverse=True)
+    assert ridges[0] > 30 * ridges[-1]
+    assert effective_shrinkage(0.5, 10, 512) == 1.0                 # capped
+    # the fitted space uses it: few rows, a flatter whitener
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 8)) * np.geomspace(1, 0.01, 8)
+    plenty = parse_space("white_l2").fit(X).whitener_
+    few = parse_space("white_l2").fit(X[:20]).whitener_
+    assert np.linalg.cond(few) < np.linalg.cond(plenty)
 
 
 def test_white_l2_weighs_a_rare_direction_like_a_dominant_one():
