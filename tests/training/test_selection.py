@@ -12,8 +12,10 @@ from envad.training.data import load_folder
 from envad.training.selection import (
     ENSEMBLE_PREFIX,
     SPACE_CANDIDATES,
+    TIE_MARGIN,
     choosable_scorers,
     make_folds,
+    pick_best,
     run_selection,
     score_fold,
     subsample,
@@ -123,6 +125,18 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     assert small["n_fit"] == 40 and fold["n_fit"] > 40
     assert few["fit_rows"] == 40
     assert "detectors fitted on 40 rows per fold" in (tmp_path / "sel" / "selection.md").read_text()
+
+
+def test_a_tie_goes_to_the_candidate_that_trains_fewer_epochs():
+    candidates = {"long": Pipeline(epochs=30), "short": Pipeline(epochs=15)}
+    ranking = [{"candidate": "long", "space": "l2", "scorer": "KNN", "mean": 0.758},
+               {"candidate": "short", "space": "l2", "scorer": "KNN", "mean": 0.754},
+               {"candidate": "short", "space": "raw", "scorer": "KNN", "mean": 0.700}]
+    assert pick_best(ranking, candidates)["candidate"] == "short"
+    ranking[1]["mean"] = 0.758 - TIE_MARGIN - 0.001              # a real gap: the best wins
+    assert pick_best(ranking, candidates)["candidate"] == "long"
+    ranking[0]["mean"] = float("nan")                            # nothing finite: the first
+    assert pick_best(ranking[:1], candidates)["candidate"] == "long"
 
 
 def test_subsample_is_seeded_ordered_and_keeps_everything_when_asked_for_more():
