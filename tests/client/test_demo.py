@@ -48,7 +48,7 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     assert "NORM" in every[0]["detectors"] and "NORM" in report["all_detectors"]["space"][
         "roc_auc"]
     scores = [json.loads(line) for line in (tmp_path / "w" / "scores.jsonl").open()]
-    assert {s["space"].split("(")[0] for s in scores} == {report["pipeline"]["space"]}
+    assert {s["space"].split("(")[0] for s in scores} == {report["pipeline"]["space"].split(":")[0]}
     assert not (tmp_path / "w" / "photodigits").exists()    # nothing generated
 
 
