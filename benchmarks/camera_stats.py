@@ -1,6 +1,6 @@
 """Per-camera running statistics: the cost of one durable update as cameras grow.
 
-A camera-aware space (the default `center_white_l2`) updates an unseen camera's running
+A camera-aware space (`center_l2`, `center_white_l2`) updates an unseen camera's running
 mean with every scored batch that names its camera, before scoring it. The update is
 made durable by a journal append (server/env_stats.py); the reference, measured in the
 same run on the same state, is rewriting the whole state atomically per update (temp

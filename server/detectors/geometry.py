@@ -102,12 +102,6 @@ def whitening(C: np.ndarray, shrinkage: float) -> np.ndarray:
     return (vectors / np.sqrt(eigenvalues + ridge)) @ vectors.T
 
 
-def within_camera_residuals(X: np.ndarray, envs: np.ndarray,
-                            means: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Each row minus its camera's mean."""
-    return X - np.stack([means[str(e)] for e in envs])
-
-
 def project_out(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """X minus its component in the span of the orthonormal rows of `basis`."""
     if len(basis) == 0:
@@ -174,8 +168,8 @@ class EmbeddingSpace:
             else:
                 self.camera_means_ = camera_means(X, envs)
             if self.name == "center_white_l2":
-                self.whitener_ = whitening(
-                    within_camera_residuals(X, envs, self.camera_means_), self.ridge_for(X))
+                fit_centres, _ = self.centres(list(envs), None)   # each row's camera mean
+                self.whitener_ = whitening(X - fit_centres, self.ridge_for(X))
         return self
 
     def ridge_for(self, X: np.ndarray) -> float:
