@@ -268,10 +268,13 @@ def _score(client, pending, options, copies: frozenset[str] | set[str] = frozens
                 out.append((item, image, "", "", {
                     "ensemble": res.ensemble, "is_anomaly": res.is_anomaly,
                     "threshold": res.threshold,
-                    "detectors": {d.detector: {"raw": d.raw, "calibrated": d.calibrated}
+                    "detectors": {d.detector: {"raw": d.raw, "adapted": d.adapted,
+                                               "calibrated": d.calibrated}
                                   for d in res.detectors},
                     "model_id": prov.model_id, "bundle_id": prov.bundle_id,
                     "space": prov.space, "adaptation": res.adaptation,
+                    "score_adaptation": prov.score_adaptation,
+                    "camera_weight": res.camera_weight,
                 }))
     return out
 

@@ -126,5 +126,7 @@ def score_records(outcomes: Iterable[Outcome]) -> Iterator[dict]:
             "bundle_id": score.get("bundle_id", ""),
             "space": score.get("space", ""),
             "adaptation": score.get("adaptation", ""),
+            "score_adaptation": score.get("score_adaptation", ""),
+            "camera_weight": score.get("camera_weight"),
             "source": item.get("source", {}),
         }

@@ -155,6 +155,11 @@ def register(subparsers) -> None:
                         "it is re-centred on its own mean (default: 32)")
     p.add_argument("--allow-few-rows", action="store_true",
                    help="fit even on fewer than 100 rows (with a warning)")
+    p.add_argument("--score-adaptation", default="",
+                   help="camera[:P] (standardise each camera's scores on its own running "
+                        "statistics, with a prior of P rows of the fit set's, 64 when P is "
+                        "left out) or none (default: the default pipeline's; see "
+                        "docs/detectors.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_fit)
@@ -163,9 +168,11 @@ def register(subparsers) -> None:
         "reset-camera-stats", parents=[conn()], formatter_class=formatter,
         help="forget running per-camera statistics (a camera was moved or re-aimed)",
         description="The camera-aware spaces (center_l2, center_white_l2) re-centre an "
-                    "unseen camera on the running mean "
-                    "of the images it sent. Forget that mean for the named cameras (all "
-                    "cameras when none is named); they start again from the fit rows' mean.")
+                    "unseen camera on the running mean of the images it sent, and score "
+                    "adaptation (camera) puts each camera's scores on the fit set's scale "
+                    "with the running mean and spread of the scores it received. Forget "
+                    "both for the named cameras (all cameras when none is named); they "
+                    "start again from the fit rows' statistics.")
     p.add_argument("envs", nargs="*", metavar="ENV", help="cameras to forget (default: all)")
     add_json_flag(p)
     p.set_defaults(func=cmd_reset_camera_stats)
@@ -298,7 +305,8 @@ def cmd_fit(args) -> int:
                                stylist=args.stylist, drop_fraction=args.drop_fraction,
                                seed=args.seed, activate=not args.no_activate,
                                space=args.space, min_camera_rows=args.min_camera_rows,
-                               allow_few_rows=args.allow_few_rows, timeout=args.timeout),
+                               allow_few_rows=args.allow_few_rows,
+                               score_adaptation=args.score_adaptation, timeout=args.timeout),
             "fit", enabled=not args.no_progress)
     warning = few_rows_warning(result.n_samples)
     if warning:
@@ -307,7 +315,8 @@ def cmd_fit(args) -> int:
         print_json(result)
         return 0
     print(f"bundle {result.bundle_id}: {result.n_samples} samples x {result.n_features} "
-          f"features, space {result.space}, threshold {result.threshold:.3f}, "
+          f"features, space {result.space}, score adaptation {result.score_adaptation}, "
+          f"threshold {result.threshold:.3f}, "
           f"{'activated' if result.activated else 'not activated'}")
     print_table(["DETECTOR", "FIT SECONDS", "SAMPLES"],
                 [[s.detector, f"{s.fit_seconds:.2f}", s.n_samples] for s in result.stats])
@@ -344,6 +353,7 @@ def cmd_info(args) -> int:
     print(f"detectors    {bundle_line}")
     if bundle:
         print(f"space        {bundle.space}")
+        print(f"scores       adapted per camera: {bundle.score_adaptation}")
     print(f"rows         {info.total_rows} (index {info.index_rows}, "
           f"table version {info.table_version})")
     for env, n in sorted(info.env_counts.items()):

@@ -105,6 +105,7 @@ def provenance_from_pb(msg: pb.Provenance) -> r.Provenance:
         table_version=msg.table_version,
         server_version=msg.server_version,
         space=msg.space,
+        score_adaptation=msg.score_adaptation,
     )
 
 
@@ -129,7 +130,8 @@ def image_score_from_pb(msg: pb.ImageScore) -> r.ImageScore:
         env=msg.env,
         error=_optional_error(msg, msg.error),
         detectors=tuple(
-            r.DetectorScore(detector=d.detector, raw=d.raw, calibrated=d.calibrated)
+            r.DetectorScore(detector=d.detector, raw=d.raw, calibrated=d.calibrated,
+                            adapted=d.adapted)
             for d in msg.detectors
         ),
         ensemble=msg.ensemble,
@@ -138,6 +140,7 @@ def image_score_from_pb(msg: pb.ImageScore) -> r.ImageScore:
         neighbors=tuple(neighbor_from_pb(n) for n in msg.neighbors),
         stored=msg.stored,
         adaptation=msg.adaptation,
+        camera_weight=msg.camera_weight,
     )
 
 
@@ -189,6 +192,7 @@ def fit_result_from_pb(msg: pb.FitResponse) -> r.FitResult:
         activated=msg.activated,
         provenance=provenance_from_pb(msg.provenance),
         space=msg.space,
+        score_adaptation=msg.score_adaptation,
     )
 
 
@@ -235,6 +239,7 @@ def bundle_info_from_pb(msg: pb.BundleInfo) -> r.BundleInfo:
         filter=filter_from_pb(msg.filter),
         stats=fit_stats_from_pb(msg.stats),
         space=msg.space,
+        score_adaptation=msg.score_adaptation,
     )
 
 

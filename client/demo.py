@@ -33,8 +33,9 @@ DESCRIPTION = (
     "cameras never seen in training (PhotoDigits: 900 images from 3 cameras, 40% showing "
     "unseen content, digits 6-9). ROC-AUC: 0.5 = chance, 1.0 = perfect; anomalies are the "
     "positive class. 'per camera' averages the ROC-AUC of each unseen camera. 'ensemble' is "
-    "the bundle's mean calibrated score. 'with space' scores in the pipeline's space step; "
-    "'raw' in the encoder's raw output (the paper's setting), both with the same encoder."
+    "the bundle's mean calibrated score. 'with space' scores in the pipeline's space step "
+    "with its score adaptation (each camera's scores on the fit set's scale); 'raw' in the "
+    "encoder's raw output, unadapted (the paper's setting), both with the same encoder."
 )
 
 
@@ -135,23 +136,25 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
             # and the paper's eight without it (the paper's setting; NORM reads the raw
             # embedding in every space). A pass that would fit the same space and
             # detectors as an earlier one reuses that one's scores.
-            passes = [("pipeline", pipeline.space, pipeline.detectors, "scores.jsonl"),
-                      ("all, space", pipeline.space, tuple(detector_names()),
+            adapt = pipeline.score_adaptation
+            passes = [("pipeline", pipeline.space, adapt, pipeline.detectors, "scores.jsonl"),
+                      ("all, space", pipeline.space, adapt, tuple(detector_names()),
                        "scores-all.jsonl"),
-                      ("all, raw", "raw", PAPER_DETECTORS, "scores-raw.jsonl")]
+                      ("all, raw", "raw", "none", PAPER_DETECTORS, "scores-raw.jsonl")]
             same_as: dict[str, str] = {}
             first_of: dict[tuple, str] = {}
-            for name, space, detectors, _ in passes:
-                key = (space, tuple(detectors))
+            for name, space, adaptation, detectors, _ in passes:
+                key = (space, adaptation, tuple(detectors))
                 same_as[name] = first_of.setdefault(key, name)
-            for name, space, detectors, file_name in passes:
+            for name, space, adaptation, detectors, file_name in passes:
                 if same_as[name] != name:
                     continue
                 t0 = time.monotonic()
                 fit = client.fit(RowFilter(splits=("train",)), seed=seed, space=space,
-                                 detectors=detectors)
+                                 detectors=detectors, score_adaptation=adaptation)
                 log(f"fitted {len(fit.stats)} detectors on {fit.n_samples} embeddings "
-                    f"({fit.n_features} features), space {fit.space}, bundle {fit.bundle_id}")
+                    f"({fit.n_features} features), space {fit.space}, scores adapted "
+                    f"{fit.score_adaptation}, bundle {fit.bundle_id}")
                 stage(f"fit ({name})", t0)
                 t0 = time.monotonic()
                 client.reset_camera_stats()          # unseen cameras start unseen
@@ -194,8 +197,10 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     print(f"The pipeline as served ({pipeline.describe()}):")
     print(format_table(rows))
     print()
-    print("Every detector, with the pipeline's space step and without it:")
-    print(format_comparison(tables["all, space"], tables["all, raw"], pipeline.space))
+    print("Every detector, with the pipeline's space step and score adaptation and without "
+          "them:")
+    print(format_comparison(tables["all, space"], tables["all, raw"],
+                            f"{pipeline.space}, {pipeline.score_adaptation}"))
     print()
     print(f"ROC plot:  {plot}")
     print(f"report:    {workdir / 'report.json'}")

@@ -49,7 +49,10 @@ def load_scores(path: str | Path) -> ScoredSet:
     if not rows:
         raise ValueError(f"{path}: no scored image with a known truth (source.is_anomaly)")
     names = list(rows[0]["detectors"])
-    scores = {n: np.array([r["detectors"][n]["raw"] for r in rows], dtype=float) for n in names}
+    # a detector ranks by its score on the fit set's scale for the image's camera
+    # (`adapted`; records written before score adaptation carry only `raw`)
+    scores = {n: np.array([r["detectors"][n].get("adapted", r["detectors"][n]["raw"])
+                           for r in rows], dtype=float) for n in names}
     scores[ENSEMBLE] = np.array([r["ensemble"] for r in rows], dtype=float)
     return ScoredSet(np.array(truth), np.array(envs, dtype=object), scores)
 

@@ -358,13 +358,16 @@ class EnvadClient:
         space: str = "",
         min_camera_rows: int = 0,
         allow_few_rows: bool = False,
+        score_adaptation: str = "",
         timeout: float | None = 3600.0,
     ) -> r.FitResult:
         """Fit detectors on stored rows (empty filter: split "train") and, by default,
         activate the new bundle. `space`: the space step ("raw", "l2", "style_l2:N",
         "center_l2", "white_l2[:S]", "center_white_l2[:S]", "auto"; "" = the server
-        default). The server refuses fewer than `envad.records.MIN_FIT_ROWS` rows
-        (FailedPrecondition) unless `allow_few_rows`.
+        default). `score_adaptation`: "camera[:P]" puts each camera's scores on the fit
+        set's scale, "none" leaves them ("" = the server default). The server refuses
+        fewer than `envad.records.MIN_FIT_ROWS` rows (FailedPrecondition) unless
+        `allow_few_rows`.
         Default deadline one hour (O(n^2) detectors are slow)."""
         request = pb.FitRequest(
             filter=convert.filter_to_pb(row_filter),
@@ -377,6 +380,7 @@ class EnvadClient:
             space=space,
             min_camera_rows=min_camera_rows,
             allow_few_rows=allow_few_rows,
+            score_adaptation=score_adaptation,
         )
         return convert.fit_result_from_pb(self._unary("Fit", request, timeout))
 

@@ -30,11 +30,14 @@ from envad.records import (  # noqa: F401
 
 @dataclass(frozen=True)
 class DetectorScore:
-    """One detector's raw score and its calibrated percentile in [0, 1]."""
+    """One detector's raw score, that score on the fit set's scale for the image's camera
+    (`adapted`, equal to raw when the bundle does not adapt scores) and its calibrated
+    percentile in [0, 1]."""
 
     detector: str
     raw: float
     calibrated: float
+    adapted: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class ImageScore:
     neighbors: tuple[Neighbor, ...]
     stored: bool
     adaptation: str = ""    # how the space step placed the camera ("fit", "camera", "global")
+    camera_weight: float = 0.0   # weight of the camera's own score statistics in `adapted`
 
     @property
     def ok(self) -> bool:
@@ -60,6 +64,11 @@ class ImageScore:
     def detector_scores(self, calibrated: bool = False) -> dict[str, float]:
         """Detector name -> raw (default) or calibrated score."""
         return {d.detector: (d.calibrated if calibrated else d.raw) for d in self.detectors}
+
+    def adapted_scores(self) -> dict[str, float]:
+        """Detector name -> score on the fit set's scale for the image's camera (what the
+        calibrated score ranks by)."""
+        return {d.detector: d.adapted for d in self.detectors}
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,7 @@ class FitResult:
     activated: bool
     provenance: Provenance
     space: str = ""
+    score_adaptation: str = ""
 
 
 @dataclass(frozen=True)

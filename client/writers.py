@@ -6,8 +6,10 @@ and writes atomically (temporary file + rename), so a reader never sees half a f
 
 Record fields: key, id, env, label, split, uri, timestamp (ISO 8601 or None), status
 ("ok", "failed", "skipped"), code, reason, ensemble, is_anomaly, threshold, detectors
-({name: {"raw": float, "calibrated": float}}), model_id, bundle_id, space (the bundle's
-space step), adaptation (how it placed the camera: fit, camera, global), source (the
+({name: {"raw": float, "adapted": float, "calibrated": float}}), model_id, bundle_id,
+space (the bundle's space step), adaptation (how it placed the camera: fit, camera,
+global), score_adaptation (the bundle's, e.g. camera(prior_rows=16)), camera_weight (the
+weight of the camera's own score statistics in "adapted"), source (the
 source's extra values, e.g. {"is_anomaly": true}, MegaDetector "detections", Camtrap DP
 "deploymentID", "mediaID", "eventID" and "filePublic"), and when grouped into events
 (envad.client.events) event, event_size, event_ensemble, event_is_anomaly.
@@ -31,10 +33,12 @@ ScoreRecord = dict
 BASE_COLUMNS = (
     "key", "id", "env", "label", "split", "uri", "timestamp", "status", "code", "reason",
     "ensemble", "is_anomaly", "threshold", "model_id", "bundle_id", "space", "adaptation",
+    "score_adaptation", "camera_weight",
 )
 SCORE_SEMANTICS = (
-    "higher = more anomalous; 'raw' is the detector's own score, 'calibrated' its "
-    "percentile among the detector bundle's fit-set scores in [0, 1]; 'ensemble' is the "
+    "higher = more anomalous; 'raw' is the detector's own score, 'adapted' that score on "
+    "the fit set's scale for the image's camera, 'calibrated' the percentile of 'adapted' "
+    "among the detector bundle's fit-set scores in [0, 1]; 'ensemble' is the "
     "mean calibrated score and 'is_anomaly' is ensemble >= threshold"
 )
 
@@ -104,7 +108,8 @@ def write_jsonl(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: 
 @register_writer("csv")
 def write_csv(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: dict) -> int:
     """One row per image: base columns (and the event columns when the records were
-    grouped into events), then raw_<detector> and cal_<detector> per detector, then
+    grouped into events), then raw_<detector>, adapted_<detector> and cal_<detector> per
+    detector, then
     source_<name> for each scalar source value."""
     detectors: dict[str, None] = {}
     source_keys: dict[str, None] = {}
@@ -119,6 +124,7 @@ def write_csv(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: di
     columns = (
         base
         + [f"raw_{d}" for d in detectors]
+        + [f"adapted_{d}" for d in detectors]
         + [f"cal_{d}" for d in detectors]
         + [f"source_{k}" for k in source_keys]
     )
@@ -130,6 +136,7 @@ def write_csv(path: Path, records: Callable[[], Iterable[ScoreRecord]], info: di
             row = {c: _csv_value(record.get(c)) for c in base}
             for name, score in (record.get("detectors") or {}).items():
                 row[f"raw_{name}"] = score["raw"]
+                row[f"adapted_{name}"] = score.get("adapted", score["raw"])
                 row[f"cal_{name}"] = score["calibrated"]
             for k in source_keys:
                 row[f"source_{k}"] = _csv_value((record.get("source") or {}).get(k))

@@ -152,6 +152,7 @@ def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:
         stylist_drop_fraction=drop_fraction if msg.stylist.enabled else None,
         space=msg.space or DEFAULT_PIPELINE.space,
         min_camera_rows=msg.min_camera_rows or DEFAULT_MIN_CAMERA_ROWS,
+        score_adaptation=msg.score_adaptation or DEFAULT_PIPELINE.score_adaptation,
         seed=msg.seed, activate=not msg.no_activate, allow_few_rows=msg.allow_few_rows,
     )
 
@@ -174,7 +175,8 @@ def export_options_from_pb(msg: pb.ExportRequest) -> ExportOptions:
 def provenance_to_pb(p: Provenance) -> pb.Provenance:
     return pb.Provenance(model_id=p.model_id, model_sha256=p.model_sha256,
                          bundle_id=p.bundle_id, table_version=p.table_version,
-                         server_version=p.server_version, space=p.space)
+                         server_version=p.server_version, space=p.space,
+                         score_adaptation=p.score_adaptation)
 
 
 def item_error_to_pb(f: ItemError) -> pb.ItemError:
@@ -192,13 +194,16 @@ def image_score_to_pb(r: ImageResult) -> pb.ImageScore:
         msg.error.CopyFrom(item_error_to_pb(r.error))
         return msg
     msg.detectors.extend(pb.DetectorScore(detector=name, raw=r.raw[name],
-                                          calibrated=r.calibrated[name]) for name in r.raw)
+                                          calibrated=r.calibrated[name],
+                                          adapted=r.adapted.get(name, r.raw[name]))
+                         for name in r.raw)
     msg.ensemble = r.ensemble
     msg.is_anomaly = r.is_anomaly
     msg.threshold = r.threshold
     msg.neighbors.extend(neighbor_to_pb(h) for h in r.neighbors)
     msg.stored = r.stored
     msg.adaptation = r.adaptation
+    msg.camera_weight = r.camera_weight
     return msg
 
 
@@ -252,7 +257,8 @@ def bundle_info_to_pb(b: BundleInfo) -> pb.BundleInfo:
     return pb.BundleInfo(bundle_id=b.bundle_id, model_id=b.model_id, detectors=list(b.detectors),
                          n_samples=b.n_samples, n_features=b.n_features, threshold=b.threshold,
                          created=b.created, filter=filter_to_pb(b.filter),
-                         stats=_fit_stats_to_pb(b.stats), space=b.space)
+                         stats=_fit_stats_to_pb(b.stats), space=b.space,
+                         score_adaptation=b.score_adaptation)
 
 
 def fit_to_pb(outcome: FitOutcome) -> pb.FitResponse:
@@ -260,6 +266,7 @@ def fit_to_pb(outcome: FitOutcome) -> pb.FitResponse:
     return pb.FitResponse(bundle_id=b.bundle_id, stats=_fit_stats_to_pb(b.stats),
                           n_samples=b.n_samples, n_features=b.n_features,
                           threshold=b.threshold, activated=outcome.activated, space=b.space,
+                          score_adaptation=b.score_adaptation,
                           provenance=provenance_to_pb(outcome.provenance))
 
 

@@ -127,6 +127,8 @@ class ImageResult:
     neighbors: list[Neighbor] = field(default_factory=list)
     stored: bool = False
     adaptation: str = ""
+    adapted: dict[str, float] = field(default_factory=dict)
+    camera_weight: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,7 @@ class FitOptions:
     stylist_drop_fraction: float | None
     space: str
     min_camera_rows: int
+    score_adaptation: str = "none"
     seed: int = 0
     activate: bool = True
     allow_few_rows: bool = False   # fit on fewer than MIN_FIT_ROWS rows

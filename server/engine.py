@@ -219,7 +219,8 @@ class Engine:
         return Provenance(model_id=space.model_id, model_sha256=space.encoder.meta.sha256,
                           bundle_id=bundle.bundle_id if bundle else "",
                           table_version=space.store.version, server_version=__version__,
-                          space=bundle.space.describe() if bundle else "")
+                          space=bundle.space.describe() if bundle else "",
+                          score_adaptation=bundle.score_adaptation.describe() if bundle else "")
 
     # ------------------------------------------------------------ embedding
 
@@ -453,6 +454,7 @@ class Engine:
             stylist_drop_fraction=options.stylist_drop_fraction,
             envs=envs, model_id=space.model_id, fit_filter=options.row_filter.as_dict(),
             space=options.space, labels=labels, min_camera_rows=options.min_camera_rows,
+            score_adaptation=options.score_adaptation,
         )
         self.bundles.save(bundle)
         if options.activate:
@@ -479,7 +481,7 @@ class Engine:
     def reset_camera_stats(self, envs: Sequence[str]) -> CameraStatsReset:
         """Forget the running statistics of `envs` (every camera when empty)."""
         space = self.require_space()
-        return CameraStatsReset(tuple(space.camera_stats.reset(list(envs) or None)),
+        return CameraStatsReset(tuple(space.reset_camera_stats(list(envs) or None)),
                                 self.provenance(space))
 
     # ------------------------------------------------------------ export
@@ -541,6 +543,8 @@ def _fill_results(results: list[ImageResult], indices: Sequence[int], rows: Scor
         result.is_anomaly = result.ensemble >= threshold
         result.neighbors = rows.neighbors[row]
         result.adaptation = scores.adaptation[row]
+        result.adapted = {name: float(v[row]) for name, v in scores.adapted.items()}
+        result.camera_weight = float(scores.camera_weight[row])
 
 
 def _call_now(fn, *args) -> Future:

@@ -6,12 +6,14 @@ to `BatchScorer`: the detector bundle scores all rows at once (one call per bund
 batch), and neighbours are searched once per distinct neighbour query. A row's scores do
 not depend on the other rows of its batch (every detector scores row by row); only a
 camera-aware space (center_l2, center_white_l2) adds the batch's rows of an unseen camera to that
-camera's running statistics before scoring, as a single request always did.
+camera's running statistics before scoring, as a single request always did, and a bundle
+that adapts scores to cameras (score_adaptation.py) adds their scores to the camera's
+score statistics before adapting them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -52,28 +54,19 @@ class ScoredRows:
     def concat(parts: Sequence[ScoredRows]) -> ScoredRows:
         if len(parts) == 1:
             return parts[0]
-        names = list(parts[0].scores.raw)
-        scores = BundleScores(
-            {n: np.concatenate([p.scores.raw[n] for p in parts]) for n in names},
-            {n: np.concatenate([p.scores.calibrated[n] for p in parts]) for n in names},
-            np.concatenate([p.scores.ensemble for p in parts]),
-            [a for p in parts for a in p.scores.adaptation])
-        return ScoredRows(np.concatenate([p.vectors for p in parts]), scores,
+        return ScoredRows(np.concatenate([p.vectors for p in parts]),
+                          BundleScores.concat([p.scores for p in parts]),
                           [hits for p in parts for hits in p.neighbors])
-
-
-def _rows_of(scores: BundleScores, start: int, stop: int) -> BundleScores:
-    return BundleScores({n: v[start:stop] for n, v in scores.raw.items()},
-                        {n: v[start:stop] for n, v in scores.calibrated.items()},
-                        scores.ensemble[start:stop], scores.adaptation[start:stop])
 
 
 class BatchScorer:
     """The batcher's stage for Score: detectors and neighbour search of a micro-batch."""
 
-    def __init__(self, index: VectorIndex, camera_stats: EnvStatistics):
+    def __init__(self, index: VectorIndex, camera_stats: EnvStatistics,
+                 score_statistics: Callable[[DetectorBundle], EnvStatistics | None]):
         self.index = index
         self.camera_stats = camera_stats
+        self.score_statistics = score_statistics   # a bundle's per-camera score statistics
 
     def __call__(self, jobs: Sequence[tuple[np.ndarray, ScoreJob]]) -> list[ScoredRows]:
         scores = self._scores(jobs)
@@ -96,11 +89,12 @@ class BatchScorer:
             # the bundle checks its input (shape, finite) once; scikit-learn's per-estimator
             # re-checks of the same rows are most of a one-row call's cost
             with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
-                scored = bundle.score(X, envs, self.camera_stats.get)
+                scored = bundle.score(X, envs, self.camera_stats.get,
+                                      self.score_statistics(bundle))
             start = 0
             for i in members:
                 stop = start + len(jobs[i][0])
-                out[i] = _rows_of(scored, start, stop)
+                out[i] = scored.rows(start, stop)
                 start = stop
         return [s for s in out if s is not None]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from envad.errors import FailedPrecondition
 from envad.server.batching import MicroBatcher
 from envad.server.config import ServerConfig
+from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.persistence import BundleStore, file_name_for
 from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import EnvStatistics
@@ -67,11 +68,15 @@ class ModelSpace:
         self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
                                   on_commit=self._committed)
         self.bundle = bundles.active(self.model_id)
-        stats_name = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}.npz"
-        self.camera_stats = EnvStatistics(config.camera_stats_dir / stats_name, encoder.dim)
+        self._stats_stem = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}"
+        self._stats_dir = config.camera_stats_dir
+        self.camera_stats = EnvStatistics(self._stats_dir / f"{self._stats_stem}.npz",
+                                          encoder.dim)
+        self._score_stats: dict[str, EnvStatistics] = {}
+        self._score_stats_lock = threading.Lock()
         # the Score stage: run by the batcher after embedding, or directly on stored
         # embeddings (Score with reuse_stored)
-        self.scorer = BatchScorer(self.index, self.camera_stats)
+        self.scorer = BatchScorer(self.index, self.camera_stats, self.score_statistics)
         self.batcher = MicroBatcher(encoder.embed, max_batch=config.max_batch,
                                     max_wait_s=config.max_wait_ms / 1000.0,
                                     on_batch=self._batched, name=f"batcher-{self.model_id}",
@@ -79,6 +84,30 @@ class ModelSpace:
         self._refresh_lock = threading.Lock()
         log.info("model space %s ready: %d rows indexed, bundle %s", self.model_id,
                  len(self.index), getattr(self.bundle, "bundle_id", None))
+
+    def score_statistics(self, bundle: DetectorBundle) -> EnvStatistics | None:
+        """The per-camera score statistics of `bundle` (kept durable next to the camera
+        statistics, one file per bundle: its scores' scale), or None when it does not
+        adapt scores to cameras."""
+        if not bundle.score_adaptation.enabled:
+            return None
+        with self._score_stats_lock:
+            stats = self._score_stats.get(bundle.bundle_id)
+            if stats is None:
+                stats = bundle.new_score_statistics(
+                    self._stats_dir / f"{self._stats_stem}-scores-{bundle.bundle_id}.npz")
+                self._score_stats[bundle.bundle_id] = stats
+            return stats
+
+    def reset_camera_stats(self, envs: list[str] | None) -> list[str]:
+        """Forget the cameras' running embedding and score statistics (every camera when
+        None); returns the cameras that were known to either."""
+        known = set(self.camera_stats.reset(envs))
+        if self.bundle is not None:
+            stats = self.score_statistics(self.bundle)
+            if stats is not None:
+                known.update(stats.reset(envs))
+        return sorted(known)
 
     def _batched(self, size: int) -> None:
         if self._metrics:
@@ -121,6 +150,9 @@ class ModelSpace:
         self.batcher.close()
         self.writer.close()
         self.camera_stats.close()
+        with self._score_stats_lock:
+            for stats in self._score_stats.values():
+                stats.close()
         try:
             self.save_index(force=True)
         except Exception:  # the next start rebuilds or adds what was not saved

@@ -66,6 +66,7 @@ class EvalConfig:
     aux: str = "none"
     hparams: dict = field(default_factory=dict)
     spaces: tuple[str, ...] = ()
+    score_adaptation: str = "none"     # of the space variants (the paper's stay unadapted)
 
     def identity(self) -> dict:
         """Settings that determine a run's results (for the resume cache); the training
@@ -75,7 +76,7 @@ class EvalConfig:
             data.pop(key)
         for key, default in (("task", "bucket"), ("augment", "none"), ("aux", "none"),
                              ("hparams", {}),
-                             ("spaces", ())):
+                             ("spaces", ()), ("score_adaptation", "none")):
             if data[key] == default:
                 data.pop(key)
         return json.loads(json.dumps(data, default=str))
@@ -122,13 +123,15 @@ def choose_stylist_fraction(X_fit: np.ndarray, fit_envs: np.ndarray, fit_buckets
 
 def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray
                  ) -> tuple[dict, dict]:
-    if bundle.space.camera_aware:
+    if bundle.space.camera_aware or bundle.score_adaptation.enabled:
         order = np.argsort(envs, kind="stable")       # camera by camera, as they arrive
         X, labels, envs = X[order], labels[order], envs[order]
         scores = bundle.score_arrivals(X, envs)
     else:
         scores = bundle.score(X)
-    named = {**scores.raw, ENSEMBLE: scores.ensemble}
+    # each detector ranks by its adapted score (its raw score when the bundle does not
+    # adapt scores to cameras)
+    named = {**scores.adapted, ENSEMBLE: scores.ensemble}
     return {name: {"pooled": roc_auc(labels, s), "per_camera_mean": mean_per_camera_auc(
         labels, s, envs), "per_camera": per_camera_auc(labels, s, envs)}
         for name, s in named.items()}, named
@@ -194,14 +197,16 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
                                                               fraction_scores.items()}}
     id_idx = dataset.indices(split="id_test")
     raw_scores = {}
-    variants = [(v, "raw") for v in (VARIANTS if config.stylist_fractions else ("plain",))]
-    variants += [(space_variant(s), s) for s in config.spaces]
-    for variant, space in variants:
+    variants = [(v, "raw", "none")
+                for v in (VARIANTS if config.stylist_fractions else ("plain",))]
+    variants += [(space_variant(s, config.score_adaptation), s, config.score_adaptation)
+                 for s in config.spaces]
+    for variant, space, adaptation in variants:
         drop = fraction if variant == "stylist" and fraction > 0 else None
         bundle = fit_bundle(X_fit, detectors=list(config.detectors), seed=seed,
                             max_samples=config.max_fit, envs=fit_envs,
                             stylist_drop_fraction=drop, model_id=encoder.meta.model_id,
-                            space=space)
+                            space=space, score_adaptation=adaptation)
         ood, named = _score_split(bundle, X_test, test_labels, test_envs)
         entry = {"ood": ood}
         if len(id_idx):

@@ -48,6 +48,10 @@ def register(subparsers) -> None:
                         help="space steps to add as variants (raw, l2, style_l2:N, "
                              "center_l2, white_l2[:S], center_white_l2[:S]); default: the "
                              "pipeline's, else none")
+    parser.add_argument("--score-adaptation", default=None,
+                        help="score adaptation of the space variants: none or camera[:P] "
+                             "(each unseen camera's scores on the fit set's scale); default: "
+                             "the pipeline's, else none")
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.set_defaults(func=run)
 
@@ -86,6 +90,7 @@ def run(args) -> int:
     from envad.pipeline import resolve_pipeline
     from envad.server.detectors.registry import PAPER_DETECTORS
     from envad.server.detectors.registry import names as detector_names
+    from envad.server.detectors.score_adaptation import parse_score_adaptation
     from envad.training.algorithms import names as algorithm_names
     from envad.training.evaluate import EvalConfig, run_evaluation
 
@@ -93,6 +98,7 @@ def run(args) -> int:
     algorithms = args.algorithms or algorithm_names()
     detectors = args.detectors or list(PAPER_DETECTORS)
     spaces = args.spaces or []
+    adaptation = args.score_adaptation or "none"
     epochs = args.epochs or 5
     if args.pipeline:
         pipeline = resolve_pipeline(args.pipeline)
@@ -101,12 +107,14 @@ def run(args) -> int:
         algorithms = args.algorithms or [pipeline.algorithm]
         detectors = args.detectors or list(pipeline.detectors) or detector_names()
         spaces = args.spaces or ([pipeline.space] if pipeline.space != "raw" else [])
+        adaptation = args.score_adaptation or pipeline.score_adaptation
         epochs = args.epochs or pipeline.epochs
     config = EvalConfig(
         data=args.data, algorithms=tuple(algorithms), detectors=tuple(detectors),
         seeds=tuple(args.seeds), out=args.out, size=args.size, epochs=epochs,
         batch_size=args.batch_size, device=args.device, runs_dir=args.runs_dir,
-        stylist_fractions=tuple(args.stylist_fractions), spaces=tuple(spaces), **training)
+        stylist_fractions=tuple(args.stylist_fractions), spaces=tuple(spaces),
+        score_adaptation=parse_score_adaptation(adaptation).spec(), **training)
     out = run_evaluation(config)
     print((out / "table.md").read_text())
     print(f"report: {out}/table.md, table.csv, results.json, heatmap.png, mean_ad.png, "

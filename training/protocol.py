@@ -18,9 +18,10 @@ MEAN_AD = "Mean AD"
 VARIANTS = ("plain", "stylist")
 
 
-def space_variant(space: str) -> str:
-    """Name of the result variant of a space step."""
-    return f"space:{space}"
+def space_variant(space: str, score_adaptation: str = "none") -> str:
+    """Name of the result variant of a space step, with its score adaptation when it has
+    one (`space:white_l2:0.001+camera:64`)."""
+    return f"space:{space}" + ("" if score_adaptation == "none" else f"+{score_adaptation}")
 
 
 def fit_indices(dataset) -> np.ndarray:

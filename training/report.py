@@ -57,7 +57,7 @@ def markdown_table(cells: dict, rows: list[str], algorithms: list[str],
 
 
 def summary_table(tables: dict, results: list[dict], algorithms: list[str],
-                  spaces: tuple[str, ...] = ()) -> str:
+                  spaces: tuple[str, ...] = (), score_adaptation: str = "none") -> str:
     """One row per pretraining: Mean AD on unseen cameras (pooled, per camera) beside the
     in-distribution reference, the ensemble, the Stylist variant and the encoder's val
     bucket accuracy (k-NN), so the OOD numbers can be read against the ID ones."""
@@ -67,7 +67,8 @@ def summary_table(tables: dict, results: list[dict], algorithms: list[str],
                ("Ensemble OOD", ("plain", "ood", "pooled"), ENSEMBLE),
                ("+Stylist OOD", ("stylist", "ood", "pooled"), MEAN_AD)]
     for space in spaces:
-        variant = space_variant(space)
+        variant = space_variant(space, score_adaptation)
+        space = variant[len(space_variant("")):]        # the space, with its adaptation
         columns += [(f"OOD pooled [{space}]", (variant, "ood", "pooled"), MEAN_AD),
                     (f"OOD per camera [{space}]", (variant, "ood", "per_camera_mean"),
                      MEAN_AD),
@@ -97,7 +98,7 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
                                        dataset.indices(split="test"), config.size,
                                        out / "references.json", config.max_fit)
     variants = (["plain"] + (["stylist"] if config.stylist_fractions else [])
-                + [space_variant(s) for s in config.spaces])
+                + [space_variant(s, config.score_adaptation) for s in config.spaces])
     has_id = any("id" in r["variants"]["plain"] for r in results)
     sections = []
     tables = {}
@@ -112,7 +113,8 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
                     f"epoch(s). Detectors are fitted on the training cameras' normal `train` "
                     f"images only.\n")
     sections.append("## Summary: Mean AD per pretraining\n\n"
-                    + summary_table(tables, results, algorithms, config.spaces) + "\n")
+                    + summary_table(tables, results, algorithms, config.spaces,
+                                    config.score_adaptation) + "\n")
     titles = {("ood", "pooled"): "Unseen cameras (test), pooled ROC-AUC",
               ("ood", "per_camera_mean"): "Unseen cameras (test), mean per-camera ROC-AUC",
               ("id", "pooled"): "Training cameras, held-out instances (id_test), pooled",

@@ -13,6 +13,14 @@ best mean fold ROC-AUC is chosen (DomainBed's training-domain validation, with t
 held-out domain and class taken out of training, as its leave-one-domain-out variant).
 Rows within TIE_MARGIN of the best tie; among them the candidate that trains the fewest
 epochs wins (the same evidence for less compute).
+
+Score adaptation (server/detectors/score_adaptation.py) does not change a ranking within
+one camera, only across cameras, so it is chosen on a second query set per fold: the
+held-out camera's images pooled with the other training cameras' `val` images (normal
+classes; class L the anomaly), in a seeded interleaved order as a live stream sends them,
+as an ingestion pipeline sees new and known cameras together. For the chosen (candidate,
+space, detector set), the option in SCORE_ADAPTATION_CANDIDATES with the best mean pooled
+ROC-AUC is chosen ("none" wins ties within TIE_MARGIN).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from tqdm import tqdm
 from envad.pipeline import COSINE, Pipeline
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.training.metrics import roc_auc
 
 log = logging.getLogger(__name__)
@@ -39,6 +48,7 @@ TIE_MARGIN = 0.005
 SPACE_CANDIDATES = ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3", "white_l2",
                     "center_white_l2")
 ENSEMBLE_PREFIX = "ensemble:"
+SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64")
 
 #: the training candidates `envad select` compares by default (the paper's setting first)
 DEFAULT_CANDIDATES = {
@@ -96,22 +106,42 @@ def detector_sets(names: list[str]) -> list[tuple[str, ...]]:
             for combo in itertools.combinations(names, size)]
 
 
-def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, X_query: np.ndarray,
-               query_envs: np.ndarray, positive: np.ndarray, spaces=SPACE_CANDIDATES,
-               seed: int = 0) -> dict[str, dict[str, float]]:
-    """{space: {detector: AUC, 'ensemble:A+B': AUC, ...}} of one fold's embeddings."""
+@dataclass(frozen=True)
+class QuerySet:
+    """Embeddings to score, their cameras (in arrival order) and which are anomalies."""
+
+    X: np.ndarray
+    envs: np.ndarray
+    positive: np.ndarray
+
+
+def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, float]:
+    """{detector: AUC, 'ensemble:A+B': AUC, ...}: each detector by its adapted score (its
+    raw score when the bundle does not adapt), each set by its mean calibrated score."""
+    row = {name: roc_auc(positive, scores.adapted[name]) for name in names}
+    for combo in detector_sets(names):
+        ensemble = np.mean([scores.calibrated[n] for n in combo], axis=0)
+        row[ENSEMBLE_PREFIX + "+".join(combo)] = roc_auc(positive, ensemble)
+    return row
+
+
+def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
+               pooled: QuerySet | None = None, spaces=SPACE_CANDIDATES, seed: int = 0,
+               adaptations=SCORE_ADAPTATION_CANDIDATES) -> dict[str, dict]:
+    """{"scores": {space: {scorer: AUC}}} of one fold's held-out camera (`query`), and with
+    a `pooled` set also {"pooled": {space: {adaptation: {scorer: AUC}}}}."""
     names = registry.names()
-    out = {}
-    order = np.argsort(query_envs, kind="stable")   # one camera: arrival order kept
+    out: dict[str, dict] = {"scores": {}}
     for space in spaces:
         bundle = fit_bundle(X_fit, envs=fit_envs, space=space, seed=seed, detectors=names)
-        scores = bundle.score_arrivals(X_query[order], query_envs[order])
-        y = positive[order]
-        row = {name: roc_auc(y, scores.raw[name]) for name in names}
-        for combo in detector_sets(names):
-            ensemble = np.mean([scores.calibrated[n] for n in combo], axis=0)
-            row[ENSEMBLE_PREFIX + "+".join(combo)] = roc_auc(y, ensemble)
-        out[space] = row
+        scores = bundle.score_arrivals(query.X, query.envs)
+        out["scores"][space] = _scorer_aucs(names, scores, query.positive)
+        if pooled is not None:
+            out.setdefault("pooled", {})[space] = {
+                adaptation: _scorer_aucs(names, replace(
+                    bundle, score_adaptation=parse_score_adaptation(adaptation)
+                ).score_arrivals(pooled.X, pooled.envs), pooled.positive)
+                for adaptation in adaptations}
     return out
 
 
@@ -147,14 +177,23 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
                                   and records[i].label != fold.label]), fit_rows, seed)
     query_idx = np.array([i for i in range(len(records)) if records[i].env == fold.env
                           and records[i].split in ("train", "val") and not records[i].is_anomaly])
+    seen_idx = np.array([i for i in range(len(records)) if records[i].env != fold.env
+                         and records[i].split == "val" and not records[i].is_anomaly])
+    pooled_idx = np.concatenate([query_idx, seen_idx])
+    pooled_idx = pooled_idx[np.random.default_rng([seed, 29]).permutation(len(pooled_idx))]
     encoder = OnnxEncoder(run_dir / ENCODER_FILE)
-    X_fit, X_query = embed(encoder, dataset, fit_idx), embed(encoder, dataset, query_idx)
-    positive = np.array([records[i].label == fold.label for i in query_idx])
-    scores = score_fold(X_fit, np.array([records[i].env for i in fit_idx]), X_query,
-                        np.array([records[i].env for i in query_idx]), positive,
-                        spaces=spaces, seed=seed)
+
+    def query_set(indices: np.ndarray) -> QuerySet:
+        return QuerySet(embed(encoder, dataset, indices),
+                        np.array([records[i].env for i in indices]),
+                        np.array([records[i].label == fold.label for i in indices]))
+    query = query_set(query_idx)
+    scored = score_fold(embed(encoder, dataset, fit_idx),
+                        np.array([records[i].env for i in fit_idx]), query,
+                        query_set(pooled_idx), spaces=spaces, seed=seed)
     return {"fold": {"env": fold.env, "label": fold.label}, "n_fit": len(fit_idx),
-            "n_query": len(query_idx), "n_positive": int(positive.sum()), "scores": scores}
+            "n_query": len(query_idx), "n_positive": int(query.positive.sum()),
+            "n_pooled": len(pooled_idx), **scored}
 
 
 def choosable_scorers(single_means: dict[str, float]) -> list[str]:
@@ -198,6 +237,26 @@ def pick_best(ranking: list[dict], candidates: dict[str, Pipeline]) -> dict:
                key=lambda r: (candidates[r["candidate"]].epochs, -r["mean"]))
 
 
+def pooled_means(folds: list[dict], space: str, scorer: str) -> dict[str, dict]:
+    """{adaptation: {"mean", "std", "folds"}}: the pooled ROC-AUC of one (space, scorer)
+    under each score adaptation the folds were scored with."""
+    out = {}
+    for adaptation in folds[0]["pooled"][space]:
+        values = [f["pooled"][space][adaptation][scorer] for f in folds]
+        out[adaptation] = {"mean": float(np.nanmean(values)), "std": float(np.nanstd(values)),
+                           "folds": values}
+    return out
+
+
+def pick_adaptation(means: dict[str, dict]) -> str:
+    """The adaptation with the best mean pooled ROC-AUC; "none" unless another beats it
+    by more than TIE_MARGIN."""
+    best = max(means, key=lambda a: means[a]["mean"])
+    if "none" in means and means[best]["mean"] <= means["none"]["mean"] + TIE_MARGIN:
+        return "none"
+    return best
+
+
 def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_folds: int = 3,
                   seed: int = 0, size: int = 32, device: str = "cpu", progress: bool = True,
                   spaces: tuple[str, ...] = SPACE_CANDIDATES,
@@ -221,12 +280,14 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
         rows = f"-fit{fit_rows}" if fit_rows else ""
         path = out / "folds" / f"{name}-{fold.name}-s{seed}{rows}.json"
         result = json.loads(path.read_text()) if path.is_file() else None
-        if result is None or not set(spaces) <= set(result["scores"]):
+        if result is None or not all(set(spaces) <= set(result.get(key, {}))
+                                     for key in ("scores", "pooled")):
             result = run_fold(candidates[name], data, fold, out / "runs", seed=seed,
                               size=size, device=device, progress=False, spaces=spaces,
                               fit_rows=fit_rows)
             path.write_text(json.dumps(result, indent=1))
-        result["scores"] = {space: result["scores"][space] for space in spaces}
+        for key in ("scores", "pooled"):
+            result[key] = {space: result[key][space] for space in spaces}
         results.setdefault(name, []).append(result)
     ranking = summarise(results)
     best = pick_best(ranking, candidates)
@@ -234,11 +295,14 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
                  if best["scorer"].startswith(ENSEMBLE_PREFIX) else (best["scorer"],))
     if set(detectors) == set(registry.PAPER_DETECTORS):
         detectors = ()
-    chosen = replace(candidates[best["candidate"]], space=best["space"], detectors=detectors)
+    adaptations = pooled_means(results[best["candidate"]], best["space"], best["scorer"])
+    chosen = replace(candidates[best["candidate"]], space=best["space"], detectors=detectors,
+                     score_adaptation=pick_adaptation(adaptations))
     summary = {"data": data, "seed": seed, "size": size, "fit_rows": fit_rows,
                "folds": [f.__dict__ for f in folds],
                "candidates": {k: v.to_json() for k, v in candidates.items()},
-               "chosen": chosen.to_json(), "best": best, "ranking": ranking[:200]}
+               "chosen": chosen.to_json(), "best": best, "score_adaptation": adaptations,
+               "ranking": ranking[:200]}
     (out / "selection.json").write_text(json.dumps(summary, indent=1))
     (out / "selection.md").write_text(format_selection(summary, results))
     return summary
@@ -269,4 +333,15 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
             all_key = ENSEMBLE_PREFIX + "+".join(scored)
             lines.append(f"| {name} | {space} | {mean(all_key):.3f} | {mean('KNN'):.3f} | "
                          f"{best.replace(ENSEMBLE_PREFIX, '')} | {mean(best):.3f} |")
+    adaptations = summary.get("score_adaptation") or {}
+    if adaptations:
+        best = summary["best"]
+        lines += ["", "Score adaptation, chosen for the chosen candidate, space and detector "
+                  f"set ({best['candidate']}, {best['space']}, "
+                  f"{best['scorer'].replace(ENSEMBLE_PREFIX, '')}): ROC-AUC of each fold's "
+                  "held-out camera pooled with the other training cameras' val images", "",
+                  "| score adaptation | mean pooled ROC-AUC | folds |", "| --- | --- | --- |"]
+        lines += [f"| {name} | {v['mean']:.3f} ± {v['std']:.3f} | "
+                  + " / ".join(f"{x:.3f}" for x in v["folds"]) + " |"
+                  for name, v in adaptations.items()]
     return "\n".join(lines) + "\n"

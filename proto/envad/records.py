@@ -53,6 +53,7 @@ class Provenance:
     table_version: int = 0
     server_version: str = ""
     space: str = ""
+    score_adaptation: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ class BundleInfo:
     filter: RowFilter
     stats: tuple[DetectorFitStats, ...]
     space: str = ""
+    score_adaptation: str = ""
 
 
 @dataclass(frozen=True)

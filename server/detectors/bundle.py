@@ -28,6 +28,7 @@ from envad.errors import InvalidInput
 from envad.records import BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space
+from envad.server.detectors.score_adaptation import ScoreAdaptation, parse_score_adaptation
 from envad.server.detectors.space_selection import choose_space, usable_for_selection
 from envad.server.detectors.stylist import select_features
 from envad.server.env_stats import EnvStatistics
@@ -43,10 +44,40 @@ FALLBACK_SPACE = "l2"
 
 @dataclass(frozen=True)
 class BundleScores:
+    """Scores of rows: each detector's raw score, that score on the fit set's scale for
+    its camera (`adapted`, score_adaptation.py; = raw when the bundle does not adapt),
+    its calibration, the ensemble, and per row how the space step placed the camera and
+    the weight of the camera's own score statistics."""
+
     raw: dict[str, np.ndarray]
     calibrated: dict[str, np.ndarray]
     ensemble: np.ndarray
     adaptation: list[str] = field(default_factory=list)   # per row (geometry.ADAPTED_*)
+    adapted: dict[str, np.ndarray] = field(default_factory=dict)
+    camera_weight: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def rows(self, start: int, stop: int) -> BundleScores:
+        """The scores of rows start..stop."""
+        return BundleScores({n: v[start:stop] for n, v in self.raw.items()},
+                            {n: v[start:stop] for n, v in self.calibrated.items()},
+                            self.ensemble[start:stop], self.adaptation[start:stop],
+                            {n: v[start:stop] for n, v in self.adapted.items()},
+                            self.camera_weight[start:stop])
+
+    @staticmethod
+    def concat(parts: list[BundleScores]) -> BundleScores:
+        """The scores of consecutive parts, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        names = list(parts[0].raw)
+
+        def joined(attribute: str) -> dict[str, np.ndarray]:
+            return {n: np.concatenate([getattr(p, attribute)[n] for p in parts])
+                    for n in names}
+        return BundleScores(joined("raw"), joined("calibrated"),
+                            np.concatenate([p.ensemble for p in parts]),
+                            [a for p in parts for a in p.adaptation], joined("adapted"),
+                            np.concatenate([p.camera_weight for p in parts]))
 
 
 @dataclass
@@ -69,10 +100,20 @@ class DetectorBundle:
     seed: int = 0
     space: EmbeddingSpace = field(default_factory=EmbeddingSpace)
     space_scores: dict[str, float] = field(default_factory=dict)   # auto: proxy per candidate
+    score_adaptation: ScoreAdaptation = field(default_factory=ScoreAdaptation)
 
-    def score(self, X: np.ndarray, envs=None, running=None) -> BundleScores:
-        """Raw, calibrated and ensemble scores of embeddings X [n, n_features] from cameras
-        `envs`; `running(env)` gives an unseen camera's running statistics (camera-aware spaces)."""
+    def new_score_statistics(self, path=None) -> EnvStatistics:
+        """Running per-camera statistics of this bundle's scores (score_adaptation.py),
+        kept in `path` (None: in memory)."""
+        return EnvStatistics(path, 2 * len(self.detectors))
+
+    def score(self, X: np.ndarray, envs=None, running=None,
+              score_stats: EnvStatistics | None = None) -> BundleScores:
+        """Raw, adapted, calibrated and ensemble scores of embeddings X [n, n_features]
+        from cameras `envs`. `running(env)` gives an unseen camera's running embedding
+        statistics (camera-aware spaces); `score_stats` (from `new_score_statistics`)
+        holds each camera's score statistics, updated with these rows before they are
+        adapted (a bundle that adapts scores, with no `score_stats`, scores unadapted)."""
         embeddings = _check_matrix(X, self.n_features)
         X, adaptation = self.space.transform(embeddings, envs, running)
         if self.kept_features is not None:
@@ -80,14 +121,19 @@ class DetectorBundle:
         X32 = np.ascontiguousarray(X, dtype=np.float32)   # one copy for every float32 detector
         raw = {name: self.fitted[name].score(_detector_input(name, embeddings, X, X32))
                for name in self.detectors}
-        calibrated = {name: calibrate(raw[name], self.reference[name]) for name in raw}
+        adapted, weight = raw, np.zeros(len(X))
+        if self.score_adaptation.enabled and score_stats is not None and envs is not None:
+            score_stats.update(envs, self.score_adaptation.statistics_of(raw, self.detectors))
+            adapted, weight = self.score_adaptation.adapt(raw, self.reference, self.detectors,
+                                                          envs, score_stats.get)
+        calibrated = {name: calibrate(adapted[name], self.reference[name]) for name in raw}
         # added detector by detector: a row's ensemble does not depend on the rows
         # scored with it (np.mean over a stack sums pairwise or in order by its shape)
         ensemble = np.zeros(len(X))
         for name in self.detectors:
             ensemble += calibrated[name]
         ensemble /= len(self.detectors)
-        return BundleScores(raw, calibrated, ensemble, adaptation)
+        return BundleScores(raw, calibrated, ensemble, adaptation, adapted, weight)
 
     def info(self) -> BundleInfo:
         """The plain record of this bundle that GetInfo and Fit report."""
@@ -101,7 +147,7 @@ class DetectorBundle:
                              labels=tuple(spec.get("labels", ()))),
             stats=tuple(DetectorFitStats(name, float(s["fit_seconds"]), int(s["n_samples"]))
                         for name, s in self.stats.items()),
-            space=self.space.describe())
+            space=self.space.describe(), score_adaptation=self.score_adaptation.describe())
 
     def score_arrivals(self, X: np.ndarray, envs, chunk: int = 64) -> BundleScores:
         """Score rows as a stream would deliver them: in order, `chunk` at a time, each
@@ -109,16 +155,13 @@ class DetectorBundle:
         server does). Used by evaluations to score a test set the way Score would."""
         envs = np.asarray(envs).astype(str)
         stats = EnvStatistics(None, X.shape[1])
+        score_stats = self.new_score_statistics()
         parts = []
         for start in range(0, len(X), chunk):
             rows = slice(start, start + chunk)
             stats.update(envs[rows], X[rows])
-            parts.append(self.score(X[rows], envs[rows], stats.get))
-        return BundleScores(
-            {n: np.concatenate([p.raw[n] for p in parts]) for n in self.detectors},
-            {n: np.concatenate([p.calibrated[n] for p in parts]) for n in self.detectors},
-            np.concatenate([p.ensemble for p in parts]),
-            [a for p in parts for a in p.adaptation])
+            parts.append(self.score(X[rows], envs[rows], stats.get, score_stats))
+        return BundleScores.concat(parts)
 
 
 def _detector_input(name: str, embeddings: np.ndarray, X: np.ndarray, X32: np.ndarray
@@ -162,11 +205,15 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
                calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION,
                space: str | EmbeddingSpace = "raw", labels: np.ndarray | None = None,
                min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS,
+               score_adaptation: str | ScoreAdaptation = "none",
                progress: bool = False) -> DetectorBundle:
     """Fit the space step and the named detectors (default: the paper's eight) on
     embeddings X of normal images from cameras `envs` with content `labels` (both
-    optional unless the space needs them)."""
+    optional unless the space needs them); `score_adaptation` is how scores adapt to
+    each camera at score time (score_adaptation.py)."""
     X = _check_matrix(X)
+    adaptation = (score_adaptation if isinstance(score_adaptation, ScoreAdaptation)
+                  else parse_score_adaptation(score_adaptation))
     names = list(detectors) if detectors else list(registry.PAPER_DETECTORS)
     for name in names:
         registry.get(name)
@@ -228,7 +275,7 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         kept_features=kept, stats=stats,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         fit_filter=dict(fit_filter or {}), seed=seed, space=fitted_space,
-        space_scores=space_scores,
+        space_scores=space_scores, score_adaptation=adaptation,
     )
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from envad.errors import Internal, InvalidInput, NotFound
 from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.geometry import EmbeddingSpace
+from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.server.durable import fsync_path
 
 MANIFEST = "manifest.json"
@@ -80,7 +81,8 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
             "n_samples": bundle.n_samples, "n_features": bundle.n_features,
             "stats": bundle.stats, "created": bundle.created, "fit_filter": bundle.fit_filter,
             "seed": bundle.seed, "space": bundle.space.params(),
-            "space_scores": bundle.space_scores, "files": files,
+            "space_scores": bundle.space_scores,
+            "score_adaptation": bundle.score_adaptation.spec(), "files": files,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
         for path in staging.iterdir():
@@ -125,6 +127,8 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         kept_features=np.load(kept) if kept.exists() else None, stats=manifest["stats"],
         created=manifest["created"], fit_filter=manifest["fit_filter"], seed=manifest["seed"],
         space=space, space_scores=manifest.get("space_scores", {}),
+        # bundles written before score adaptation: none
+        score_adaptation=parse_score_adaptation(manifest.get("score_adaptation", "none")),
     )
 
 

@@ -39,6 +39,12 @@ def world(tmp_path_factory):
     return encoder, index, bundle, EnvStatistics(None, encoder.dim)
 
 
+def no_score_statistics(bundle):
+    """The world's bundle does not adapt scores to cameras: it keeps no statistics."""
+    assert not bundle.score_adaptation.enabled
+    return None
+
+
 def requests(bundle) -> list[tuple[np.ndarray, ScoreJob]]:
     """Six requests of 1-3 images, normal and odd, different k, filters and exclusions."""
     out = []
@@ -68,7 +74,7 @@ def assert_same(batched: ScoredRows, alone: ScoredRows) -> None:
 
 def test_concurrent_requests_share_one_batch_and_score_as_alone(world):
     encoder, index, bundle, stats = world
-    scorer = BatchScorer(index, stats)
+    scorer = BatchScorer(index, stats, no_score_statistics)
     sizes: list[int] = []
     batcher = MicroBatcher(encoder.embed, max_batch=64, max_wait_s=30.0,
                            on_batch=sizes.append, stage=scorer)
@@ -91,20 +97,21 @@ def test_one_bundle_call_per_micro_batch(world, monkeypatch):
     calls: list[int] = []
     original = type(bundle).score
 
-    def counting(self, X, envs=None, running=None):
+    def counting(self, X, envs=None, running=None, score_stats=None):
         calls.append(len(X))
-        return original(self, X, envs, running)
+        return original(self, X, envs, running, score_stats)
 
     monkeypatch.setattr(type(bundle), "score", counting)
     jobs = requests(bundle)
-    BatchScorer(index, stats)([(encoder.embed(p), job) for p, job in jobs])
+    BatchScorer(index, stats, no_score_statistics)([(encoder.embed(p), job) for p, job in jobs])
     assert calls == [sum(len(p) for p, _ in jobs)]
 
 
 def test_evidence_rules_hold_in_a_batch(world):
     encoder, index, bundle, stats = world
     jobs = requests(bundle)
-    results = BatchScorer(index, stats)([(encoder.embed(p), job) for p, job in jobs])
+    scorer = BatchScorer(index, stats, no_score_statistics)
+    results = scorer([(encoder.embed(p), job) for p, job in jobs])
     for (_, job), result in zip(jobs, results, strict=True):
         for r, row in enumerate(result.neighbors):
             if job.exclude_labels:
@@ -119,7 +126,7 @@ def test_a_request_split_across_micro_batches_is_reassembled(world):
     encoder, index, bundle, stats = world
     pixels = np.stack([decode_image(d, 32) for d in synthetic_images("odd", 7, seed=3)])
     job = ScoreJob(bundle, ("cam-a",) * 7, 3, RowFilter())
-    scorer = BatchScorer(index, stats)
+    scorer = BatchScorer(index, stats, no_score_statistics)
     batcher = MicroBatcher(encoder.embed, max_batch=3, max_wait_s=0.0, stage=scorer)
     parts = [batcher.submit(pixels[s:s + 3], job.rows(s, s + 3)).result(30)
              for s in range(0, 7, 3)]
@@ -135,6 +142,8 @@ def test_concurrent_score_calls_through_a_real_server_match_sequential_ones(fitt
     from envad.v1 import envad_pb2_grpc as pb_grpc
 
     stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
+    # scores that adapt to the camera depend on what it sent before: compare without
+    stub.Fit(pb.FitRequest(seed=0, score_adaptation="none"), timeout=120)
     images = synthetic_images("normal", 4, seed=40) + synthetic_images("odd", 4, seed=41)
     requests = [pb.ScoreRequest(images=[pb.Image(data=d, env="cam-a")], top_k=4)
                 for d in images]
@@ -154,3 +163,25 @@ def test_concurrent_score_calls_through_a_real_server_match_sequential_ones(fitt
                                                                    strict=True):
             assert name_a == name_b and cal_a == cal_b
             assert raw_b == pytest.approx(raw_a, rel=1e-6, abs=1e-9)
+
+
+def test_concurrent_score_calls_lose_no_camera_score_statistics(fitted_server):
+    """Eight clients of one camera at once: each image counts once in its statistics."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envad.v1 import envad_pb2 as pb
+    from envad.v1 import envad_pb2_grpc as pb_grpc
+
+    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
+    stub.Fit(pb.FitRequest(seed=0, score_adaptation="camera:8"), timeout=120)
+    images = synthetic_images("odd", 9, seed=42)
+    requests = [pb.ScoreRequest(images=[pb.Image(data=d, env="cam-busy")]) for d in images]
+    with ThreadPoolExecutor(8) as pool:
+        weights = list(pool.map(lambda r: stub.Score(r, timeout=60).results[0].camera_weight,
+                                requests[:8]))
+    # a request's weight counts the images scored before it and with it: 1..8 of them
+    counts = [round(8 * w / (1 - w), 6) for w in weights]       # w = n / (n + 8)
+    assert all(c in range(1, 9) for c in counts)
+    assert max(weights) == pytest.approx(8 / 16)
+    last = stub.Score(requests[8], timeout=60).results[0]
+    assert last.camera_weight == pytest.approx(9 / 17)

@@ -101,3 +101,65 @@ def test_auto_space_uses_labels_and_the_default_is_the_pipeline_space(envad_serv
     assert default.split("(")[0] == DEFAULT_PIPELINE.space.split(":")[0]
     auto = stub.Fit(pb.FitRequest(seed=0, space="auto"), timeout=120)
     assert auto.space.split("(")[0] in SPACES
+
+
+def test_scores_adapt_to_each_camera_durably_and_reset(envad_server):
+    stub = _stub(envad_server)
+    _ingest_normals(stub)
+    fit = stub.Fit(pb.FitRequest(seed=0, space="l2", score_adaptation="camera:4"),
+                   timeout=120)
+    assert fit.score_adaptation == "camera(prior_rows=4)"
+    assert stub.GetInfo(pb.GetInfoRequest(), timeout=10).bundle.score_adaptation == \
+        "camera(prior_rows=4)"
+    images = synthetic_images("odd", 12, seed=7)
+    first = _score(stub, images[:4], env="cam-new")
+    assert first.provenance.score_adaptation == "camera(prior_rows=4)"
+    assert [r.camera_weight for r in first.results] == pytest.approx([0.5] * 4)
+    second = _score(stub, images[4:8], env="cam-new")
+    assert [r.camera_weight for r in second.results] == pytest.approx([8 / 12] * 4)
+    # the served adapted score is the persisted bundle's, with the camera's statistics
+    bundle = BundleStore(envad_server.data_dir / "bundles").load(fit.bundle_id)
+    vectors = np.array([e.vector for e in stub.Embed(pb.EmbedRequest(
+        images=[pb.Image(data=d) for d in images[:8]]), timeout=60).embeddings])
+    stats = bundle.new_score_statistics()
+    bundle.score(vectors[:4], ["cam-new"] * 4, score_stats=stats)
+    expected = bundle.score(vectors[4:], ["cam-new"] * 4, score_stats=stats)
+    for row, result in enumerate(second.results):
+        served = {d.detector: d for d in result.detectors}
+        for name in bundle.detectors:
+            assert served[name].adapted == pytest.approx(expected.adapted[name][row],
+                                                         rel=1e-5, abs=1e-6)
+            assert served[name].calibrated == pytest.approx(
+                expected.calibrated[name][row], abs=1e-9)
+    # a row without a camera is not adapted; its adapted score is its raw score
+    anonymous = _score(stub, images[:1]).results[0]
+    assert anonymous.camera_weight == 0.0
+    assert all(d.adapted == d.raw for d in anonymous.detectors)
+
+    stub = _stub(envad_server.restart())             # the statistics are durable
+    after = _score(stub, images[8:9], env="cam-new").results[0]
+    assert after.camera_weight == pytest.approx(9 / 13)
+    reset = stub.ResetCameraStats(pb.ResetCameraStatsRequest(envs=["cam-new"]), timeout=10)
+    assert list(reset.reset) == ["cam-new"]
+    assert _score(stub, images[9:10], env="cam-new").results[0].camera_weight == \
+        pytest.approx(1 / 5)
+    # a new Fit starts every camera afresh (its scores have another scale)
+    stub.Fit(pb.FitRequest(seed=1, space="l2", score_adaptation="camera:4"), timeout=120)
+    assert _score(stub, images[10:11], env="cam-new").results[0].camera_weight == \
+        pytest.approx(1 / 5)
+    off = stub.Fit(pb.FitRequest(seed=0, space="l2", score_adaptation="none"), timeout=120)
+    assert off.score_adaptation == "none"
+    plain = _score(stub, images[:2], env="cam-new")
+    assert [r.camera_weight for r in plain.results] == [0.0, 0.0]
+    assert all(d.adapted == d.raw for r in plain.results for d in r.detectors)
+
+
+def test_a_bad_score_adaptation_is_refused_by_name(envad_server):
+    import grpc
+
+    stub = _stub(envad_server)
+    _ingest_normals(stub)
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.Fit(pb.FitRequest(seed=0, score_adaptation="camera:0"), timeout=60)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "score adaptation" in caught.value.details()

@@ -160,7 +160,7 @@ def test_stylist_fraction_is_chosen_on_training_cameras_only(style_dims):
 def test_evaluate_the_default_pipeline_from_the_command_line(tiny_photodigits, tmp_path,
                                                              capsys):
     """`envad evaluate --data DIR --pipeline default`: the pipeline's training settings,
-    detectors and space step, with the space scored as a variant of its own."""
+    detectors, space step and score adaptation, scored as a variant of its own."""
     import json
 
     from envad.client.cli import main
@@ -176,6 +176,8 @@ def test_evaluate_the_default_pipeline_from_the_command_line(tiny_photodigits, t
     assert config["task"] == DEFAULT_PIPELINE.task and config["augment"] == "style"
     assert config["spaces"] == [DEFAULT_PIPELINE.space]
     assert config["detectors"] == list(DEFAULT_PIPELINE.detectors)
+    assert config["score_adaptation"] == DEFAULT_PIPELINE.score_adaptation
     run = report["runs"][0]
-    assert set(run["variants"]) == {"plain", f"space:{DEFAULT_PIPELINE.space}"}
-    assert f"[{DEFAULT_PIPELINE.space}]" in (out / "table.md").read_text()
+    shipped = f"{DEFAULT_PIPELINE.space}+{DEFAULT_PIPELINE.score_adaptation}"
+    assert set(run["variants"]) == {"plain", f"space:{shipped}"}
+    assert f"[{shipped}]" in (out / "table.md").read_text()

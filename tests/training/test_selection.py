@@ -11,10 +11,13 @@ from envad.server.detectors import registry
 from envad.training.data import load_folder
 from envad.training.selection import (
     ENSEMBLE_PREFIX,
+    SCORE_ADAPTATION_CANDIDATES,
     SPACE_CANDIDATES,
     TIE_MARGIN,
+    QuerySet,
     choosable_scorers,
     make_folds,
+    pick_adaptation,
     pick_best,
     run_selection,
     score_fold,
@@ -38,14 +41,48 @@ def test_score_fold_finds_a_held_out_class_and_scores_every_set():
     positive = np.zeros(40, dtype=bool)
     positive[:4] = True
     query[:4, 0] += 12.0                                     # new content
-    out = score_fold(X_fit, envs, query, np.array(["new"] * 40), positive,
+    out = score_fold(X_fit, envs, QuerySet(query, np.array(["new"] * 40), positive),
                      spaces=("raw", "center_l2"))
-    assert set(out) == {"raw", "center_l2"}
-    assert out["raw"]["KNN"] > 0.95
-    assert max(out["center_l2"][name] for name in registry.names()) > 0.95
-    assert all(0.0 <= v <= 1.0 for row in out.values() for v in row.values())
+    assert set(out) == {"scores"}
+    scores = out["scores"]
+    assert set(scores) == {"raw", "center_l2"}
+    assert scores["raw"]["KNN"] > 0.95
+    assert max(scores["center_l2"][name] for name in registry.names()) > 0.95
+    assert all(0.0 <= v <= 1.0 for row in scores.values() for v in row.values())
     n = len(registry.names())
-    assert len([k for k in out["raw"] if k.startswith(ENSEMBLE_PREFIX)]) == 2 ** n - 1
+    assert len([k for k in scores["raw"] if k.startswith(ENSEMBLE_PREFIX)]) == 2 ** n - 1
+
+
+def test_score_fold_scores_the_pooled_set_under_each_score_adaptation():
+    rng = np.random.default_rng(1)
+    envs = np.repeat(["a", "b"], 100)
+    X_fit = rng.normal(size=(200, 8))
+    # the pooled set: a seen camera and an unseen one whose style shifts every embedding
+    X, pooled_envs, positive = [], [], []
+    for env, offset in (("a", 0.0), ("new", 3.0)):
+        X += [rng.normal(size=(90, 8)) + offset, rng.normal(size=(30, 8)) * 2.5 + offset]
+        pooled_envs += [env] * 120
+        positive += [False] * 90 + [True] * 30
+    order = rng.permutation(240)
+    pooled = QuerySet(np.concatenate(X)[order], np.array(pooled_envs)[order],
+                      np.array(positive)[order])
+    new = pooled.envs == "new"
+    query = QuerySet(pooled.X[new], pooled.envs[new], pooled.positive[new])
+    out = score_fold(X_fit, envs, query, pooled, spaces=("raw",))
+    assert set(out["pooled"]["raw"]) == set(SCORE_ADAPTATION_CANDIDATES)
+    knn = {a: row["KNN"] for a, row in out["pooled"]["raw"].items()}
+    assert knn["none"] + 0.1 < knn["camera:16"]
+    # the held-out camera alone is ranked without adaptation
+    assert out["scores"]["raw"]["KNN"] > 0.7
+
+
+def test_score_adaptation_needs_a_margin_to_beat_none():
+    means = {"none": {"mean": 0.80}, "camera:16": {"mean": 0.80 + TIE_MARGIN},
+             "camera:64": {"mean": 0.79}}
+    assert pick_adaptation(means) == "none"
+    means["camera:64"]["mean"] = 0.80 + TIE_MARGIN + 0.001
+    assert pick_adaptation(means) == "camera:64"
+    assert pick_adaptation({"camera:16": {"mean": 0.5}}) == "camera:16"
 
 
 def test_choosable_scorers_are_singles_all_and_the_best_few():
@@ -85,7 +122,12 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path):
     chosen = resolve_pipeline(str(tmp_path / "sel" / "selection.json"))
     assert chosen.algorithm == "erm" and chosen.task == "class"
     assert chosen.space in SPACE_CANDIDATES
-    assert "| erm-class |" in (tmp_path / "sel" / "selection.md").read_text()
+    assert chosen.score_adaptation in SCORE_ADAPTATION_CANDIDATES
+    assert set(summary["score_adaptation"]) == set(SCORE_ADAPTATION_CANDIDATES)
+    assert set(fold["pooled"][chosen.space]) == set(SCORE_ADAPTATION_CANDIDATES)
+    assert fold["n_pooled"] > fold["n_query"]
+    report = (tmp_path / "sel" / "selection.md").read_text()
+    assert "| erm-class |" in report and "| score adaptation |" in report
     again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1,
                           size=16, progress=False)                 # resumes from folds/
     assert again["chosen"] == summary["chosen"]

@@ -56,20 +56,22 @@ class ItemError(_message.Message):
     def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Provenance(_message.Message):
-    __slots__ = ("model_id", "model_sha256", "bundle_id", "table_version", "server_version", "space")
+    __slots__ = ("model_id", "model_sha256", "bundle_id", "table_version", "server_version", "space", "score_adaptation")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     TABLE_VERSION_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     model_sha256: str
     bundle_id: str
     table_version: int
     server_version: str
     space: str
-    def __init__(self, model_id: _Optional[str] = ..., model_sha256: _Optional[str] = ..., bundle_id: _Optional[str] = ..., table_version: _Optional[int] = ..., server_version: _Optional[str] = ..., space: _Optional[str] = ...) -> None: ...
+    score_adaptation: str
+    def __init__(self, model_id: _Optional[str] = ..., model_sha256: _Optional[str] = ..., bundle_id: _Optional[str] = ..., table_version: _Optional[int] = ..., server_version: _Optional[str] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ...) -> None: ...
 
 class Neighbor(_message.Message):
     __slots__ = ("id", "env", "label", "split", "uri", "distance")
@@ -112,17 +114,19 @@ class ScoreRequest(_message.Message):
     def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ..., store: _Optional[bool] = ..., split: _Optional[str] = ..., label: _Optional[str] = ..., threshold: _Optional[float] = ..., top_k: _Optional[int] = ..., neighbor_filter: _Optional[_Union[Filter, _Mapping]] = ..., include_self: _Optional[bool] = ..., include_known_anomalies: _Optional[bool] = ..., reuse_stored: _Optional[bool] = ...) -> None: ...
 
 class DetectorScore(_message.Message):
-    __slots__ = ("detector", "raw", "calibrated")
+    __slots__ = ("detector", "raw", "calibrated", "adapted")
     DETECTOR_FIELD_NUMBER: _ClassVar[int]
     RAW_FIELD_NUMBER: _ClassVar[int]
     CALIBRATED_FIELD_NUMBER: _ClassVar[int]
+    ADAPTED_FIELD_NUMBER: _ClassVar[int]
     detector: str
     raw: float
     calibrated: float
-    def __init__(self, detector: _Optional[str] = ..., raw: _Optional[float] = ..., calibrated: _Optional[float] = ...) -> None: ...
+    adapted: float
+    def __init__(self, detector: _Optional[str] = ..., raw: _Optional[float] = ..., calibrated: _Optional[float] = ..., adapted: _Optional[float] = ...) -> None: ...
 
 class ImageScore(_message.Message):
-    __slots__ = ("index", "id", "env", "error", "detectors", "ensemble", "is_anomaly", "threshold", "neighbors", "stored", "adaptation")
+    __slots__ = ("index", "id", "env", "error", "detectors", "ensemble", "is_anomaly", "threshold", "neighbors", "stored", "adaptation", "camera_weight")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +138,7 @@ class ImageScore(_message.Message):
     NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
     STORED_FIELD_NUMBER: _ClassVar[int]
     ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    CAMERA_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     index: int
     id: str
     env: str
@@ -145,7 +150,8 @@ class ImageScore(_message.Message):
     neighbors: _containers.RepeatedCompositeFieldContainer[Neighbor]
     stored: bool
     adaptation: str
-    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., env: _Optional[str] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., detectors: _Optional[_Iterable[_Union[DetectorScore, _Mapping]]] = ..., ensemble: _Optional[float] = ..., is_anomaly: _Optional[bool] = ..., threshold: _Optional[float] = ..., neighbors: _Optional[_Iterable[_Union[Neighbor, _Mapping]]] = ..., stored: _Optional[bool] = ..., adaptation: _Optional[str] = ...) -> None: ...
+    camera_weight: float
+    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., env: _Optional[str] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., detectors: _Optional[_Iterable[_Union[DetectorScore, _Mapping]]] = ..., ensemble: _Optional[float] = ..., is_anomaly: _Optional[bool] = ..., threshold: _Optional[float] = ..., neighbors: _Optional[_Iterable[_Union[Neighbor, _Mapping]]] = ..., stored: _Optional[bool] = ..., adaptation: _Optional[str] = ..., camera_weight: _Optional[float] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
     __slots__ = ("results", "provenance", "error")
@@ -260,7 +266,7 @@ class StylistOptions(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., drop_fraction: _Optional[float] = ...) -> None: ...
 
 class FitRequest(_message.Message):
-    __slots__ = ("filter", "detectors", "max_samples", "contamination", "stylist", "seed", "no_activate", "space", "min_camera_rows", "allow_few_rows")
+    __slots__ = ("filter", "detectors", "max_samples", "contamination", "stylist", "seed", "no_activate", "space", "min_camera_rows", "allow_few_rows", "score_adaptation")
     FILTER_FIELD_NUMBER: _ClassVar[int]
     DETECTORS_FIELD_NUMBER: _ClassVar[int]
     MAX_SAMPLES_FIELD_NUMBER: _ClassVar[int]
@@ -271,6 +277,7 @@ class FitRequest(_message.Message):
     SPACE_FIELD_NUMBER: _ClassVar[int]
     MIN_CAMERA_ROWS_FIELD_NUMBER: _ClassVar[int]
     ALLOW_FEW_ROWS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     filter: Filter
     detectors: _containers.RepeatedScalarFieldContainer[str]
     max_samples: int
@@ -281,7 +288,8 @@ class FitRequest(_message.Message):
     space: str
     min_camera_rows: int
     allow_few_rows: bool
-    def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., detectors: _Optional[_Iterable[str]] = ..., max_samples: _Optional[int] = ..., contamination: _Optional[float] = ..., stylist: _Optional[_Union[StylistOptions, _Mapping]] = ..., seed: _Optional[int] = ..., no_activate: _Optional[bool] = ..., space: _Optional[str] = ..., min_camera_rows: _Optional[int] = ..., allow_few_rows: _Optional[bool] = ...) -> None: ...
+    score_adaptation: str
+    def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., detectors: _Optional[_Iterable[str]] = ..., max_samples: _Optional[int] = ..., contamination: _Optional[float] = ..., stylist: _Optional[_Union[StylistOptions, _Mapping]] = ..., seed: _Optional[int] = ..., no_activate: _Optional[bool] = ..., space: _Optional[str] = ..., min_camera_rows: _Optional[int] = ..., allow_few_rows: _Optional[bool] = ..., score_adaptation: _Optional[str] = ...) -> None: ...
 
 class DetectorFitStats(_message.Message):
     __slots__ = ("detector", "fit_seconds", "n_samples")
@@ -294,7 +302,7 @@ class DetectorFitStats(_message.Message):
     def __init__(self, detector: _Optional[str] = ..., fit_seconds: _Optional[float] = ..., n_samples: _Optional[int] = ...) -> None: ...
 
 class FitResponse(_message.Message):
-    __slots__ = ("bundle_id", "stats", "n_samples", "n_features", "threshold", "activated", "provenance", "space")
+    __slots__ = ("bundle_id", "stats", "n_samples", "n_features", "threshold", "activated", "provenance", "space", "score_adaptation")
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     N_SAMPLES_FIELD_NUMBER: _ClassVar[int]
@@ -303,6 +311,7 @@ class FitResponse(_message.Message):
     ACTIVATED_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     bundle_id: str
     stats: _containers.RepeatedCompositeFieldContainer[DetectorFitStats]
     n_samples: int
@@ -311,7 +320,8 @@ class FitResponse(_message.Message):
     activated: bool
     provenance: Provenance
     space: str
-    def __init__(self, bundle_id: _Optional[str] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., activated: _Optional[bool] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., space: _Optional[str] = ...) -> None: ...
+    score_adaptation: str
+    def __init__(self, bundle_id: _Optional[str] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., activated: _Optional[bool] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("filter", "format", "batch_size", "without_vectors")
@@ -451,7 +461,7 @@ class EnvCount(_message.Message):
     def __init__(self, env: _Optional[str] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class BundleInfo(_message.Message):
-    __slots__ = ("bundle_id", "model_id", "detectors", "n_samples", "n_features", "threshold", "created", "filter", "stats", "space")
+    __slots__ = ("bundle_id", "model_id", "detectors", "n_samples", "n_features", "threshold", "created", "filter", "stats", "space", "score_adaptation")
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     DETECTORS_FIELD_NUMBER: _ClassVar[int]
@@ -462,6 +472,7 @@ class BundleInfo(_message.Message):
     FILTER_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     bundle_id: str
     model_id: str
     detectors: _containers.RepeatedScalarFieldContainer[str]
@@ -472,7 +483,8 @@ class BundleInfo(_message.Message):
     filter: Filter
     stats: _containers.RepeatedCompositeFieldContainer[DetectorFitStats]
     space: str
-    def __init__(self, bundle_id: _Optional[str] = ..., model_id: _Optional[str] = ..., detectors: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., created: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., space: _Optional[str] = ...) -> None: ...
+    score_adaptation: str
+    def __init__(self, bundle_id: _Optional[str] = ..., model_id: _Optional[str] = ..., detectors: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., created: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
     __slots__ = ("server_version", "active_model", "bundle", "env_counts", "total_rows", "table_version", "data_dir", "hint", "index_rows")

@@ -83,3 +83,24 @@ def test_space_step_round_trips(tmp_path, spec, described):
     assert not np.allclose(bundle.score(X[:7], envs[:7]).raw["KNN"],
                            fit_bundle(X, detectors=["KNN"], envs=envs, space="l2")
                            .score(X[:7], envs[:7]).raw["KNN"])
+
+
+def test_score_adaptation_round_trips_and_older_bundles_load_without_it(tmp_path):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(120, 6))
+    bundle = fit_bundle(X, detectors=["KNN"], score_adaptation="camera:5")
+    path = save_bundle(bundle, tmp_path)
+    loaded = load_bundle(path, tmp_path)
+    assert loaded.score_adaptation.describe() == "camera(prior_rows=5)"
+    queries = X[:20] + 1.0
+    envs = ["cam"] * 20
+    expected = bundle.score(queries, envs, score_stats=bundle.new_score_statistics())
+    served = loaded.score(queries, envs, score_stats=loaded.new_score_statistics())
+    np.testing.assert_allclose(served.calibrated["KNN"], expected.calibrated["KNN"])
+    assert not np.allclose(served.adapted["KNN"], served.raw["KNN"])
+    # a bundle saved before score adaptation existed: its manifest has no such key
+    manifest_path = path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["score_adaptation"]
+    manifest_path.write_text(json.dumps(manifest))
+    assert load_bundle(path, tmp_path).score_adaptation.describe() == "none"

@@ -1,0 +1,152 @@
+"""Per-camera score standardisation: the map onto the fit set's scale, its prior, specs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envad.errors import InvalidInput
+from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.geometry import CameraStats
+from envad.server.detectors.score_adaptation import (
+    DEFAULT_PRIOR_ROWS,
+    ScoreAdaptation,
+    parse_score_adaptation,
+)
+from envad.server.env_stats import EnvStatistics
+from envad.training.metrics import roc_auc
+
+
+@pytest.mark.parametrize("text, prior, spec, described", [
+    ("none", None, "none", "none"),
+    ("", None, "none", "none"),
+    ("camera", DEFAULT_PRIOR_ROWS, f"camera:{DEFAULT_PRIOR_ROWS}",
+     f"camera(prior_rows={DEFAULT_PRIOR_ROWS})"),
+    ("camera:4", 4, "camera:4", "camera(prior_rows=4)"),
+])
+def test_specs_parse_and_print_back(text, prior, spec, described):
+    adaptation = parse_score_adaptation(text)
+    assert adaptation.prior_rows == prior
+    assert adaptation.spec() == spec
+    assert adaptation.describe() == described
+    assert parse_score_adaptation(adaptation.spec()) == adaptation
+
+
+@pytest.mark.parametrize("text", ["camera:0", "camera:-3", "camera:1.5", "camera:x",
+                                  "per-camera", "none:3"])
+def test_bad_specs_are_refused_by_name(text):
+    with pytest.raises(InvalidInput, match="score adaptation"):
+        parse_score_adaptation(text)
+
+
+def _stats_of(adaptation, detectors, raw_rows):
+    """A camera's running statistics after `raw_rows` ({detector: scores})."""
+    rows = adaptation.statistics_of(raw_rows, detectors)
+    return CameraStats(len(rows), rows.mean(axis=0))
+
+
+def test_a_camera_with_many_images_is_mapped_onto_the_fit_scale():
+    rng = np.random.default_rng(0)
+    reference = {"KNN": np.sort(rng.normal(1.0, 0.1, 500))}
+    camera_scores = 5.0 + 2.0 * rng.normal(size=5000)   # shifted and spread out
+    adaptation = ScoreAdaptation(16)
+    stats = _stats_of(adaptation, ["KNN"], {"KNN": camera_scores})
+    adapted, weight = adaptation.adapt({"KNN": camera_scores}, reference, ["KNN"],
+                                       ["cam"] * len(camera_scores), lambda env: stats)
+    assert adapted["KNN"].mean() == pytest.approx(reference["KNN"].mean(), abs=0.01)
+    assert adapted["KNN"].std() == pytest.approx(reference["KNN"].std(), rel=0.02)
+    assert weight == pytest.approx(np.full(len(camera_scores), 5000 / 5016))
+    # within the camera the order is kept
+    assert (np.argsort(adapted["KNN"]) == np.argsort(camera_scores)).all()
+
+
+def test_the_prior_holds_a_camera_with_few_images_near_the_fit_scale():
+    reference = {"KNN": np.sort(np.linspace(0.0, 2.0, 101))}
+    raw = {"KNN": np.array([10.0, 10.0])}
+    adaptation = ScoreAdaptation(1000)
+    stats = _stats_of(adaptation, ["KNN"], raw)
+    adapted, weight = adaptation.adapt(raw, reference, ["KNN"], ["cam", "cam"],
+                                       lambda env: stats)
+    assert weight == pytest.approx([2 / 1002] * 2)
+    # two rows against a prior of 1000: the camera's mean barely moves, its spread is
+    # the fit set's, so the adapted score stays far above the fit scale (still unusual)
+    assert adapted["KNN"][0] > reference["KNN"].max()
+
+
+def test_unknown_cameras_rows_without_a_camera_and_none_are_left_alone():
+    reference = {"KNN": np.sort(np.linspace(0.0, 1.0, 11))}
+    raw = {"KNN": np.array([3.0, 4.0])}
+    stats = _stats_of(ScoreAdaptation(4), ["KNN"], {"KNN": np.array([100.0, 200.0])})
+    for adaptation, envs, running in [
+        (ScoreAdaptation(4), ["", ""], lambda env: stats),          # no camera named
+        (ScoreAdaptation(4), ["new", "new"], lambda env: None),     # never seen
+        (ScoreAdaptation(None), ["cam", "cam"], lambda env: stats),  # adaptation off
+        (ScoreAdaptation(4), ["cam", "cam"], None),                 # no statistics kept
+    ]:
+        adapted, weight = adaptation.adapt(raw, reference, ["KNN"], envs, running)
+        assert adapted["KNN"].tolist() == [3.0, 4.0]
+        assert weight.tolist() == [0.0, 0.0]
+
+
+def test_a_camera_whose_scores_are_all_alike_does_not_blow_up():
+    reference = {"KNN": np.sort(np.linspace(0.0, 1.0, 11))}
+    raw = {"KNN": np.full(50, 0.7)}
+    adaptation = ScoreAdaptation(1)
+    stats = _stats_of(adaptation, ["KNN"], raw)
+    adapted, _ = adaptation.adapt(raw, reference, ["KNN"], ["cam"] * 50, lambda env: stats)
+    assert np.isfinite(adapted["KNN"]).all()
+
+
+def _two_cameras(rng, n=300):
+    """Fit rows of camera a; queries of a and of an unseen camera b whose style adds an
+    offset to every embedding; one anomaly in four, far from the normal cluster."""
+    fit = rng.normal(size=(n, 8))
+    queries, envs, positive = [], [], []
+    for env, offset in (("cam-a", 0.0), ("cam-b", 3.0)):
+        normal = rng.normal(size=(n, 8)) + offset
+        anomalous = rng.normal(size=(n // 3, 8)) * 2.5 + offset
+        queries += [normal, anomalous]
+        envs += [env] * (n + n // 3)
+        positive += [False] * n + [True] * (n // 3)
+    order = rng.permutation(len(envs))
+    return (fit, np.concatenate(queries)[order], np.array(envs)[order],
+            np.array(positive)[order])
+
+
+def test_camera_adaptation_ranks_two_cameras_together_better_than_none():
+    rng = np.random.default_rng(3)
+    fit, X, envs, positive = _two_cameras(rng)
+    aucs = {}
+    for spec in ("none", "camera:16"):
+        bundle = fit_bundle(fit, envs=np.array(["cam-a"] * len(fit)), detectors=["KNN"],
+                            score_adaptation=spec)
+        scores = bundle.score_arrivals(X, envs)
+        aucs[spec] = roc_auc(positive, scores.calibrated["KNN"])
+        # within one camera the adapted score keeps the raw order but for the drift of
+        # the camera's statistics as it sends images
+        for env in ("cam-a", "cam-b"):
+            own = envs == env
+            assert abs(roc_auc(positive[own], scores.adapted["KNN"][own])
+                       - roc_auc(positive[own], scores.raw["KNN"][own])) < 0.02
+    assert aucs["none"] < 0.75 < 0.9 < aucs["camera:16"]
+
+
+def test_a_bundle_updates_the_statistics_it_is_given_and_reports_weights():
+    rng = np.random.default_rng(4)
+    bundle = fit_bundle(rng.normal(size=(200, 4)), detectors=["KNN", "PCA"],
+                        score_adaptation="camera:10")
+    stats = bundle.new_score_statistics()
+    assert isinstance(stats, EnvStatistics) and stats.dim == 4
+    X = rng.normal(size=(10, 4)) + 2.0
+    first = bundle.score(X, ["cam"] * 10, score_stats=stats)
+    assert stats.counts() == {"cam": 10}
+    assert first.camera_weight.tolist() == pytest.approx([0.5] * 10)
+    second = bundle.score(X, ["cam"] * 10, score_stats=stats)
+    assert second.camera_weight.tolist() == pytest.approx([20 / 30] * 10)
+    # raw scores are the detectors' own, the camera's statistics pull the adapted ones down
+    assert second.raw["KNN"] == pytest.approx(first.raw["KNN"])
+    assert (second.adapted["KNN"] < first.raw["KNN"]).all()
+    # without statistics the bundle scores unadapted
+    plain = bundle.score(X, ["cam"] * 10)
+    assert plain.adapted["KNN"] == pytest.approx(plain.raw["KNN"])
+    assert plain.camera_weight.tolist() == [0.0] * 10
