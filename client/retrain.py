@@ -54,6 +54,7 @@ class RetrainSpec:
     aux: str = DEFAULT_PIPELINE.aux
     hparams: dict = field(default_factory=lambda: dict(DEFAULT_PIPELINE.hparams))
     space: str = DEFAULT_PIPELINE.space
+    score_adaptation: str = DEFAULT_PIPELINE.score_adaptation
     seed: int = 0
     image_size: int = 32
     model_id: str = ""
@@ -211,9 +212,11 @@ def _fit(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict
     from envad.client.results import RowFilter
 
     result = client.fit(RowFilter(splits=spec.fit_splits), detectors=spec.detectors,
-                        space=spec.space, allow_few_rows=spec.allow_few_rows)
+                        space=spec.space, score_adaptation=spec.score_adaptation,
+                        allow_few_rows=spec.allow_few_rows)
     return {"bundle_id": result.bundle_id, "n_samples": result.n_samples,
-            "threshold": result.threshold, "space": result.space}
+            "threshold": result.threshold, "space": result.space,
+            "score_adaptation": result.score_adaptation}
 
 
 STEP_FUNCTIONS = {"train": _train, "export": _export, "install": _install,
@@ -260,6 +263,8 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--space", default=DEFAULT_PIPELINE.space,
                    help="space step of the refit (raw, l2, style_l2:N, center_l2, "
                         "white_l2[:S], center_white_l2[:S], auto)")
+    p.add_argument("--score-adaptation", default=DEFAULT_PIPELINE.score_adaptation,
+                   help="score adaptation of the refit: camera[:P] or none")
     p.add_argument("--seed", type=int, default=0, help="training seed")
     p.add_argument("--image-size", type=int, default=32, help="encoder input size in pixels")
     p.add_argument("--model-id", default="",
@@ -294,7 +299,7 @@ def cmd_retrain(args) -> int:
         workdir=str(args.workdir.resolve()),
         model_file=str(args.model_file.resolve()) if args.model_file else "",
         algorithm=args.algorithm, epochs=args.epochs, task=args.task, augment=args.augment,
-        space=args.space, seed=args.seed,
+        space=args.space, score_adaptation=args.score_adaptation, seed=args.seed,
         image_size=args.image_size, model_id=args.model_id,
         models_dir=str(args.models_dir.resolve()) if args.models_dir else "",
         archive=str(args.archive.resolve()) if args.archive else "",

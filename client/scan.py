@@ -58,6 +58,7 @@ class ScanOptions:
     top: int = 20
     detectors: tuple[str, ...] = ()
     space: str = ""
+    score_adaptation: str = ""       # "": the server's default (the default pipeline's)
     contamination: float = 0.0
     allow_few_rows: bool = False
     batch_size: int = 64
@@ -178,7 +179,8 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
             else f"the normal images of {options.source}")
     fit = wait_with_progress(
         lambda: client.fit(RowFilter(splits=(fit_split,)), detectors=options.detectors,
-                           space=options.space, contamination=options.contamination,
+                           space=options.space, score_adaptation=options.score_adaptation,
+                           contamination=options.contamination,
                            allow_few_rows=options.allow_few_rows, timeout=None),
         "fit", enabled=options.progress)
     warning = few_rows_warning(fit.n_samples)

@@ -43,6 +43,9 @@ def register(subparsers) -> None:
                    help="comma-separated detector names (default: the paper's eight)")
     p.add_argument("--space", default="",
                    help="space step (default: the default pipeline's; see docs/detectors.md)")
+    p.add_argument("--score-adaptation", default="",
+                   help="camera[:P] or none: put each camera's scores on the fit set's "
+                        "scale (default: the default pipeline's; see docs/detectors.md)")
     p.add_argument("--contamination", type=float, default=0.0,
                    help="expected anomaly rate of the fit rows; sets the threshold "
                         "(default: 0.05)")
@@ -64,8 +67,8 @@ def cmd_scan(args) -> int:
         envs=tuple(args.only_env), splits=tuple(args.only_split), data_dir=args.data_dir,
         scores_out=args.scores_out, top=args.top,
         detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
-        space=args.space, contamination=args.contamination,
-        allow_few_rows=args.allow_few_rows, batch_size=args.batch_size,
+        space=args.space, score_adaptation=args.score_adaptation,
+        contamination=args.contamination, allow_few_rows=args.allow_few_rows, batch_size=args.batch_size,
         progress=not args.no_progress,
     )
     report = run_scan(options)

@@ -48,6 +48,20 @@ def test_every_image_is_embedded_once(tiny_model_path, tmp_path, capsys) -> None
     assert report["embedded"] == 102
 
 
+def test_scan_scores_with_the_score_adaptation_asked_for(tiny_model_path, tmp_path,
+                                                        capsys) -> None:
+    folder = make_camera_folder(tmp_path / "cams", normal=100, odd=2)
+    for setting, described in (("", "camera(prior_rows=64)"), ("none", "none"),
+                               ("camera:5", "camera(prior_rows=5)")):
+        out = tmp_path / f"scores-{setting or 'default'}.jsonl"
+        scan_json(capsys, str(folder), "--model", str(tiny_model_path), "--detectors",
+                  "KNN", "--scores-out", str(out), "--score-adaptation", setting)
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        assert {line["score_adaptation"] for line in lines} == {described}
+        weights = [line["camera_weight"] for line in lines]
+        assert (max(weights) > 0) == (setting != "none")
+
+
 def test_a_kept_data_dir_is_reused_not_doubled(tiny_model_path, tmp_path, capsys) -> None:
     folder = make_camera_folder(tmp_path / "cams", normal=100, odd=2)
     data_dir = tmp_path / "work"
