@@ -68,7 +68,8 @@ def cmd_scan(args) -> int:
         scores_out=args.scores_out, top=args.top,
         detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
         space=args.space, score_adaptation=args.score_adaptation,
-        contamination=args.contamination, allow_few_rows=args.allow_few_rows, batch_size=args.batch_size,
+        contamination=args.contamination, allow_few_rows=args.allow_few_rows,
+        batch_size=args.batch_size,
         progress=not args.no_progress,
     )
     report = run_scan(options)
