@@ -26,14 +26,13 @@ def embed_uint8(algorithm, images: np.ndarray, device: str = "cpu",
 
 
 @torch.no_grad()
-def classifier_accuracy(algorithm, images: np.ndarray, targets: np.ndarray,
-                        device: str = "cpu", batch_size: int = 256) -> float:
+def classifier_accuracy(algorithm, embeddings: torch.Tensor, targets: np.ndarray,
+                        device: str = "cpu") -> float:
+    """Accuracy of the classifier on embeddings from `embed_uint8` (eval mode)."""
     algorithm.eval()
-    correct = 0
-    for i in range(0, len(images), batch_size):
-        logits = algorithm.predict(to_float_nchw(images[i:i + batch_size]).to(device))
-        correct += int((logits.argmax(1).cpu().numpy() == targets[i:i + batch_size]).sum())
-    return correct / max(len(images), 1)
+    logits = algorithm.predict_embedded(embeddings.to(device))
+    correct = int((logits.argmax(1).cpu().numpy() == targets).sum())
+    return correct / max(len(targets), 1)
 
 
 def knn_accuracy(reference: torch.Tensor, reference_y: np.ndarray, query: torch.Tensor,
@@ -55,9 +54,9 @@ def validate(algorithm, reference: np.ndarray, reference_y: np.ndarray, val: np.
     """The epoch's validation metrics (empty when there is no val split)."""
     if len(val) == 0:
         return {}
+    val_embeddings = embed_uint8(algorithm, val, device)     # once for both metrics
     metrics = {"val_knn_acc": knn_accuracy(embed_uint8(algorithm, reference, device),
-                                           reference_y, embed_uint8(algorithm, val, device),
-                                           val_y, k)}
+                                           reference_y, val_embeddings, val_y, k)}
     if algorithm.supervised:
-        metrics["val_acc"] = classifier_accuracy(algorithm, val, val_y, device)
+        metrics["val_acc"] = classifier_accuracy(algorithm, val_embeddings, val_y, device)
     return metrics

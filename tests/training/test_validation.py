@@ -18,3 +18,28 @@ def test_knn_accuracy():
     assert knn_accuracy(reference, labels, query, np.array([1, 0]), k=3) == 0.0
     assert knn_accuracy(reference, labels, query, np.array([0, 0]), k=3) == 0.5
     assert math.isnan(knn_accuracy(reference[:0], labels[:0], query, np.array([0, 1])))
+
+
+def test_validation_scores_the_classifier_on_the_embeddings_it_computed():
+    from envad.training.algorithms import get
+    from envad.training.models import EncoderConfig, to_float_nchw
+    from envad.training.validation import validate
+
+    torch.manual_seed(0)
+    algorithm = get("erm")(EncoderConfig(16), None, num_envs=2, total_steps=1, num_classes=3)
+    rng = np.random.default_rng(0)
+    reference = rng.integers(0, 256, (12, 16, 16, 3), dtype=np.uint8)
+    val = rng.integers(0, 256, (10, 16, 16, 3), dtype=np.uint8)
+    val_y = rng.integers(0, 3, 10)
+    algorithm.eval()
+    with torch.no_grad():
+        expected = float((algorithm.predict(to_float_nchw(val)).argmax(1).numpy()
+                          == val_y).mean())
+    forwards: list[int] = []
+    hook = algorithm.encoder.register_forward_hook(
+        lambda module, inputs, output: forwards.append(len(inputs[0])))
+    metrics = validate(algorithm, reference, rng.integers(0, 3, 12), val, val_y, k=3)
+    hook.remove()
+    assert metrics["val_acc"] == expected
+    assert 0.0 <= metrics["val_knn_acc"] <= 1.0
+    assert sorted(forwards) == [10, 12]        # each image through the encoder once

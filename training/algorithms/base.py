@@ -249,7 +249,12 @@ class SupervisedAlgorithm(Algorithm):
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """Target logits [N, num_classes]."""
-        return self.classifier(self.encoder(x))
+        return self.predict_embedded(self.encoder(x))
+
+    def predict_embedded(self, z: torch.Tensor) -> torch.Tensor:
+        """Target logits of embeddings `z` (what `embed` returns): validation scores the
+        classifier on the embeddings it has computed already."""
+        return self.classifier(z)
 
     def _step(self, loss: torch.Tensor) -> None:
         """Optimizer step on `loss` (plus the auxiliary loss on this update's batch)."""
