@@ -2,7 +2,8 @@
 
 BENCHMARK.md items 1, 2, 4 and 6, one JSON line each:
 - serve_throughput: Score through gRPC (JPEG in, all detectors + ensemble + neighbours
-  out, concurrent clients) ÷ raw ONNX Runtime on pre-decoded tensors, same batch size;
+  out, concurrent clients, each image naming its camera; the server's default space step
+  and score adaptation) ÷ raw ONNX Runtime on pre-decoded tensors, same batch size;
   each the best of `--rounds` measurements taken alternately (raw, served, raw, ...);
 - one_image_score: one image per Score request from 1 client ÷ raw ONNX Runtime batch 1,
   and from 16 concurrent clients ÷ raw ONNX Runtime batch 32 (what the micro-batcher can
@@ -57,8 +58,11 @@ def camera_jpegs(count: int, width: int, height: int, seed: int = 0) -> list[byt
 
 def concurrent_score(stub, images: list[bytes], batch: int, clients: int, seconds: float) -> float:
     """Images/s scored by `clients` threads sending `batch`-image Score calls (each client
-    its own images, so that requests differ as they do in production)."""
-    requests = [pb.ScoreRequest(images=[pb.Image(data=images[(i * batch + j) % len(images)])
+    its own images from a camera of its own, so that requests differ as they do in
+    production and each camera's score statistics are updated, durably, as they are
+    under the default score adaptation)."""
+    requests = [pb.ScoreRequest(images=[pb.Image(data=images[(i * batch + j) % len(images)],
+                                                 env=f"new-cam{i}")
                                         for j in range(batch)]) for i in range(clients)]
     stub.Score(requests[0], timeout=300)
     counts = [0] * clients
@@ -133,7 +137,7 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
                   "raw_onnx_images_per_s": raw_one, "ratio_served_over_raw": one / raw_one,
                   **extra})
         latencies, raw_latencies = [], []
-        one_request = pb.ScoreRequest(images=[pb.Image(data=images[0])])
+        one_request = pb.ScoreRequest(images=[pb.Image(data=images[0], env="new-cam0")])
         for _ in range(40):          # alternating, so both meet the same load
             start = time.perf_counter()
             stub.Score(one_request, timeout=60)
