@@ -15,12 +15,15 @@ Rows within TIE_MARGIN of the best tie; among them the candidate that trains the
 epochs wins (the same evidence for less compute).
 
 Score adaptation (server/detectors/score_adaptation.py) does not change a ranking within
-one camera, only across cameras, so it is chosen on a second query set per fold: the
-held-out camera's images pooled with the other training cameras' `val` images (normal
-classes; class L the anomaly), in a seeded interleaved order as a live stream sends them,
-as an ingestion pipeline sees new and known cameras together. For the chosen (candidate,
-space, detector set), the option in SCORE_ADAPTATION_CANDIDATES with the best mean pooled
-ROC-AUC is chosen ("none" wins ties within TIE_MARGIN).
+one camera, only across cameras, so it is chosen on pooled query sets per fold: the
+held-out camera's images with the other training cameras' `val` images (normal classes;
+class L the anomaly), in a seeded interleaved order as a live stream sends them, as an
+ingestion pipeline sees new and known cameras together. Adaptation assumes that cameras
+send similar shares of anomalies, so besides the natural mix (POOLED_MIXES) two mixes
+break that on purpose, subsampled per camera: the new camera with far more anomalies
+than the known ones, and with far fewer. For the chosen (candidate, space, detector
+set), the option in SCORE_ADAPTATION_CANDIDATES with the best ROC-AUC averaged over the
+folds and the mixes is chosen ("none" wins ties within TIE_MARGIN).
 """
 
 from __future__ import annotations
@@ -49,6 +52,10 @@ SPACE_CANDIDATES = ("raw", "l2", "center_l2", "style_l2:1", "style_l2:3", "white
                     "center_white_l2")
 ENSEMBLE_PREFIX = "ensemble:"
 SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64")
+#: pooled sets per fold: name -> (anomaly share of the held-out camera, of every other
+#: camera), or None for every camera's natural share
+POOLED_MIXES: dict[str, tuple[float, float] | None] = {
+    "natural": None, "new-heavy": (0.5, 0.05), "new-light": (0.05, 0.5)}
 
 #: the training candidates `envad select` compares by default (the paper's setting first)
 DEFAULT_CANDIDATES = {
@@ -126,23 +133,44 @@ def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, fl
 
 
 def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
-               pooled: QuerySet | None = None, spaces=SPACE_CANDIDATES, seed: int = 0,
-               adaptations=SCORE_ADAPTATION_CANDIDATES) -> dict[str, dict]:
+               pooled: dict[str, QuerySet] | None = None, spaces=SPACE_CANDIDATES,
+               seed: int = 0, adaptations=SCORE_ADAPTATION_CANDIDATES) -> dict[str, dict]:
     """{"scores": {space: {scorer: AUC}}} of one fold's held-out camera (`query`), and with
-    a `pooled` set also {"pooled": {space: {adaptation: {scorer: AUC}}}}."""
+    `pooled` sets also {"pooled": {mix: {space: {adaptation: {scorer: AUC}}}}}."""
     names = registry.names()
     out: dict[str, dict] = {"scores": {}}
     for space in spaces:
         bundle = fit_bundle(X_fit, envs=fit_envs, space=space, seed=seed, detectors=names)
         scores = bundle.score_arrivals(query.X, query.envs)
         out["scores"][space] = _scorer_aucs(names, scores, query.positive)
-        if pooled is not None:
-            out.setdefault("pooled", {})[space] = {
+        for mix, queries in (pooled or {}).items():
+            out.setdefault("pooled", {}).setdefault(mix, {})[space] = {
                 adaptation: _scorer_aucs(names, replace(
                     bundle, score_adaptation=parse_score_adaptation(adaptation)
-                ).score_arrivals(pooled.X, pooled.envs), pooled.positive)
+                ).score_arrivals(queries.X, queries.envs), queries.positive)
                 for adaptation in adaptations}
     return out
+
+
+def mix_rows(envs: np.ndarray, positive: np.ndarray, held_out: str,
+             shares: tuple[float, float] | None, seed: int) -> np.ndarray:
+    """Positions of a pooled set kept for a mix: all of them (None), or per camera the
+    most rows that give it its anomaly share (`shares`: the held-out camera's, every
+    other camera's), seeded, in the set's order. A camera without anomalies drops out of
+    a mix."""
+    if shares is None:
+        return np.arange(len(envs))
+    rng = np.random.default_rng([seed, 31])
+    kept = []
+    for env in np.unique(envs):
+        share = shares[0] if env == held_out else shares[1]
+        anomalies = np.flatnonzero((envs == env) & positive)
+        normals = np.flatnonzero((envs == env) & ~positive)
+        n_anomalies = min(len(anomalies), int(share / (1 - share) * len(normals)))
+        n_normals = min(len(normals), int(n_anomalies * (1 - share) / share))
+        kept += [rng.choice(anomalies, n_anomalies, replace=False),
+                 rng.choice(normals, n_normals, replace=False)]
+    return np.sort(np.concatenate(kept))
 
 
 def subsample(indices: np.ndarray, fit_rows: int | None, seed: int) -> np.ndarray:
@@ -187,13 +215,17 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
         return QuerySet(embed(encoder, dataset, indices),
                         np.array([records[i].env for i in indices]),
                         np.array([records[i].label == fold.label for i in indices]))
-    query = query_set(query_idx)
+    query, pooled = query_set(query_idx), query_set(pooled_idx)
+    mixes = {}
+    for mix, shares in POOLED_MIXES.items():
+        rows = mix_rows(pooled.envs, pooled.positive, fold.env, shares, seed)
+        mixes[mix] = QuerySet(pooled.X[rows], pooled.envs[rows], pooled.positive[rows])
     scored = score_fold(embed(encoder, dataset, fit_idx),
-                        np.array([records[i].env for i in fit_idx]), query,
-                        query_set(pooled_idx), spaces=spaces, seed=seed)
+                        np.array([records[i].env for i in fit_idx]), query, mixes,
+                        spaces=spaces, seed=seed)
     return {"fold": {"env": fold.env, "label": fold.label}, "n_fit": len(fit_idx),
             "n_query": len(query_idx), "n_positive": int(query.positive.sum()),
-            "n_pooled": len(pooled_idx), **scored}
+            "n_pooled": {mix: len(q.envs) for mix, q in mixes.items()}, **scored}
 
 
 def choosable_scorers(single_means: dict[str, float]) -> list[str]:
@@ -237,20 +269,32 @@ def pick_best(ranking: list[dict], candidates: dict[str, Pipeline]) -> dict:
                key=lambda r: (candidates[r["candidate"]].epochs, -r["mean"]))
 
 
+def _complete(result: dict, spaces: tuple[str, ...]) -> bool:
+    """Whether a fold's saved result scored every space, in every pooled mix."""
+    pooled = result.get("pooled", {})
+    return set(spaces) <= set(result.get("scores", {})) and all(
+        isinstance(pooled.get(mix), dict) and set(spaces) <= set(pooled[mix])
+        for mix in POOLED_MIXES)
+
+
 def pooled_means(folds: list[dict], space: str, scorer: str) -> dict[str, dict]:
-    """{adaptation: {"mean", "std", "folds"}}: the pooled ROC-AUC of one (space, scorer)
-    under each score adaptation the folds were scored with."""
+    """{adaptation: {"mean", "std", "mixes": {mix: {"mean", "folds"}}}}: the pooled ROC-AUC
+    of one (space, scorer) under each score adaptation, per mix and over folds x mixes."""
     out = {}
-    for adaptation in folds[0]["pooled"][space]:
-        values = [f["pooled"][space][adaptation][scorer] for f in folds]
+    mixes = list(folds[0]["pooled"])
+    for adaptation in folds[0]["pooled"][mixes[0]][space]:
+        per_mix = {mix: [f["pooled"][mix][space][adaptation][scorer] for f in folds]
+                   for mix in mixes}
+        values = [v for mix in mixes for v in per_mix[mix]]
         out[adaptation] = {"mean": float(np.nanmean(values)), "std": float(np.nanstd(values)),
-                           "folds": values}
+                           "mixes": {mix: {"mean": float(np.nanmean(v)), "folds": v}
+                                     for mix, v in per_mix.items()}}
     return out
 
 
 def pick_adaptation(means: dict[str, dict]) -> str:
-    """The adaptation with the best mean pooled ROC-AUC; "none" unless another beats it
-    by more than TIE_MARGIN."""
+    """The adaptation with the best mean pooled ROC-AUC (over folds and mixes); "none"
+    unless another beats it by more than TIE_MARGIN."""
     best = max(means, key=lambda a: means[a]["mean"])
     if "none" in means and means[best]["mean"] <= means["none"]["mean"] + TIE_MARGIN:
         return "none"
@@ -280,14 +324,14 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
         rows = f"-fit{fit_rows}" if fit_rows else ""
         path = out / "folds" / f"{name}-{fold.name}-s{seed}{rows}.json"
         result = json.loads(path.read_text()) if path.is_file() else None
-        if result is None or not all(set(spaces) <= set(result.get(key, {}))
-                                     for key in ("scores", "pooled")):
+        if result is None or not _complete(result, spaces):
             result = run_fold(candidates[name], data, fold, out / "runs", seed=seed,
                               size=size, device=device, progress=False, spaces=spaces,
                               fit_rows=fit_rows)
             path.write_text(json.dumps(result, indent=1))
-        for key in ("scores", "pooled"):
-            result[key] = {space: result[key][space] for space in spaces}
+        result["scores"] = {space: result["scores"][space] for space in spaces}
+        result["pooled"] = {mix: {space: result["pooled"][mix][space] for space in spaces}
+                            for mix in POOLED_MIXES}
         results.setdefault(name, []).append(result)
     ranking = summarise(results)
     best = pick_best(ranking, candidates)
@@ -306,6 +350,10 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
     (out / "selection.json").write_text(json.dumps(summary, indent=1))
     (out / "selection.md").write_text(format_selection(summary, results))
     return summary
+
+
+def _shares(shares: tuple[float, float] | None) -> str:
+    return "each camera's own" if shares is None else f"{shares[0]:g} / {shares[1]:g}"
 
 
 def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
@@ -339,9 +387,18 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
         lines += ["", "Score adaptation, chosen for the chosen candidate, space and detector "
                   f"set ({best['candidate']}, {best['space']}, "
                   f"{best['scorer'].replace(ENSEMBLE_PREFIX, '')}): ROC-AUC of each fold's "
-                  "held-out camera pooled with the other training cameras' val images", "",
-                  "| score adaptation | mean pooled ROC-AUC | folds |", "| --- | --- | --- |"]
-        lines += [f"| {name} | {v['mean']:.3f} ± {v['std']:.3f} | "
-                  + " / ".join(f"{x:.3f}" for x in v["folds"]) + " |"
-                  for name, v in adaptations.items()]
+                  "held-out camera pooled with the other training cameras' val images, in "
+                  "each mix (anomaly share of the held-out camera / of the others: "
+                  + ", ".join(f"{mix} {_shares(shares)}" for mix, shares in POOLED_MIXES.items())
+                  + ")", ""]
+        mixes = list(next(iter(adaptations.values())).get("mixes", {}))
+        lines += ["| score adaptation | mean over folds x mixes | "
+                  + " | ".join(f"{mix} (folds)" for mix in mixes) + " |",
+                  "| --- | --- |" + " --- |" * len(mixes)]
+        for name, v in adaptations.items():
+            cells = [f"{v['mixes'][mix]['mean']:.3f} ("
+                     + " / ".join(f"{x:.3f}" for x in v["mixes"][mix]["folds"]) + ")"
+                     for mix in mixes]
+            lines.append(f"| {name} | {v['mean']:.3f} ± {v['std']:.3f} | "
+                         + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

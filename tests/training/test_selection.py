@@ -11,12 +11,14 @@ from envad.server.detectors import registry
 from envad.training.data import load_folder
 from envad.training.selection import (
     ENSEMBLE_PREFIX,
+    POOLED_MIXES,
     SCORE_ADAPTATION_CANDIDATES,
     SPACE_CANDIDATES,
     TIE_MARGIN,
     QuerySet,
     choosable_scorers,
     make_folds,
+    mix_rows,
     pick_adaptation,
     pick_best,
     run_selection,
@@ -68,12 +70,26 @@ def test_score_fold_scores_the_pooled_set_under_each_score_adaptation():
                       np.array(positive)[order])
     new = pooled.envs == "new"
     query = QuerySet(pooled.X[new], pooled.envs[new], pooled.positive[new])
-    out = score_fold(X_fit, envs, query, pooled, spaces=("raw",))
-    assert set(out["pooled"]["raw"]) == set(SCORE_ADAPTATION_CANDIDATES)
-    knn = {a: row["KNN"] for a, row in out["pooled"]["raw"].items()}
+    out = score_fold(X_fit, envs, query, {"natural": pooled}, spaces=("raw",))
+    assert set(out["pooled"]["natural"]["raw"]) == set(SCORE_ADAPTATION_CANDIDATES)
+    knn = {a: row["KNN"] for a, row in out["pooled"]["natural"]["raw"].items()}
     assert knn["none"] + 0.1 < knn["camera:16"]
     # the held-out camera alone is ranked without adaptation
     assert out["scores"]["raw"]["KNN"] > 0.7
+
+
+def test_a_mix_gives_each_camera_its_anomaly_share():
+    envs = np.repeat(["held", "a", "b"], [400, 100, 100])
+    positive = np.zeros(600, dtype=bool)
+    positive[:60] = positive[400:420] = positive[500:520] = True
+    for shares in ((0.5, 0.05), (0.05, 0.5)):
+        rows = mix_rows(envs, positive, "held", shares, seed=0)
+        assert (rows == mix_rows(envs, positive, "held", shares, seed=0)).all()
+        assert (np.diff(rows) > 0).all()
+        for env, share in (("held", shares[0]), ("a", shares[1]), ("b", shares[1])):
+            mine = positive[rows][envs[rows] == env]
+            assert abs(mine.mean() - share) < 0.02 and len(mine) >= 20
+    assert (mix_rows(envs, positive, "held", None, seed=0) == np.arange(600)).all()
 
 
 def test_score_adaptation_needs_a_margin_to_beat_none():
@@ -124,8 +140,11 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path):
     assert chosen.space in SPACE_CANDIDATES
     assert chosen.score_adaptation in SCORE_ADAPTATION_CANDIDATES
     assert set(summary["score_adaptation"]) == set(SCORE_ADAPTATION_CANDIDATES)
-    assert set(fold["pooled"][chosen.space]) == set(SCORE_ADAPTATION_CANDIDATES)
-    assert fold["n_pooled"] > fold["n_query"]
+    assert set(fold["pooled"]) == set(POOLED_MIXES)
+    assert all(set(fold["pooled"][mix][chosen.space]) == set(SCORE_ADAPTATION_CANDIDATES)
+               for mix in POOLED_MIXES)
+    assert fold["n_pooled"]["natural"] > fold["n_query"]
+    assert set(summary["score_adaptation"]["none"]["mixes"]) == set(POOLED_MIXES)
     report = (tmp_path / "sel" / "selection.md").read_text()
     assert "| erm-class |" in report and "| score adaptation |" in report
     again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1,
