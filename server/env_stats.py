@@ -133,8 +133,10 @@ class EnvStatistics:
                 self._snapshot(self._counts, self._sums)
 
     def close(self) -> None:
-        if self._journal is not None:
-            self._journal.close()
+        """Close the journal's file; a later update opens it again."""
+        with self._lock:
+            if self._journal is not None:
+                self._journal.close()
 
     def _snapshot(self, counts: dict[str, int], sums: dict[str, np.ndarray]) -> None:
         """Write `counts` and `sums` atomically, tagged with the last sequence number, then

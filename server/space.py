@@ -96,6 +96,10 @@ class ModelSpace:
             if stats is None:
                 stats = bundle.new_score_statistics(
                     self._stats_dir / f"{self._stats_stem}-scores-{bundle.bundle_id}.npz")
+                # each keeps its journal open: only the newest bundle's stays open (an
+                # older bundle's reopens its file if a late batch still scores with it)
+                for older in self._score_stats.values():
+                    older.close()
                 self._score_stats[bundle.bundle_id] = stats
             return stats
 

@@ -115,3 +115,21 @@ def test_snapshots_from_before_the_journal_still_load(tmp_path):
     np.testing.assert_allclose(stats.get("old").mean, [2.0, 1.0])
     stats.update(["old"], np.array([[2.0, 1.0]]))
     assert EnvStatistics(path, 2).get("old").count == 5
+
+
+def test_closed_statistics_reopen_their_journal_and_lose_nothing(tmp_path):
+    import os
+
+    path = tmp_path / "s.npz"
+    stats = EnvStatistics(path, 2)
+    stats.update(["cam"], np.array([[1.0, 1.0]]))
+    journal = stats._journal
+    assert journal is not None and journal._fd is not None
+    stats.close()
+    assert journal._fd is None                      # the file is closed
+    stats.update(["cam"], np.array([[3.0, 3.0]]))   # and opened again by the next update
+    assert journal._fd is not None and os.fstat(journal._fd).st_size > 0
+    stats.close()
+    again = EnvStatistics(path, 2)
+    assert again.get("cam").count == 2
+    np.testing.assert_allclose(again.get("cam").mean, [2.0, 2.0])
