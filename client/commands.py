@@ -353,7 +353,7 @@ def cmd_info(args) -> int:
     print(f"detectors    {bundle_line}")
     if bundle:
         print(f"space        {bundle.space}")
-        print(f"scores       adapted per camera: {bundle.score_adaptation}")
+        print(f"adaptation   {bundle.score_adaptation}")
     print(f"rows         {info.total_rows} (index {info.index_rows}, "
           f"table version {info.table_version})")
     for env, n in sorted(info.env_counts.items()):

@@ -63,12 +63,15 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     assert code == 0 and json.loads(out)["ok"] == 30
 
     code, out = run(capsys, "fit", "--detectors", "KNN,PCA", "--space", "center_l2",
-                    "--min-camera-rows", "2", "--allow-few-rows", "--json", *server)
+                    "--min-camera-rows", "2", "--score-adaptation", "camera:8",
+                    "--allow-few-rows", "--json", *server)
     fit = json.loads(out)
     assert code == 0 and fit["n_samples"] == 30 and fit["activated"]
     assert fit["space"] == "center_l2(min_camera_rows=2)"
+    assert fit["score_adaptation"] == "camera(prior_rows=8)"
     code, out = run(capsys, "info", *server)
     assert "cam0" in out and fit["bundle_id"] in out and "center_l2" in out
+    assert "adaptation   camera(prior_rows=8)" in out
 
     images = []
     for n in range(3):
@@ -79,6 +82,8 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     code, out = run(capsys, "score", *map(str, images), "--json", *server)
     records = json.loads(out)
     assert [r["image"] for r in records] == list(map(str, images))
+    assert {r["provenance"]["score_adaptation"] for r in records} == {"camera(prior_rows=8)"}
+    assert all(r["camera_weight"] == 0.0 for r in records)       # no --env: not adapted
     code, out = run(capsys, "reset-camera-stats", "camX", "nope", *server)
     assert code == 0 and "1 camera(s): camX" in out
     code, out = run(capsys, "reset-camera-stats", "--json", *server)
