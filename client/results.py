@@ -65,11 +65,6 @@ class ImageScore:
         """Detector name -> raw (default) or calibrated score."""
         return {d.detector: (d.calibrated if calibrated else d.raw) for d in self.detectors}
 
-    def adapted_scores(self) -> dict[str, float]:
-        """Detector name -> score on the fit set's scale for the image's camera (what the
-        calibrated score ranks by)."""
-        return {d.detector: d.adapted for d in self.detectors}
-
 
 @dataclass(frozen=True)
 class ScoreResult:

@@ -18,10 +18,15 @@ MEAN_AD = "Mean AD"
 VARIANTS = ("plain", "stylist")
 
 
+def space_label(space: str, score_adaptation: str = "none") -> str:
+    """A space step with its score adaptation when it has one
+    (`white_l2:0.001+camera:64`), as report columns name it."""
+    return space + ("" if score_adaptation == "none" else f"+{score_adaptation}")
+
+
 def space_variant(space: str, score_adaptation: str = "none") -> str:
-    """Name of the result variant of a space step, with its score adaptation when it has
-    one (`space:white_l2:0.001+camera:64`)."""
-    return f"space:{space}" + ("" if score_adaptation == "none" else f"+{score_adaptation}")
+    """Name of the result variant of a space step (`space:` + its label)."""
+    return f"space:{space_label(space, score_adaptation)}"
 
 
 def fit_indices(dataset) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 
 from envad.training.metrics import mean_std
 from envad.training.plots import write_plots
-from envad.training.protocol import ENSEMBLE, MEAN_AD, fit_indices, space_variant
+from envad.training.protocol import ENSEMBLE, MEAN_AD, fit_indices, space_label, space_variant
 from envad.training.references import cached_reference_rows
 
 
@@ -68,7 +68,7 @@ def summary_table(tables: dict, results: list[dict], algorithms: list[str],
                ("+Stylist OOD", ("stylist", "ood", "pooled"), MEAN_AD)]
     for space in spaces:
         variant = space_variant(space, score_adaptation)
-        space = variant[len(space_variant("")):]        # the space, with its adaptation
+        space = space_label(space, score_adaptation)
         columns += [(f"OOD pooled [{space}]", (variant, "ood", "pooled"), MEAN_AD),
                     (f"OOD per camera [{space}]", (variant, "ood", "per_camera_mean"),
                      MEAN_AD),

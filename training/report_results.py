@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from envad.training.metrics import mean_std
-from envad.training.protocol import space_variant
+from envad.training.protocol import space_label, space_variant
 
 # The paper's Table 1 (ROC-AUC %, iWildCam), columns that have an envad algorithm.
 PAPER_TABLE1 = {
@@ -141,9 +141,8 @@ def spaces_section(report: dict) -> list[str]:
         return []
     algorithms = [a for a in report["config"]["algorithms"] if per_seed(report, a)]
     adaptation = report["config"].get("score_adaptation", "none")
-    variants = [("raw", "plain")] + [(variant[len(space_variant("")):], variant)
-                                     for variant in (space_variant(s, adaptation)
-                                                     for s in spaces)]
+    variants = [("raw", "plain")] + [(space_label(s, adaptation), space_variant(s, adaptation))
+                                     for s in spaces]
     lines = ["| pretraining | space | Mean AD | KNN | Ensemble | KNN per camera | KNN ID | "
              "space > raw (Mean AD) |", "| --- |" + " --- |" * 7]
     for algorithm in algorithms:
