@@ -157,6 +157,23 @@ def scale(records: list[dict]) -> list[str]:
     return lines
 
 
+def server_scale(records: list[dict]) -> list[str]:
+    lines = ["| rows | first start to SERVING s | Fit s (rows fitted) | Score p50 ms (÷ first "
+             "size) | Search p50 ms (÷ first size) | restart to SERVING s (÷ first size) | "
+             "server RSS GB (bytes per row) | peak RSS GB (first start) |",
+             "| --- |" + " --- |" * 7]
+    for r in sorted(records, key=lambda r: r["rows"]):
+        lines.append(
+            f"| {r['rows']:,} | {_f(r['first_start_s'])} | {_f(r['fit_s'])} "
+            f"({r['fit_rows']:,}) | {_f(r['score_p50_ms'])} "
+            f"(x{_f(r['ratio_score_p50_over_first_size'], 2)}) | {_f(r['search_p50_ms'], 2)} "
+            f"(x{_f(r['ratio_search_p50_over_first_size'], 2)}) | {_f(r['restart_s'])} "
+            f"(x{_f(r['ratio_restart_over_first_size'], 2)}) | "
+            f"{_f(r['rss_bytes'] / 2 ** 30, 2)} ({r['rss_bytes_per_row']:,.0f}) | "
+            f"{_f(r['first_peak_rss_bytes'] / 2 ** 30, 2)} |")
+    return lines
+
+
 def store_write(records: list[dict]) -> list[str]:
     lines = ["| path | rows | envad s | reference | reference s | ratio | target |",
              "| --- |" + " --- |" * 6]
@@ -188,7 +205,8 @@ def camera_stats(records: list[dict]) -> list[str]:
 RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
-             "threads": threads, "scale": scale, "store_write": store_write,
+             "threads": threads, "scale": scale, "server_scale": server_scale,
+             "store_write": store_write,
              "export_rows": store_write, "camera_stats": camera_stats}
 BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)
 

@@ -20,7 +20,7 @@ against exact search on held-out queries. One JSON line per size and kind (`scal
 
     python -m benchmarks.scale --rows 10000 100000 [1000000]
 
-The IVF row at a size below the server's `ivf_threshold` (200,000) forces IVF
+The IVF row at a size below the server's `ivf_threshold` (20,000) forces IVF
 (threshold 1) so its recall and cost are seen at every size.
 """
 
@@ -64,10 +64,12 @@ def camera_of(rows: np.ndarray) -> np.ndarray:
     return rows % CAMERAS
 
 
-def write_store(db_dir: Path, rows: int) -> None:
+def write_store(db_dir: Path, rows: int, model_id: str = MODEL_ID) -> None:
+    """`rows` seeded rows (`vectors`), 8 cameras, split train, in the server's table of
+    `model_id` under `db_dir`."""
     from envad.server.store import EmbeddingStore, make_schema
 
-    store = EmbeddingStore(db_dir, MODEL_ID, DIM)
+    store = EmbeddingStore(db_dir, model_id, DIM)
     for start in range(0, rows, WRITE_CHUNK):
         count = min(WRITE_CHUNK, rows - start)
         numbers = np.arange(start, start + count)
@@ -77,7 +79,7 @@ def write_store(db_dir: Path, rows: int) -> None:
             "env": [f"cam-{c}" for c in camera_of(numbers)],
             "label": ["normal"] * count, "split": ["train"] * count,
             "timestamp": [None] * count, "uri": [f"file:///archive/{i}.jpg" for i in numbers],
-            "sha256": [f"{i:064x}" for i in numbers], "model_id": [MODEL_ID] * count,
+            "sha256": [f"{i:064x}" for i in numbers], "model_id": [model_id] * count,
             "ingested_at": [None] * count,
             "vector": pa.FixedSizeListArray.from_arrays(pa.array(block.ravel()), DIM),
         }, schema=make_schema(DIM))

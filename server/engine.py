@@ -29,7 +29,7 @@ from envad.records import (
     sha256_hex,
 )
 from envad.server.config import ServerConfig
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import MIN_SAMPLES, fit_bundle, fit_sample
 from envad.server.detectors.persistence import BundleStore
 from envad.server.domain import (
     Activation,
@@ -431,7 +431,7 @@ class Engine:
     def fit(self, options: FitOptions) -> FitOutcome:
         space = self.require_space()
         table = fit_rows(space.store, options.row_filter, columns=("id", "env", "label"),
-                         anomaly_labels=self.config.anomaly_label_set)
+                         anomaly_labels=self.config.anomaly_label_set, with_vectors=False)
         # by id, so the bundle's fit/calibration split never follows arrival order
         table = table.sort_by("id")
         if table.num_rows == 0:
@@ -445,7 +445,12 @@ class Engine:
                 f"scores would come in steps of 1/{table.num_rows}): store more normal "
                 "images, or allow fewer rows (FitRequest.allow_few_rows; "
                 "--allow-few-rows on the command line)")
-        vectors = vectors_of(table)
+        matched = table.num_rows
+        if options.max_samples >= MIN_SAMPLES:
+            # only the sampled rows' vectors are read: memory and time stay flat in the
+            # store's size (the sample is the one fit_bundle would draw from all rows)
+            table = table.take(fit_sample(matched, options.max_samples, options.seed))
+        vectors = space.store.vectors_for(table.column("id"))
         envs = np.asarray(table.column("env").to_pylist(), dtype=object)
         labels = np.asarray([v or "" for v in table.column("label").to_pylist()], dtype=object)
         bundle = fit_bundle(
@@ -454,7 +459,7 @@ class Engine:
             stylist_drop_fraction=options.stylist_drop_fraction,
             envs=envs, model_id=space.model_id, fit_filter=options.row_filter.as_dict(),
             space=options.space, labels=labels, min_camera_rows=options.min_camera_rows,
-            score_adaptation=options.score_adaptation,
+            score_adaptation=options.score_adaptation, sampled_from=matched,
         )
         self.bundles.save(bundle)
         if options.activate:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,11 +32,11 @@ import pyarrow as pa
 from envad.errors import InvalidInput
 from envad.records import Neighbor, RowFilter
 from envad.server import ann
+from envad.server.config import DEFAULT_IVF_THRESHOLD
 from envad.server.store import vectors_of
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IVF_THRESHOLD = 200_000
 #: filters whose bitmaps are kept (the bundle's fit filter and a few request filters)
 MAX_CACHED_FILTERS = 32
 #: (id, content sha256) of a query whose own stored row must not be returned
@@ -202,7 +202,22 @@ class VectorIndex:
         self.flush()
         return self._add(table)
 
-    def _add(self, table: pa.Table) -> int:
+    def add_batches(self, batches: Iterable[pa.Table | pa.RecordBatch]) -> int:
+        """Add a whole table read in batches (a rebuild from the store): memory holds one
+        batch besides the index, and the switch to IVF, when the rows reach
+        `ivf_threshold`, happens once at the end, trained for the final row count."""
+        self.flush()
+        added = 0
+        for batch in batches:
+            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            added += self._add(table, switch=False)
+        with self._growing, self._lock:
+            self._grow(len(self._positions), np.zeros((0, self.dim), np.float32))
+        return added
+
+    def _add(self, table: pa.Table, *, switch: bool = True) -> int:
+        """Add the new rows of `table`; `switch` False: a flat index stays flat (the caller
+        switches once it has added everything)."""
         if table.num_rows == 0:
             return 0
         ids = table.column("id").to_pylist()
@@ -221,7 +236,7 @@ class VectorIndex:
                 subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
                 fresh_ids = [ids[i] for i in fresh]
             vectors = vectors_of(subset)
-            if not self._grow(len(self._positions) + len(fresh_ids), vectors):
+            if not (switch and self._grow(len(self._positions) + len(fresh_ids), vectors)):
                 self._index.add(vectors)
             self._append_metadata(subset, fresh_ids)
             return len(fresh_ids)
@@ -328,11 +343,14 @@ class VectorIndex:
             params: faiss.SearchParameters | None = None
             allowed = len(self._positions)
             labels = tuple(sorted(set(exclude_labels)))
+            bitmap: _Bitmap | None = None
             if not row_filter.is_empty() or labels:
                 bitmap = self._bitmap(row_filter, labels)
                 allowed = bitmap.count
                 if allowed == 0:
                     return [[] for _ in range(len(queries))]
+            if bitmap is not None and allowed < len(self._positions):
+                # a filter that leaves every row in (no stored anomalies) needs no selector
                 selector = faiss.IDSelectorBitmap(len(bitmap.mask),
                                                   faiss.swig_ptr(bitmap.packed))
                 # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe

@@ -21,6 +21,7 @@ again at once only when they are many: `due_for_saving`).
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import threading
@@ -34,8 +35,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from envad.server.config import DEFAULT_IVF_THRESHOLD
 from envad.server.durable import fsync_path
-from envad.server.index import DEFAULT_IVF_THRESHOLD, Snapshot, VectorIndex
+from envad.server.index import Snapshot, VectorIndex
 from envad.server.store import METADATA_COLUMNS, EmbeddingStore, vectors_of
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,8 @@ SAVE_GROWTH = 0.25
 #: ... and at least this many rows
 SAVE_MIN_ROWS = 10_000
 _CHUNK = 1 << 24
+#: rows read from the store at a time when the index is built from it
+BUILD_BATCH_ROWS = 65_536
 _SAVING = threading.Lock()
 
 
@@ -122,17 +126,31 @@ def open_index(directory: Path, store: EmbeddingStore, *,
                 "index of %s not loaded, building it from the store: %s", store.model_id,
                 reason)
         index = VectorIndex(store.dim, ivf_threshold=ivf_threshold)
-        added = index.add_table(store.read())
+        added = index.add_batches(store.iter_batches(batch_size=BUILD_BATCH_ROWS))
         saved = _save_quietly(directory, index, store)
+        return_freed_memory()
         log.info("index of %s built from the store: %d rows (%s), %.1f s", store.model_id,
                  len(index), index.kind, time.monotonic() - started)
         return Opened(index, loaded=False, added=added, saved_rows=saved, reason=reason)
     saved = len(index) - added
     if due_for_saving(len(index), saved):
         saved = _save_quietly(directory, index, store) or saved
+    return_freed_memory()
     log.info("index of %s loaded: %d rows (%s), %d added from the store, %.1f s",
              store.model_id, len(index), index.kind, added, time.monotonic() - started)
     return Opened(index, loaded=True, added=added, saved_rows=saved)
+
+
+def return_freed_memory() -> None:
+    """Hand the heap memory freed by opening an index (the store's metadata read, id lists,
+    a flat index replaced by IVF) back to the system: glibc keeps freed blocks for reuse,
+    which at a million rows left about 0.3 GB resident for good (docs/benchmarks.md). A
+    no-op where the C library has no `malloc_trim`."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def due_for_saving(rows: int, saved_rows: int) -> bool:

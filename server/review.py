@@ -19,14 +19,15 @@ from envad.records import NORMAL_LABEL, RowFilter
 
 
 def fit_rows(store, row_filter: RowFilter, columns: tuple[str, ...],
-             anomaly_labels: tuple[str, ...]) -> pa.Table:
-    """The rows (with vectors) a Fit on `row_filter` uses (see the module docstring)."""
-    table = store.read(row_filter, columns=columns)
+             anomaly_labels: tuple[str, ...], *, with_vectors: bool = True) -> pa.Table:
+    """The rows a Fit on `row_filter` uses (see the module docstring), with their vectors
+    unless `with_vectors` is False."""
+    table = store.read(row_filter, columns=columns, with_vectors=with_vectors)
     labels = pc.fill_null(table.column("label"), "")
     if anomaly_labels:
         table = table.filter(pc.invert(pc.is_in(labels, value_set=pa.array(anomaly_labels))))
     reviewed = store.read(replace(row_filter, splits=(), labels=(NORMAL_LABEL,)),
-                          columns=columns)
+                          columns=columns, with_vectors=with_vectors)
     if reviewed.num_rows == 0:
         return table
     missed = reviewed.filter(pc.invert(pc.is_in(reviewed.column("id"),

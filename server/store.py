@@ -217,6 +217,14 @@ class EmbeddingStore:
             pa.compute.is_in(stored, value_set=pa.array(list(ids), pa.string())))
         return dataset.take(positions.to_numpy(), columns=wanted)
 
+    def vectors_for(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The stored vectors of `ids` (each stored), in the order of `ids`."""
+        table = self.read_ids(ids.to_pylist(), columns=("id",))
+        where = pa.compute.index_in(ids, value_set=table.column("id").combine_chunks())
+        if where.null_count:
+            raise KeyError(f"{where.null_count} of {len(ids)} ids are not stored")
+        return vectors_of(table.take(where))
+
     def env_counts(self) -> dict[str, int]:
         """Rows per environment (recounted only when the table version changed)."""
         version = self.version

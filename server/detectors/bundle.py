@@ -198,6 +198,18 @@ def _bundle_id(X: np.ndarray, detectors: list[str], seed: int) -> str:
     return f"{stamp}-{digest.hexdigest()[:10]}"
 
 
+def fit_sample(rows: int, max_samples: int, seed: int) -> np.ndarray:
+    """Positions (sorted) of the rows a bundle fitted on `rows` rows with this cap and
+    seed uses: all of them up to `max_samples`, else a seeded sample."""
+    if rows <= max_samples:
+        return np.arange(rows)
+    return _draw_sample(np.random.default_rng(seed), rows, max_samples)
+
+
+def _draw_sample(rng: np.random.Generator, rows: int, size: int) -> np.ndarray:
+    return np.sort(rng.choice(rows, size=size, replace=False))
+
+
 def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int = 0,
                contamination: float = DEFAULT_CONTAMINATION, max_samples: int = 20000,
                stylist_drop_fraction: float | None = None, envs: np.ndarray | None = None,
@@ -206,11 +218,14 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
                space: str | EmbeddingSpace = "raw", labels: np.ndarray | None = None,
                min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS,
                score_adaptation: str | ScoreAdaptation = "none",
-               progress: bool = False) -> DetectorBundle:
+               sampled_from: int = 0, progress: bool = False) -> DetectorBundle:
     """Fit the space step and the named detectors (default: the paper's eight) on
     embeddings X of normal images from cameras `envs` with content `labels` (both
     optional unless the space needs them); `score_adaptation` is how scores adapt to
-    each camera at score time (score_adaptation.py)."""
+    each camera at score time (score_adaptation.py). More than `max_samples` rows are
+    sampled (seeded); `sampled_from` N > max_samples says that X already is
+    `fit_sample(N, max_samples, seed)` of N rows, drawn by a caller that read only
+    those rows' vectors, and the bundle is the one the N rows would give."""
     X = _check_matrix(X)
     adaptation = (score_adaptation if isinstance(score_adaptation, ScoreAdaptation)
                   else parse_score_adaptation(score_adaptation))
@@ -223,14 +238,18 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         raise InvalidInput(f"contamination must be in (0, 1), got {contamination}")
     if not 0.0 < calibration_fraction < 1.0:
         raise InvalidInput(f"calibration_fraction must be in (0, 1), got {calibration_fraction}")
-    if len(X) < MIN_SAMPLES:
-        raise InvalidInput(f"need at least {MIN_SAMPLES} rows to fit detectors, got {len(X)}")
     if max_samples < MIN_SAMPLES:
         raise InvalidInput(f"max_samples must be at least {MIN_SAMPLES}")
+    if len(X) < MIN_SAMPLES:
+        raise InvalidInput(f"need at least {MIN_SAMPLES} rows to fit detectors, got {len(X)}")
     rng = np.random.default_rng(seed)
     rows = np.arange(len(X))
-    if len(X) > max_samples:
-        rows = np.sort(rng.choice(len(X), size=max_samples, replace=False))
+    if sampled_from > max_samples:
+        if len(X) != max_samples:
+            raise ValueError(f"{len(X)} rows given as a sample of {max_samples}")
+        _draw_sample(rng, sampled_from, max_samples)   # the caller's draw: same generator state
+    elif len(X) > max_samples:
+        rows = _draw_sample(rng, len(X), max_samples)
     n_features = X.shape[1]
     if envs is not None:
         envs = np.asarray(envs).astype(str)

@@ -133,6 +133,25 @@ def test_scale_table_has_a_row_per_size_and_index_kind(tmp_path):
                        "10.00 / 2.00 (x0.20) | 1.00 | 2,500 (2,100) |")
 
 
+def test_server_scale_table_has_a_row_per_size_with_its_ratios(tmp_path):
+    common = {"benchmark": "server_scale", "size": 32, "first_start_s": 3.5, "fit_s": 17.0,
+              "first_peak_rss_bytes": 2 ** 31, "rss_bytes": 2 ** 30}
+    path = _write(tmp_path, "server_scale.jsonl", [
+        {**common, "rows": 1000000, "fit_rows": 20000, "score_p50_ms": 30.0,
+         "search_p50_ms": 2.0, "restart_s": 8.0, "rss_bytes_per_row": 1073.7,
+         "ratio_score_p50_over_first_size": 1.2, "ratio_search_p50_over_first_size": 2.0,
+         "ratio_restart_over_first_size": 2.0},
+        {**common, "rows": 10000, "fit_rows": 10000, "score_p50_ms": 25.0,
+         "search_p50_ms": 1.0, "restart_s": 4.0, "rss_bytes_per_row": 107374.2,
+         "ratio_score_p50_over_first_size": 1.0, "ratio_search_p50_over_first_size": 1.0,
+         "ratio_restart_over_first_size": 1.0}])
+    rows = report.render(path).splitlines()[-2:]
+    assert rows[0] == ("| 10,000 | 3.5 | 17.0 (10,000) | 25.0 (x1.00) | 1.00 (x1.00) | "
+                       "4.0 (x1.00) | 1.00 (107,374) | 2.00 |")
+    assert rows[1].startswith("| 1,000,000 | 3.5 | 17.0 (20,000) | 30.0 (x1.20) | "
+                              "2.00 (x2.00) | 8.0 (x2.00) | 1.00 (1,074) |")
+
+
 def test_store_write_table_shows_the_writer_and_both_export_formats(tmp_path):
     path = _write(tmp_path, "store_write.jsonl", [
         {"benchmark": "store_write", "rows": 100000, "dim": 512, "chunk": 4096,

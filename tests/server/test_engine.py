@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from envad.errors import FailedPrecondition, NotFound
 from envad.records import MIN_FIT_ROWS, ImageInput, IngestInput, RowFilter
 from envad.server.config import ServerConfig
+from envad.server.detectors.bundle import fit_bundle
 from envad.server.domain import FitOptions, ScoreOptions
 from envad.server.engine import Engine
 from envad.server.metrics import ServerMetrics
-from envad.server.store import EmbeddingStore
+from envad.server.store import EmbeddingStore, vectors_of
 from tiny_encoder import build_tiny_encoder, synthetic_images
 
 
@@ -150,6 +152,40 @@ def test_fit_refuses_fewer_rows_than_the_minimum_unless_allowed(engine, config):
         engine.fit(options)
     assert engine.info().bundle is None
     assert engine.fit(replace(options, allow_few_rows=True)).bundle.n_samples == 40
+
+
+def test_fit_over_its_sample_cap_reads_only_the_sampled_vectors_and_fits_as_on_all(
+        engine, config, monkeypatch):
+    """A store larger than max_samples: Fit reads the vectors of the sampled rows only,
+    and its bundle is the one fitting on every matching row (sorted by id) gives."""
+    build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+    engine.start()
+    images = synthetic_images("normal", 150, seed=1)
+    engine.ingest([[IngestInput(ImageInput(data=d, id=f"img-{i:03d}",
+                                           env=("cam-a", "cam-b")[i % 2]), split="train")
+                    for i, d in enumerate(images)]])
+    store = engine.require_space().store
+    everything = store.read(RowFilter(splits=("train",))).sort_by("id")
+    read_ids = store.read_ids
+    vectors_read: list[int] = []
+
+    def counted(ids, **kwargs):
+        vectors_read.append(len(ids) if kwargs.get("with_vectors", True) else 0)
+        return read_ids(ids, **kwargs)
+
+    monkeypatch.setattr(store, "read_ids", counted)
+    options = FitOptions(row_filter=RowFilter(splits=("train",)), detectors=("KNN", "PCA"),
+                         max_samples=60, contamination=0.05, stylist_drop_fraction=None,
+                         space="l2", min_camera_rows=32, seed=3)
+    fitted = engine.fit(options).bundle
+    assert fitted.n_samples == 60 and max(vectors_read) == 60
+    reference = fit_bundle(vectors_of(everything), detectors=["KNN", "PCA"], max_samples=60,
+                           seed=3, envs=np.asarray(everything.column("env").to_pylist()),
+                           labels=np.asarray([""] * everything.num_rows), space="l2",
+                           min_camera_rows=32)
+    queries = vectors_of(everything)[:10] + 0.01
+    served = engine.require_space().bundle.score(queries)
+    assert np.array_equal(served.ensemble, reference.score(queries).ensemble)
 
 
 def test_score_reuses_the_stored_embedding_of_a_stored_image(config):

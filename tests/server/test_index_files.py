@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from envad.records import RowFilter
-from envad.server import index_files
+from envad.server import ann, index_files
 from envad.server.index_files import MANIFEST, open_index, save_index
 from envad.server.store import EmbeddingStore, Row
 
@@ -164,6 +164,30 @@ def test_an_ivf_index_is_saved_with_its_training_and_probes(tmp_path):
     assert loaded.index._index.nprobe == built._index.nprobe
     own = found(loaded.index, np.stack([r.vector for r in rows(0, 700)])[[3, 650]], 1)
     assert own == [["r3"], ["r650"]]
+
+
+def test_a_rebuild_reads_the_store_in_batches_and_trains_ivf_once_for_all_rows(
+        tmp_path, monkeypatch):
+    store = EmbeddingStore(tmp_path / "lancedb", "m", DIM)
+    store.insert(rows(0, 600))
+    monkeypatch.setattr(index_files, "BUILD_BATCH_ROWS", 128)     # 5 batches
+    batches: list[int] = []
+    reader = store.iter_batches
+
+    def counted(*args, **kwargs):
+        for batch in reader(*args, **kwargs):
+            batches.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(store, "iter_batches", counted)
+    built = open_index(tmp_path / "index", store, ivf_threshold=400).index
+    assert batches == [128, 128, 128, 128, 88]
+    # switched once, after the last batch: trained on the whole table, not the 512 rows
+    # that crossed the threshold
+    assert built.kind == "ivf" and built.trained_rows == 600
+    assert built._index.nlist == ann.nlist_for(600)
+    own = found(built, np.stack([r.vector for r in rows(0, 600)])[[0, 599]], 1)
+    assert own == [["r0"], ["r599"]]
 
 
 SAVER = """

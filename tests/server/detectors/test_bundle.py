@@ -7,7 +7,7 @@ import pytest
 
 from envad.errors import InvalidInput
 from envad.server.detectors import registry
-from envad.server.detectors.bundle import calibrate, fit_bundle
+from envad.server.detectors.bundle import calibrate, fit_bundle, fit_sample
 
 
 def data(seed=0, n=400, dim=16):
@@ -42,6 +42,23 @@ def test_scores_calibrated_ensemble_and_threshold():
 def test_sample_cap_and_detector_subset():
     bundle = fit_bundle(data(n=600), detectors=["KNN", "PCA"], max_samples=100, seed=4)
     assert bundle.detectors == ["KNN", "PCA"] and bundle.n_samples == 100
+
+
+def test_a_bundle_fitted_on_the_callers_sample_is_the_one_all_rows_give():
+    """fit_sample + sampled_from: a caller that reads only the sampled rows (the server's
+    Fit on a large store) gets the bundle fitting on every row would have given."""
+    X = data(n=600)
+    everything = fit_bundle(X, detectors=["KNN", "PCA"], max_samples=100, seed=4)
+    chosen = fit_sample(600, 100, seed=4)
+    assert len(chosen) == 100 and (np.diff(chosen) > 0).all()
+    sampled = fit_bundle(X[chosen], detectors=["KNN", "PCA"], max_samples=100, seed=4,
+                         sampled_from=600)
+    queries = data(seed=3, n=25)
+    assert np.array_equal(sampled.score(queries).ensemble, everything.score(queries).ensemble)
+    assert sampled.threshold == everything.threshold
+    assert np.array_equal(fit_sample(80, 100, seed=4), np.arange(80))
+    with pytest.raises(ValueError, match="sample of 100"):
+        fit_bundle(X[chosen[:90]], detectors=["KNN"], max_samples=100, sampled_from=600)
 
 
 def test_stylist_drops_the_environment_biased_dimension():
