@@ -33,6 +33,7 @@ from envad.errors import InvalidInput
 from envad.records import Neighbor, RowFilter
 from envad.server import ann
 from envad.server.config import DEFAULT_IVF_THRESHOLD
+from envad.server.id_positions import IdPositions
 from envad.server.store import vectors_of
 
 log = logging.getLogger(__name__)
@@ -146,8 +147,7 @@ class VectorIndex:
         self._lock = threading.RLock()         # searches, adds, relabels
         self._growing = threading.Lock()       # adds and saves: rows held still, searches go on
         self._index: faiss.Index = faiss.IndexFlatL2(dim)
-        self._positions: dict[str, int] = {}
-        self._ids = StringColumn()
+        self._ids = IdPositions()              # the store id at each position, and back
         self._uris = StringColumn()
         self._hashes = StringColumn()
         self._coded = {name: CodedColumn() for name in ("env", "label", "split")}
@@ -160,16 +160,17 @@ class VectorIndex:
 
     def __len__(self) -> int:
         self.flush()
-        return len(self._positions)
+        return len(self._ids)
 
     def __contains__(self, row_id: str) -> bool:
         self.flush()
-        return row_id in self._positions
+        with self._lock:
+            return row_id in self._ids
 
     def ids(self) -> set[str]:
         self.flush()
         with self._lock:
-            return set(self._positions)
+            return set(self._ids.array().to_pylist())
 
     def add_table_soon(self, table: pa.Table) -> None:
         """`add_table` in the index's own thread, so that the caller (the store writer)
@@ -212,7 +213,7 @@ class VectorIndex:
             table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
             added += self._add(table, switch=False)
         with self._growing, self._lock:
-            self._grow(len(self._positions), np.zeros((0, self.dim), np.float32))
+            self._grow(len(self._ids), np.zeros((0, self.dim), np.float32))
         return added
 
     def _add(self, table: pa.Table, *, switch: bool = True) -> int:
@@ -222,32 +223,28 @@ class VectorIndex:
             return 0
         ids = table.column("id").to_pylist()
         with self._growing, self._lock:
-            if len(set(ids)) == len(ids) and self._positions.keys().isdisjoint(ids):
-                subset, fresh_ids = table, ids      # the writer's case: every id new, once
+            known = self._ids.positions(ids) >= 0
+            if len(set(ids)) == len(ids) and not known.any():
+                subset = table                      # the writer's case: every id new, once
             else:
                 fresh: list[int] = []
                 seen: set[str] = set()
                 for i, row_id in enumerate(ids):   # first occurrence of each new id
-                    if row_id not in self._positions and row_id not in seen:
+                    if not known[i] and row_id not in seen:
                         seen.add(row_id)
                         fresh.append(i)
                 if not fresh:
                     return 0
                 subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
-                fresh_ids = [ids[i] for i in fresh]
             vectors = vectors_of(subset)
-            if not (switch and self._grow(len(self._positions) + len(fresh_ids), vectors)):
+            if not (switch and self._grow(len(self._ids) + subset.num_rows, vectors)):
                 self._index.add(vectors)
-            self._append_metadata(subset, fresh_ids)
-            return len(fresh_ids)
+            self._append_metadata(subset)
+            return subset.num_rows
 
-    def _append_metadata(self, rows: pa.Table, ids: list[str] | None = None) -> None:
-        """Give the rows just added to the FAISS index (`ids`: their id column as a list,
-        when the caller has it) their positions and metadata."""
-        start = len(self._positions)
-        ids = rows.column("id").to_pylist() if ids is None else ids
-        self._positions.update(zip(ids, range(start, start + len(ids)), strict=True))
-        self._ids.extend(rows.column("id").combine_chunks())
+    def _append_metadata(self, rows: pa.Table) -> None:
+        """Give the rows just added to the FAISS index their positions and metadata."""
+        self._ids.append(rows.column("id"))
         self._uris.extend(rows.column("uri").combine_chunks())
         self._hashes.extend(_column_or_empty(rows, "sha256"))
         for name, column in self._coded.items():
@@ -306,7 +303,7 @@ class VectorIndex:
             if len(self._bitmaps) >= MAX_CACHED_FILTERS:
                 self._bitmaps.clear()
             bitmap = self._bitmaps[key] = _Bitmap()
-        start, stop = len(bitmap.mask), len(self._positions)
+        start, stop = len(bitmap.mask), len(self._ids)
         if start < stop:
             keep = np.ones(stop - start, dtype=bool)
             for values, name in ((row_filter.envs, "env"), (row_filter.splits, "split"),
@@ -338,10 +335,10 @@ class VectorIndex:
             raise ValueError("exclude_self needs one (id, sha256) per query")
         self.flush()
         with self._lock:
-            if not self._positions or k <= 0:
+            if not len(self._ids) or k <= 0:
                 return [[] for _ in range(len(queries))]
             params: faiss.SearchParameters | None = None
-            allowed = len(self._positions)
+            allowed = len(self._ids)
             labels = tuple(sorted(set(exclude_labels)))
             bitmap: _Bitmap | None = None
             if not row_filter.is_empty() or labels:
@@ -349,7 +346,7 @@ class VectorIndex:
                 allowed = bitmap.count
                 if allowed == 0:
                     return [[] for _ in range(len(queries))]
-            if bitmap is not None and allowed < len(self._positions):
+            if bitmap is not None and allowed < len(self._ids):
                 # a filter that leaves every row in (no stored anomalies) needs no selector
                 selector = faiss.IDSelectorBitmap(len(bitmap.mask),
                                                   faiss.swig_ptr(bitmap.packed))
@@ -377,9 +374,10 @@ class VectorIndex:
         Filter bitmaps are dropped, since a label decides which rows a filter allows."""
         self.flush()
         with self._lock:
-            positions = [self._positions[i] for i in ids if i in self._positions]
-            if positions:
-                self._coded["label"].assign(np.asarray(positions, dtype=np.int64), label)
+            positions = self._ids.positions(list(ids))
+            positions = positions[positions >= 0]
+            if len(positions):
+                self._coded["label"].assign(positions, label)
                 self._bitmaps.clear()
 
     def _drop_self(self, positions: np.ndarray, exclude_self: Sequence[SelfKey] | None

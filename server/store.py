@@ -164,8 +164,11 @@ class EmbeddingStore:
 
     def ids(self) -> set[str]:
         """Every stored id (one read of the id column)."""
-        column = self._table.search().select(["id"]).limit(None).to_arrow().column("id")
-        return set(column.to_pylist())
+        return set(self.id_column().to_pylist())
+
+    def id_column(self) -> pa.ChunkedArray:
+        """Every stored id, as Arrow (no Python string per row)."""
+        return self._table.search().select(["id"]).limit(None).to_arrow().column("id")
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """The subset of `ids` already stored."""

@@ -9,8 +9,9 @@ FAISS mirror is extended after each commit, in the index's own thread while the 
 goes on with the next commit; every read of the index waits for the rows acknowledged
 before it (`VectorIndex.add_table_soon`).
 
-Lean path: the writer owns the set of stored ids (read once at start, and again only
-when another process committed to the table), so a commit is a set lookup, one Arrow
+Lean path: the writer owns the stored ids (read once at start, and again only when
+another process committed to the table; held as Arrow and numpy, id_positions.py), so a
+commit is a hash lookup, one Arrow
 conversion shared by the store append and the index, and a plain append — no query of
 the table per commit. A commit that fails is retried in halves down to single rows, so
 one bad row fails alone and every other caller's rows are stored.
@@ -26,6 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from envad.errors import ResourceExhausted, Unavailable
+from envad.server.id_positions import IdPositions
 from envad.server.index import VectorIndex
 from envad.server.queue_drain import CLOSE, consume
 from envad.server.store import EmbeddingStore, Row
@@ -58,7 +60,7 @@ class StoreWriter:
         self._queue: queue.Queue[tuple[Sequence[Row], Future] | None] = queue.Queue()
         self._commits = 0
         self._closed = False
-        self._stored_ids, self._synced_version = store.ids(), store.version
+        self._stored_ids, self._synced_version = IdPositions(store.id_column()), store.version
         self._thread = threading.Thread(target=self._run, name=f"writer-{store.model_id}",
                                         daemon=True)
         self._thread.start()
@@ -95,7 +97,8 @@ class StoreWriter:
                     unique.append(row)
         try:
             self._sync_ids()
-            new_rows = [r for r in unique if r.id not in self._stored_ids]
+            stored = self._stored_ids.positions([r.id for r in unique]) >= 0
+            new_rows = [r for r, known in zip(unique, stored, strict=True) if not known]
             failed = self._append(new_rows)
         except OSError as exc:  # the disk, not a row: nothing of this group is written
             error = ResourceExhausted(f"store write failed, nothing was written: {exc}")
@@ -139,7 +142,7 @@ class StoreWriter:
         """Re-read the stored ids when another process committed since our last commit."""
         version = self.store.version
         if version != self._synced_version:
-            self._stored_ids = self.store.ids()
+            self._stored_ids = IdPositions(self.store.id_column())
             self._synced_version = version
 
     def _append(self, rows: list[Row]) -> dict[str, str]:
@@ -158,6 +161,6 @@ class StoreWriter:
                 return {rows[0].id: f"store write failed: {exc}"}
             middle = len(rows) // 2
             return self._append(rows[:middle]) | self._append(rows[middle:])
-        self._stored_ids.update(table.column("id").to_pylist())
+        self._stored_ids.append(table.column("id"))
         self.index.add_table_soon(table)    # overlaps the next commit; reads wait for it
         return {}

@@ -1,0 +1,147 @@
+"""Stored ids and their positions, in Arrow and numpy instead of Python objects.
+
+The index mirror needs each stored id's position and the writer needs to know whether an
+id is stored. A Python dict or set of a million ids holds a million string objects
+(about 0.1-0.2 GB, more for long ids). `IdPositions` keeps the ids as one Arrow string
+array in position order, plus their 64-bit hashes sorted with the position of each: 16
+bytes a row beside the id's own bytes. Lookups are exact: a hash match is confirmed by
+comparing the id stored at that position. Ids appended since the last merge sit in a
+small dict and are merged into the sorted arrays once they are many (geometric, so
+merging costs O(n log n) in all).
+
+Hashes come from Python's `hash`, seeded per process: they are never saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+#: ids appended since the last merge are merged once they reach this many ...
+MERGE_MIN = 65_536
+#: ... and this share of the merged ones
+MERGE_SHARE = 0.125
+#: ids hashed at a time when many are (bounds the transient Python strings)
+HASH_CHUNK = 65_536
+
+
+def id_hash(row_id: str) -> int:
+    """The 64-bit hash an id is sorted by (Python's, seeded per process)."""
+    return hash(row_id)
+
+
+def hashes_of(ids: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """`id_hash` of each id, as int64."""
+    if isinstance(ids, pa.Array | pa.ChunkedArray):
+        parts = [hashes_of(ids.slice(start, HASH_CHUNK).to_pylist())
+                 for start in range(0, len(ids), HASH_CHUNK)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return np.fromiter((id_hash(i) for i in ids), dtype=np.int64, count=len(ids))
+
+
+class IdPositions:
+    """Distinct ids at positions 0, 1, 2, ... (the order they were appended)."""
+
+    def __init__(self, ids: pa.Array | pa.ChunkedArray | None = None) -> None:
+        self._chunks: list[pa.Array] = []
+        self._count = 0
+        self._sorted_hashes = np.zeros(0, np.int64)
+        self._sorted_positions = np.zeros(0, np.int64)
+        self._recent: dict[str, int] = {}
+        if ids is not None:
+            self.append(ids)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, row_id: str) -> bool:
+        return self.position(row_id) >= 0
+
+    def position(self, row_id: str) -> int:
+        """The id's position, -1 when it is not held."""
+        recent = self._recent.get(row_id)
+        if recent is not None:
+            return recent
+        h = id_hash(row_id)
+        i = int(np.searchsorted(self._sorted_hashes, h))
+        while i < len(self._sorted_hashes) and self._sorted_hashes[i] == h:
+            candidate = int(self._sorted_positions[i])
+            if self._id_at(candidate) == row_id:
+                return candidate
+            i += 1
+        return -1
+
+    def positions(self, ids: Sequence[str]) -> np.ndarray:
+        """Position of each id (int64), -1 where it is not held."""
+        out = np.full(len(ids), -1, dtype=np.int64)
+        if not len(ids) or not self._count:
+            return out
+        hashes = hashes_of(ids)
+        found = np.searchsorted(self._sorted_hashes, hashes)
+        inside = found < len(self._sorted_hashes)
+        match = np.zeros(len(ids), dtype=bool)
+        match[inside] = self._sorted_hashes[found[inside]] == hashes[inside]
+        where = np.flatnonzero(match)
+        if len(where):
+            candidates = self._sorted_positions[found[where]]
+            stored = self.array().take(pa.array(candidates)).to_pylist()
+            for j, got, position in zip(where.tolist(), stored, candidates.tolist(),
+                                        strict=True):
+                # a mismatch is another id with the same hash: look along its run
+                out[j] = position if got == ids[j] else self.position(ids[j])
+        for j, row_id in enumerate(ids):
+            if out[j] < 0 and row_id in self._recent:
+                out[j] = self._recent[row_id]
+        return out
+
+    def append(self, ids: pa.Array | pa.ChunkedArray | Sequence[str]) -> None:
+        """Give ids not held yet the next positions (the caller makes sure they are new
+        and distinct)."""
+        array = ids if isinstance(ids, pa.Array | pa.ChunkedArray) else pa.array(
+            list(ids), pa.string())
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        array = array.cast(pa.string()).fill_null("")
+        if not len(array):
+            return
+        start = self._count
+        self._chunks.append(array)
+        if len(self._chunks) > 64:
+            self._chunks = [pa.concat_arrays(self._chunks)]
+        self._count += len(array)
+        if len(array) >= max(MERGE_MIN, len(self._recent)):
+            self._merge(hashes_of(array), np.arange(start, self._count, dtype=np.int64))
+            return
+        self._recent.update(zip(array.to_pylist(), range(start, self._count), strict=True))
+        if len(self._recent) >= max(MERGE_MIN, MERGE_SHARE * len(self._sorted_hashes)):
+            self._merge_recent()
+
+    def array(self) -> pa.Array:
+        """Every id, in position order."""
+        if not self._chunks:
+            return pa.array([], type=pa.string())
+        if len(self._chunks) > 1:
+            self._chunks = [pa.concat_arrays(self._chunks)]
+        return self._chunks[0]
+
+    def at(self, positions: np.ndarray) -> list[str]:
+        if len(positions) == 0:
+            return []
+        return self.array().take(pa.array(positions, type=pa.int64())).to_pylist()
+
+    def _id_at(self, position: int) -> str:
+        return self.array()[position].as_py()
+
+    def _merge_recent(self) -> None:
+        ids = list(self._recent)
+        positions = np.fromiter(self._recent.values(), dtype=np.int64, count=len(ids))
+        self._recent = {}
+        self._merge(hashes_of(ids), positions)
+
+    def _merge(self, hashes: np.ndarray, positions: np.ndarray) -> None:
+        all_hashes = np.concatenate([self._sorted_hashes, hashes])
+        order = np.argsort(all_hashes, kind="stable")
+        self._sorted_hashes = all_hashes[order]
+        self._sorted_positions = np.concatenate([self._sorted_positions, positions])[order]

@@ -1,0 +1,59 @@
+"""IdPositions: exact id -> position lookups over Arrow ids and sorted numpy hashes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from envad.server import id_positions
+from envad.server.id_positions import IdPositions
+
+
+def appended_in_pieces(ids: list[str], sizes: list[int]) -> IdPositions:
+    held, start = IdPositions(), 0
+    for size in sizes:
+        held.append(pa.array(ids[start:start + size]))
+        start += size
+    held.append(ids[start:])                      # a Python list is accepted too
+    return held
+
+
+@pytest.fixture(params=["python hash", "colliding hash"])
+def hashing(request, monkeypatch):
+    if request.param == "colliding hash":         # only 8 hash values: long runs of equals
+        monkeypatch.setattr(id_positions, "id_hash", lambda row_id: len(row_id) % 8)
+    return request.param
+
+
+def test_every_id_maps_to_its_position_and_nothing_else_is_held(hashing, monkeypatch):
+    monkeypatch.setattr(id_positions, "MERGE_MIN", 50)   # merges happen at these sizes
+    ids = [f"cam-{i % 7}/IMG_{i:05d}.JPG" for i in range(2_000)] + ["", "ü-ñ"]
+    held = appended_in_pieces(ids, [1, 30, 30, 500, 3, 60, 900])
+    assert len(held) == len(ids)
+    expected = {row_id: i for i, row_id in enumerate(ids)}
+    unknown = ["cam-0/IMG_99999.JPG", "cam-1/IMG_00000.JPG", "x"]
+    queries = ids[::-37] + unknown
+    assert held.positions(queries).tolist() == [expected.get(q, -1) for q in queries]
+    assert [held.position(q) for q in queries] == [expected.get(q, -1) for q in queries]
+    assert "cam-3/IMG_00010.JPG" in held and "x" not in held
+    assert held.array().to_pylist() == ids
+    assert held.at(np.array([5, 0])) == [ids[5], ids[0]]
+
+
+def test_recent_ids_are_merged_into_the_sorted_arrays(monkeypatch):
+    monkeypatch.setattr(id_positions, "MERGE_MIN", 10)
+    held = IdPositions(pa.array([f"a{i}" for i in range(100)]))
+    for i in range(9):
+        held.append([f"b{i}"])
+    assert len(held._recent) == 9 and len(held._sorted_hashes) == 100
+    held.append(["b9", "b10", "b11", "b12"])       # 13 >= max(10, 100/8): merged
+    assert not held._recent and len(held._sorted_hashes) == 113
+    assert held.positions(["b0", "b12", "a99", "c"]).tolist() == [100, 112, 99, -1]
+
+
+def test_an_empty_set_holds_nothing():
+    held = IdPositions()
+    assert len(held) == 0 and "a" not in held
+    assert held.positions(["a", "b"]).tolist() == [-1, -1]
+    assert held.array().to_pylist() == [] and held.at(np.array([], np.int64)) == []
