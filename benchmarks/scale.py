@@ -20,7 +20,7 @@ against exact search on held-out queries. One JSON line per size and kind (`scal
 
     python -m benchmarks.scale --rows 10000 100000 [1000000]
 
-The IVF row at a size below the server's `ivf_threshold` (20,000) forces IVF
+The IVF row at a size below the server's `ivf_threshold` (200,000) forces IVF
 (threshold 1) so its recall and cost are seen at every size.
 """
 

@@ -20,11 +20,13 @@ from envad.errors import InvalidInput
 from envad.records import ANOMALY_LABEL
 
 ENV_PREFIX = "ENVAD_"
-#: stored rows from which the neighbour index is IVF instead of flat: the flat scan reads
-#: every vector per query (memory-bound: ~3.5 ms at 20k rows, ~18 ms at 100k on the 2-core
-#: host) while IVF takes 0.2-1.2 ms from 10k to 1M rows, its recall@10 calibrated to 0.97
-#: (docs/benchmarks.md)
-DEFAULT_IVF_THRESHOLD = 20_000
+#: stored rows from which the neighbour index is IVF instead of flat. A flat search reads
+#: every vector per query (about 18 ms at 100k rows on the 2-core host, IVF 0.4 ms), but
+#: the switch to IVF and its retraining at each 4x of growth run k-means in the index's
+#: thread on the write path: at 20,000 the writer fell from 0.62x to 0.05x lancedb's
+#: append over 100k rows (docs/benchmarks.md), so the switch stays late until training
+#: moves off the write path
+DEFAULT_IVF_THRESHOLD = 200_000
 
 
 @dataclass(frozen=True)
