@@ -35,6 +35,7 @@ from envad.server import ann
 from envad.server.config import DEFAULT_IVF_THRESHOLD
 from envad.server.id_positions import IdPositions
 from envad.server.store import vectors_of
+from envad.server.threads import limit_faiss_in_this_thread
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +222,7 @@ class VectorIndex:
         switches once it has added everything)."""
         if table.num_rows == 0:
             return 0
+        limit_faiss_in_this_thread()
         ids = table.column("id").to_pylist()
         with self._growing, self._lock:
             known = self._ids.positions(ids) >= 0
@@ -334,6 +336,7 @@ class VectorIndex:
         if exclude_self is not None and len(exclude_self) != len(queries):
             raise ValueError("exclude_self needs one (id, sha256) per query")
         self.flush()
+        limit_faiss_in_this_thread()
         with self._lock:
             if not len(self._ids) or k <= 0:
                 return [[] for _ in range(len(queries))]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass
 
 from envad.errors import InvalidInput
@@ -72,7 +73,28 @@ class ThreadBudget:
         import faiss
         from threadpoolctl import threadpool_limits
 
+        global _faiss_threads
         threadpool_limits(self.blas, user_api="blas")
         faiss.omp_set_num_threads(self.faiss)
+        _faiss_threads = self.faiss
         log.info("thread budget %d: onnxruntime %d, blas %d, faiss %d, decode %d",
                  self.total, self.onnx_intra_op, self.blas, self.faiss, self.decode)
+
+
+#: FAISS's OpenMP threads, once a budget is applied (0: none applied, OpenMP's default)
+_faiss_threads = 0
+_this_thread = threading.local()
+
+
+def limit_faiss_in_this_thread() -> None:
+    """Give the calling thread the budget's FAISS thread count. OpenMP keeps the count per
+    thread: `omp_set_num_threads` in the thread that applied the budget leaves gRPC's
+    workers, the micro-batcher and the index thread at OpenMP's default (every core), so
+    each thread that searches or adds calls this first (once per thread and budget)."""
+    wanted = _faiss_threads
+    if wanted and getattr(_this_thread, "faiss", 0) != wanted:
+        import faiss
+
+        faiss.omp_set_num_threads(wanted)
+        _this_thread.faiss = wanted
+

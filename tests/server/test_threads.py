@@ -51,3 +51,37 @@ def test_apply_limits_blas_and_faiss_in_the_process():
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["blas"] and set(seen["blas"]) == {1}
     assert seen["faiss"] == 1
+
+
+def test_threads_that_search_or_add_to_the_index_get_the_faiss_budget():
+    """OpenMP's thread count is per thread: the budget applied in one thread must reach
+    the threads that search (gRPC workers, the micro-batcher) and add (the index thread)."""
+    script = (
+        "import json, threading, faiss, numpy as np, pyarrow as pa\n"
+        "from envad.server.threads import ThreadBudget\n"
+        "from envad.server.index import VectorIndex\n"
+        "from envad.server.store import make_schema\n"
+        "ThreadBudget.from_settings(threads=2, faiss_threads=1).apply()\n"
+        "index = VectorIndex(4)\n"
+        "seen = {}\n"
+        "def search():\n"
+        "    index.search(np.zeros((1, 4), np.float32), 1)\n"
+        "    seen['searching thread'] = faiss.omp_get_max_threads()\n"
+        "def other():\n"
+        "    seen['other thread'] = faiss.omp_get_max_threads()\n"
+        "n = 8\n"
+        "rows = pa.table({'id': [f'r{i}' for i in range(n)], 'env': ['cam'] * n,\n"
+        "    'label': ['normal'] * n, 'split': ['train'] * n, 'timestamp': [None] * n,\n"
+        "    'uri': [''] * n, 'sha256': [''] * n, 'model_id': ['m'] * n,\n"
+        "    'ingested_at': [None] * n, 'vector': pa.FixedSizeListArray.from_arrays(\n"
+        "        pa.array(np.ones(4 * n, np.float32)), 4)}, schema=make_schema(4))\n"
+        "index.add_table_soon(rows)\n"
+        "index.flush()\n"
+        "seen['index thread'] = index._adder.submit(faiss.omp_get_max_threads).result()\n"
+        "for target in (search, other):\n"
+        "    t = threading.Thread(target=target); t.start(); t.join()\n"
+        "print(json.dumps(seen))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "4"})
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == {"searching thread": 1, "index thread": 1, "other thread": 4}
