@@ -41,11 +41,36 @@ def hashes_of(ids: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.fromiter((id_hash(i) for i in ids), dtype=np.int64, count=len(ids))
 
 
+class StringColumn:
+    """A growing Arrow string column (chunks merged as they pile up)."""
+
+    def __init__(self) -> None:
+        self._chunks: list[pa.Array] = []
+
+    def extend(self, values: pa.Array) -> None:
+        self._chunks.append(values.cast(pa.string()).fill_null(""))
+        if len(self._chunks) > 64:
+            self._chunks = [pa.concat_arrays(self._chunks)]
+
+    def array(self) -> pa.Array:
+        """Every value, as one Arrow array."""
+        if not self._chunks:
+            return pa.array([], type=pa.string())
+        if len(self._chunks) > 1:
+            self._chunks = [pa.concat_arrays(self._chunks)]
+        return self._chunks[0]
+
+    def at(self, positions: np.ndarray) -> list[str]:
+        if len(positions) == 0:
+            return []
+        return self.array().take(pa.array(positions, type=pa.int64())).to_pylist()
+
+
 class IdPositions:
     """Distinct ids at positions 0, 1, 2, ... (the order they were appended)."""
 
     def __init__(self, ids: pa.Array | pa.ChunkedArray | None = None) -> None:
-        self._chunks: list[pa.Array] = []
+        self._ids = StringColumn()
         self._count = 0
         self._sorted_hashes = np.zeros(0, np.int64)
         self._sorted_positions = np.zeros(0, np.int64)
@@ -107,9 +132,7 @@ class IdPositions:
         if not len(array):
             return
         start = self._count
-        self._chunks.append(array)
-        if len(self._chunks) > 64:
-            self._chunks = [pa.concat_arrays(self._chunks)]
+        self._ids.extend(array)
         self._count += len(array)
         if len(array) >= max(MERGE_MIN, len(self._recent)):
             self._merge(hashes_of(array), np.arange(start, self._count, dtype=np.int64))
@@ -120,16 +143,10 @@ class IdPositions:
 
     def array(self) -> pa.Array:
         """Every id, in position order."""
-        if not self._chunks:
-            return pa.array([], type=pa.string())
-        if len(self._chunks) > 1:
-            self._chunks = [pa.concat_arrays(self._chunks)]
-        return self._chunks[0]
+        return self._ids.array()
 
     def at(self, positions: np.ndarray) -> list[str]:
-        if len(positions) == 0:
-            return []
-        return self.array().take(pa.array(positions, type=pa.int64())).to_pylist()
+        return self._ids.at(positions)
 
     def _id_at(self, position: int) -> str:
         return self.array()[position].as_py()

@@ -33,7 +33,7 @@ from envad.errors import InvalidInput
 from envad.records import Neighbor, RowFilter
 from envad.server import ann
 from envad.server.config import DEFAULT_IVF_THRESHOLD
-from envad.server.id_positions import IdPositions
+from envad.server.id_positions import IdPositions, StringColumn
 from envad.server.store import vectors_of
 from envad.server.threads import limit_faiss_in_this_thread
 
@@ -92,31 +92,6 @@ class CodedColumn:
     def at(self, positions: np.ndarray) -> list[str]:
         values = self.values
         return [values[c] for c in self._codes[positions]]
-
-
-class StringColumn:
-    """A growing Arrow string column (chunks merged as they pile up)."""
-
-    def __init__(self) -> None:
-        self._chunks: list[pa.Array] = []
-
-    def extend(self, values: pa.Array) -> None:
-        self._chunks.append(values.cast(pa.string()).fill_null(""))
-        if len(self._chunks) > 64:
-            self._chunks = [pa.concat_arrays(self._chunks)]
-
-    def array(self) -> pa.Array:
-        """Every value, as one Arrow array."""
-        if not self._chunks:
-            return pa.array([], type=pa.string())
-        if len(self._chunks) > 1:
-            self._chunks = [pa.concat_arrays(self._chunks)]
-        return self._chunks[0]
-
-    def at(self, positions: np.ndarray) -> list[str]:
-        if len(positions) == 0:
-            return []
-        return self.array().take(pa.array(positions, type=pa.int64())).to_pylist()
 
 
 class _Bitmap:
