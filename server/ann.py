@@ -62,30 +62,42 @@ def rows_of(index: faiss.Index, positions: np.ndarray) -> np.ndarray:
 def build_ivf(source: faiss.Index, extra: np.ndarray) -> faiss.IndexIVFFlat:
     """An IVF index holding the rows of `source` (flat or IVF) followed by `extra`,
     trained on a seeded sample and calibrated; positions are kept."""
-    dim = source.d
+    started = time.monotonic()
+    total = source.ntotal + len(extra)
+    sample = training_sample(source, extra)
+    ivf = trained_ivf(sample, nlist_for(total))
+    for start in range(0, source.ntotal, COPY_CHUNK):
+        ivf.add(rows_of(source, np.arange(start, min(start + COPY_CHUNK, source.ntotal))))
+    if len(extra):
+        ivf.add(np.ascontiguousarray(extra, dtype=np.float32))
+    ivf.nprobe = calibrate_nprobe(ivf)
+    log.info("IVF index trained on %d of %d rows: %d lists, nprobe %d, %.1f s", len(sample),
+             total, ivf.nlist, ivf.nprobe, time.monotonic() - started)
+    return ivf
+
+
+def training_sample(source: faiss.Index, extra: np.ndarray | None = None) -> np.ndarray:
+    """The seeded sample of the rows of `source` followed by `extra` that an IVF index for
+    all of them is trained on."""
+    extra = np.zeros((0, source.d), np.float32) if extra is None else extra
     held = source.ntotal
     total = held + len(extra)
-    started = time.monotonic()
-    nlist = nlist_for(total)
-    rng = np.random.default_rng(SEED)
-    size = min(total, TRAIN_POINTS_PER_LIST * nlist, MAX_TRAIN_SAMPLE)
-    chosen = np.sort(rng.choice(total, size=size, replace=False))
+    size = min(total, TRAIN_POINTS_PER_LIST * nlist_for(total), MAX_TRAIN_SAMPLE)
+    chosen = np.sort(np.random.default_rng(SEED).choice(total, size=size, replace=False))
     from_source = chosen[chosen < held]
-    sample = np.vstack([rows_of(source, from_source) if len(from_source)
-                        else np.zeros((0, dim), np.float32),
-                        extra[chosen[chosen >= held] - held]])
+    return np.vstack([rows_of(source, from_source) if len(from_source)
+                      else np.zeros((0, source.d), np.float32),
+                      extra[chosen[chosen >= held] - held]])
+
+
+def trained_ivf(sample: np.ndarray, nlist: int) -> faiss.IndexIVFFlat:
+    """An empty IVF index with `nlist` lists trained (k-means, seeded) on `sample`."""
+    dim = sample.shape[1]
     ivf = faiss.IndexIVFFlat(faiss.IndexFlatL2(dim), dim, nlist)
     ivf.cp.niter = TRAIN_ITERATIONS
     ivf.cp.seed = SEED
     ivf.train(sample)
     ivf.make_direct_map(True)
-    for start in range(0, held, COPY_CHUNK):
-        ivf.add(rows_of(source, np.arange(start, min(start + COPY_CHUNK, held))))
-    if len(extra):
-        ivf.add(np.ascontiguousarray(extra, dtype=np.float32))
-    ivf.nprobe = calibrate_nprobe(ivf)
-    log.info("IVF index trained on %d of %d rows: %d lists, nprobe %d, %.1f s", size, total,
-             nlist, ivf.nprobe, time.monotonic() - started)
     return ivf
 
 

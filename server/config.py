@@ -22,10 +22,10 @@ from envad.records import ANOMALY_LABEL
 ENV_PREFIX = "ENVAD_"
 #: stored rows from which the neighbour index is IVF instead of flat. A flat search reads
 #: every vector per query (about 18 ms at 100k rows on the 2-core host, IVF 0.4 ms), but
-#: the switch to IVF and its retraining at each 4x of growth run k-means in the index's
-#: thread on the write path: at 20,000 the writer fell from 0.62x to 0.05x lancedb's
-#: append over 100k rows (docs/benchmarks.md), so the switch stays late until training
-#: moves off the write path
+#: the switch to IVF and its retraining at each 4x of growth run k-means. Written rows
+#: start it in a background thread (index.py), yet on 2 cores it still competes with the
+#: writes: at 20,000 the writer fell to 0.35-0.42x lancedb's append over 100k rows, at
+#: 200,000 it holds 0.50-0.60x (docs/benchmarks.md)
 DEFAULT_IVF_THRESHOLD = 200_000
 
 

@@ -7,8 +7,11 @@ split dictionary-coded as int32 numpy codes), so a structured filter becomes a F
 bitmap selector. The bitmap of a filter is kept and extended only over rows added since,
 so a search never passes over every row to build it. Flat (exact) L2 search below
 `ivf_threshold` rows; an IVF index above it (ann.py: trained on a sample, calibrated,
-extended without retraining, retrained only after the table has grown 4x). The index can
-be saved next to the store and loaded at start (index_files.py).
+extended without retraining, retrained only after the table has grown 4x). When written
+rows make a switch or a retraining due, it runs in a background thread while searches
+go on with the current index and rows keep being added; the new index takes every row
+in and replaces it under the lock. The index can be saved next to the store and loaded
+at start (index_files.py).
 
 Evidence rules (`search`'s `exclude_labels` and `exclude_self`): rows whose label is
 excluded are left out through the same bitmap; a query's own row (same id, or same
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -133,6 +137,7 @@ class VectorIndex:
         self._pending = 0               # tables handed to `add_table_soon`, not yet added
         self._caught_up = threading.Condition()
         self._adder: ThreadPoolExecutor | None = None
+        self._training: threading.Thread | None = None   # IVF trained beside the writes
 
     def __len__(self) -> int:
         self.flush()
@@ -160,7 +165,7 @@ class VectorIndex:
 
     def _add_pending(self, table: pa.Table) -> None:
         try:
-            self._add(table)
+            self._add(table, background=True)
         except Exception:  # the rows are stored: a refresh adds what the index lacks
             log.exception("index add failed; the rows are stored and a refresh adds them")
         finally:
@@ -192,9 +197,10 @@ class VectorIndex:
             self._grow(len(self._ids), np.zeros((0, self.dim), np.float32))
         return added
 
-    def _add(self, table: pa.Table, *, switch: bool = True) -> int:
+    def _add(self, table: pa.Table, *, switch: bool = True, background: bool = False) -> int:
         """Add the new rows of `table`; `switch` False: a flat index stays flat (the caller
-        switches once it has added everything)."""
+        switches once it has added everything); `background`: a due switch or retraining
+        runs in a thread of its own (`_train_and_swap`) while rows keep coming in."""
         if table.num_rows == 0:
             return 0
         limit_faiss_in_this_thread()
@@ -214,7 +220,13 @@ class VectorIndex:
                     return 0
                 subset = table.take(pa.array(fresh)) if len(fresh) < table.num_rows else table
             vectors = vectors_of(subset)
-            if not (switch and self._grow(len(self._ids) + subset.num_rows, vectors)):
+            total = len(self._ids) + subset.num_rows
+            if background:
+                self._index.add(vectors)
+                training = self._training is not None and self._training.is_alive()
+                if switch and not training and self._training_due(total):
+                    self._train_in_background()
+            elif not (switch and self._grow(total, vectors)):
                 self._index.add(vectors)
             self._append_metadata(subset)
             return subset.num_rows
@@ -257,9 +269,8 @@ class VectorIndex:
         with self._lock:
             return ann.rows_of(self._index, positions)
 
-    def _grow(self, total: int, new_vectors: np.ndarray) -> bool:
-        """Switch from flat to IVF once the table is large, and retrain the IVF index once
-        it has grown `ann.RETRAIN_GROWTH` times; True when `new_vectors` went in with it."""
+    def _training_due(self, total: int) -> bool:
+        """True (and logged) when `total` rows call for the switch to IVF or a retraining."""
         if self.kind == "flat" and total >= self.ivf_threshold:
             log.info("index reaches %d rows (ivf_threshold %d): switching from flat to IVF",
                      total, self.ivf_threshold)
@@ -268,9 +279,63 @@ class VectorIndex:
                      self.trained_rows, total, ann.RETRAIN_GROWTH)
         else:
             return False
+        return True
+
+    def _grow(self, total: int, new_vectors: np.ndarray) -> bool:
+        """Switch from flat to IVF once the table is large, and retrain the IVF index once
+        it has grown `ann.RETRAIN_GROWTH` times, here and now; True when `new_vectors` went
+        in with it."""
+        if not self._training_due(total):
+            return False
         self._index = ann.build_ivf(self._index, new_vectors)
         self.kind, self.trained_rows = "ivf", total
         return True
+
+    def _train_in_background(self) -> None:
+        """Start `_train_and_swap` unless a training is running (it catches up anyway)."""
+        if self._training is not None and self._training.is_alive():
+            return
+        self._training = threading.Thread(target=self._train_and_swap, daemon=True,
+                                          name="index-train")
+        self._training.start()
+
+    def wait_for_training(self, timeout: float | None = None) -> None:
+        """Wait until a background switch to IVF (or retraining) has finished."""
+        if self._training is not None:
+            self._training.join(timeout)
+
+    def _train_and_swap(self) -> None:
+        """Train an IVF index for the rows held now and move every row into it while
+        searches go on with the current index and rows keep being added to it: k-means
+        and the copying run without the locks (the copying takes the lock per chunk read);
+        only the rows added since and the swap itself hold them."""
+        limit_faiss_in_this_thread()
+        started = time.monotonic()
+        try:
+            with self._lock:
+                sample = ann.training_sample(self._index)
+                rows = self._index.ntotal
+            ivf = ann.trained_ivf(sample, ann.nlist_for(rows))
+            copied = 0
+            while True:
+                with self._lock:
+                    end = min(copied + ann.COPY_CHUNK, self._index.ntotal)
+                    if copied >= end:
+                        break
+                    chunk = ann.rows_of(self._index, np.arange(copied, end))
+                ivf.add(chunk)
+                copied = end
+            ivf.nprobe = ann.calibrate_nprobe(ivf)
+            with self._growing, self._lock:
+                end = self._index.ntotal
+                if copied < end:
+                    ivf.add(ann.rows_of(self._index, np.arange(copied, end)))
+                self._index, self.kind, self.trained_rows = ivf, "ivf", end
+            log.info("IVF index trained beside the writes on %d of %d rows: %d lists, "
+                     "nprobe %d, %.1f s", len(sample), end, ivf.nlist, ivf.nprobe,
+                     time.monotonic() - started)
+        except Exception:
+            log.exception("training the IVF index failed; the index stays %s", self.kind)
 
     def _bitmap(self, row_filter: RowFilter, exclude_labels: tuple[str, ...]) -> _Bitmap:
         """The filter's bitmap, extended over the rows added since it was last used."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -191,3 +193,37 @@ def test_a_failed_add_soon_is_logged_and_reads_do_not_wait_for_it(tmp_path, capl
     index.flush()
     assert len(index) == 0 and index.search(np.zeros((1, 4), np.float32), 3) == [[]]
     assert "index add failed" in caplog.text
+
+
+def test_rows_added_while_ivf_trains_in_the_background_are_found_and_moved_into_it(
+        tmp_path, monkeypatch):
+    """The writer's path (add_table_soon): crossing the threshold starts IVF training in
+    a thread of its own; meanwhile rows keep coming in and are found (flat, exact); once
+    trained, every row is in the IVF index, those added during the training too."""
+    from envad.server import ann
+
+    data, vectors = table(tmp_path, n=500)
+    index = VectorIndex(8, ivf_threshold=300)
+    training_started, release = threading.Event(), threading.Event()
+    train = ann.trained_ivf
+
+    def held_back(sample, nlist):          # the real training, once the test lets it go
+        training_started.set()
+        assert release.wait(30)
+        return train(sample, nlist)
+
+    monkeypatch.setattr(ann, "trained_ivf", held_back)
+    for start in range(0, 300, 100):
+        index.add_table_soon(data.slice(start, 100))
+    assert training_started.wait(30)
+    for start in range(300, 500, 50):      # arrive while the IVF index is trained
+        index.add_table_soon(data.slice(start, 50))
+    index.flush()
+    assert index.kind == "flat" and len(index) == 500
+    assert [h[0].id for h in index.search(vectors[[10, 450]], 1)] == ["r10", "r450"]
+    release.set()
+    index.wait_for_training()
+    assert index.kind == "ivf" and index.trained_rows == 500
+    assert index._index.ntotal == 500
+    own = index.search(vectors[[0, 299, 300, 499]], 1)
+    assert [h[0].id for h in own] == ["r0", "r299", "r300", "r499"]
