@@ -193,6 +193,24 @@ def store_write(records: list[dict]) -> list[str]:
     return lines
 
 
+TRAIN_PHASES = ("data", "model", "prepare", "validation", "checkpoints", "curves", "export")
+
+
+def train_overhead(records: list[dict]) -> list[str]:
+    lines = ["| algorithm | wall s | training epochs s | fixed cost s (÷ one ERM epoch) | "
+             "start-up s (python + `import torch` alone) | " + " | ".join(
+                 f"{phase} s" for phase in TRAIN_PHASES) + " |",
+             "| --- |" + " --- |" * (4 + len(TRAIN_PHASES))]
+    for r in records:
+        phases = r["phases_s"]
+        lines.append(
+            f"| {r['algorithm']} | {_f(r['wall_s'], 2)} | {_f(r['epochs_s'], 2)} | "
+            f"{_f(r['fixed_s'], 2)} (x{_f(r['ratio_fixed_over_erm_epoch'], 2)}) | "
+            f"{_f(r['startup_s'], 2)} ({_f(r['import_torch_s'], 2)}) | "
+            + " | ".join(_f(phases.get(phase), 2) for phase in TRAIN_PHASES) + " |")
+    return lines
+
+
 def camera_stats(records: list[dict]) -> list[str]:
     lines = ["| cameras | durable update (journal append) ms | reference: whole-state snapshot "
              "ms | ratio (snapshot ÷ update) |", "| --- |" + " --- |" * 3]
@@ -207,7 +225,8 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
              "threads": threads, "scale": scale, "server_scale": server_scale,
              "store_write": store_write,
-             "export_rows": store_write, "camera_stats": camera_stats}
+             "export_rows": store_write, "camera_stats": camera_stats,
+             "train_overhead": train_overhead}
 BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)
 
 

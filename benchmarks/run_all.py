@@ -42,6 +42,7 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
         "store_write": ["benchmarks.store_write", "--rows", "100000"],
         "camera_stats": ["benchmarks.camera_stats", "--cameras", "1", "100", "1000"],
         "train_speed": ["benchmarks.train_speed", "--sizes", "32", "64", "--rounds", "5"],
+        "train_overhead": ["benchmarks.train_overhead", "--rounds", "3"],
         "quantized": ["benchmarks.quantized", "--model", str(model), "--data", str(data)],
     }
 

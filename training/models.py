@@ -1,4 +1,5 @@
-"""The encoder: torchvision ResNet-18 -> 512-d embedding, normalisation built in.
+"""The encoder: ResNet-18 (training/resnet.py, torchvision's layout) -> 512-d embedding,
+normalisation built in.
 
 The encoder takes float RGB in [0, 1], NCHW, and normalises with its own mean/std
 buffers, so the exported ONNX graph carries the normalisation (docs/model-format.md).
@@ -9,6 +10,7 @@ images keep 16x16 feature maps in the first stage instead of 8x8.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +18,9 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+from envad.training.resnet import BasicBlock, ResNet18
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +68,8 @@ class Encoder(nn.Module):
 
     def __init__(self, config: EncoderConfig, *, load_weights: bool = True):
         super().__init__()
-        from torchvision.models import resnet18
-
         self.config = config
-        net = resnet18(weights=None)
+        net = ResNet18()
         if config.uses_small_stem:
             net.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
             nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
@@ -90,6 +93,30 @@ class Encoder(nn.Module):
         x = self.mixing(net.layer2(x))
         x = net.layer4(net.layer3(x))
         return torch.flatten(net.avgpool(x), 1)
+
+
+def inference_copy(encoder: Encoder) -> Encoder:
+    """An eval-mode copy of `encoder` for embedding many images: each batch norm folded
+    into the convolution before it, weights in channels-last layout. The same embedding
+    to float rounding (about 1e-5), about 1.35x faster at 32 px on a 2-core CPU; feed it
+    channels-last input (`to_float_nchw(..., channels_last=True)`). The encoder itself
+    is left as it was."""
+    folded = copy.deepcopy(encoder).eval()
+    net = folded.net
+    net.conv1, net.bn1 = _fold(net.conv1, net.bn1), nn.Identity()
+    for block in [m for m in net.modules() if isinstance(m, BasicBlock)]:
+        block.conv1, block.bn1 = _fold(block.conv1, block.bn1), nn.Identity()
+        block.conv2, block.bn2 = _fold(block.conv2, block.bn2), nn.Identity()
+        if isinstance(block.downsample, nn.Sequential):
+            block.downsample = _fold(block.downsample[0], block.downsample[1])
+    return folded.to(memory_format=torch.channels_last)
+
+
+def _fold(conv: nn.Module, norm: nn.Module) -> nn.Conv2d:
+    """One convolution computing `norm(conv(x))` with eval-mode batch-norm statistics."""
+    if not (isinstance(conv, nn.Conv2d) and isinstance(norm, nn.BatchNorm2d)):
+        raise TypeError(f"cannot fold {type(norm).__name__} into {type(conv).__name__}")
+    return fuse_conv_bn_eval(conv, norm)
 
 
 def load_resnet_weights(net: nn.Module, path: Path) -> None:
@@ -123,7 +150,10 @@ class Uint8Encoder(nn.Module):
         return self.encoder(x.permute(0, 3, 1, 2))
 
 
-def to_float_nchw(images) -> torch.Tensor:
-    """uint8 [N,S,S,3] (NumPy or torch) -> float32 [N,3,S,S] in [0, 1]."""
+def to_float_nchw(images, *, channels_last: bool = False) -> torch.Tensor:
+    """uint8 [N,S,S,3] (NumPy or torch) -> float32 [N,3,S,S] in [0, 1] (channels-last
+    memory layout when asked, which the NHWC pixels already have)."""
     tensor = torch.as_tensor(images)
-    return tensor.permute(0, 3, 1, 2).to(torch.float32).div_(255.0).contiguous()
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    return tensor.permute(0, 3, 1, 2).to(torch.float32).div_(255.0).contiguous(
+        memory_format=layout)

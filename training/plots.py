@@ -7,20 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
+from envad.training.curves import pyplot
 from envad.training.metrics import roc_auc, roc_curve_points
 from envad.training.protocol import ENSEMBLE, MEAN_AD
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def heatmap(path: Path, cells: dict, rows: list[str], algorithms: list[str]) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     values = np.array([[cells[(r, a)][0] * 100 for a in algorithms] for r in rows])
     fig, ax = plt.subplots(figsize=(1.2 * len(algorithms) + 2.5, 0.5 * len(rows) + 1.5))
     image = ax.imshow(values, cmap="viridis", aspect="auto", vmin=np.nanmin(values),
@@ -39,7 +32,7 @@ def heatmap(path: Path, cells: dict, rows: list[str], algorithms: list[str]) -> 
 
 
 def mean_ad_bars(path: Path, tables: dict, algorithms: list[str]) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     variants = [v for v in ("plain", "stylist") if (v, "ood", "pooled") in tables]
     fig, ax = plt.subplots(figsize=(1.1 * len(algorithms) + 2, 4))
     width = 0.8 / len(variants)
@@ -65,7 +58,7 @@ def mean_ad_bars(path: Path, tables: dict, algorithms: list[str]) -> None:
 
 
 def roc_curves(path: Path, curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 5))
     for name, (labels, scores) in curves.items():
         fpr, tpr = roc_curve_points(labels, scores)
@@ -81,7 +74,7 @@ def roc_curves(path: Path, curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> 
 
 
 def camera_histograms(path: Path, runs: dict[str, dict]) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     algorithms = list(runs)
     cameras = sorted(set(np.concatenate([r["envs"] for r in runs.values()])))
     fig, axes = plt.subplots(len(algorithms), len(cameras), squeeze=False,
@@ -117,30 +110,3 @@ def write_plots(out: Path, tables: dict, detectors: list[str], algorithms: list[
                             "scores": archive[f"score:{ENSEMBLE}"]}
     roc_curves(out / "roc.png", {a: (d["labels"], d["scores"]) for a, d in first.items()})
     camera_histograms(out / "camera_histograms.png", first)
-
-
-def training_curves(path: Path, epochs: list[dict], title: str) -> Path | None:
-    """Per-epoch training losses and validation accuracies of a run (its run.json
-    `epochs`), so a reader sees whether validation plateaued. None when there is no
-    trained epoch."""
-    trained = [e for e in epochs if e.get("epoch", 0) > 0]
-    if not trained:
-        return None
-    plt = _pyplot()
-    x = [e["epoch"] for e in trained]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for key in sorted({k for e in trained for k in e.get("train", {})}):
-        left.plot(x, [e["train"].get(key, np.nan) for e in trained], marker="o", label=key)
-    left.set(xlabel="epoch", ylabel="mean training loss", title="training")
-    left.legend(fontsize=8)
-    for key in ("val_knn_acc", "val_acc"):
-        if any(key in e for e in trained):
-            right.plot(x, [e.get(key, np.nan) for e in trained], marker="o", label=key)
-    right.set(xlabel="epoch", ylabel="accuracy", ylim=(0, 1.01),
-              title="validation (training cameras)")
-    right.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path

@@ -29,11 +29,11 @@ from envad.training.algorithms import Algorithm, get, names
 from envad.training.algorithms.base import AUX_LOSSES
 from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
+from envad.training.curves import training_curves
 from envad.training.data import load_dataset
 from envad.training.export import export_onnx
 from envad.training.models import EncoderConfig
 from envad.training.multienv import MultiEnvDataset
-from envad.training.plots import training_curves
 from envad.training.run_files import (  # noqa: F401  (read_run: re-exported for callers of train)
     CURVES_FILE,
     ENCODER_FILE,
@@ -161,6 +161,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
         raise FailedPrecondition(f"{run_dir} is not empty and holds no envad run")
     run_dir.mkdir(parents=True, exist_ok=True)
 
+    phases = PhaseClock()
     seed_everything(config.seed)
     dataset = load_dataset(config.data)
     if config.exclude_envs or config.exclude_labels:
@@ -168,6 +169,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
     train_envs = dataset.envs("train")
     data = TrainData(dataset, dataset.indices("train", normal_only=True), config.size,
                      train_envs, task=config.task, progress=progress)
+    phases.lap("data")
     sampler = EnvBalancedSampler(data.envs, config.batch_size, config.envs_per_step,
                                  config.seed)
     cls = get(config.algorithm)
@@ -188,6 +190,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
         epochs_log = [e for e in run["epochs"] if e["epoch"] <= payload["epoch"]]
         log.info("resuming %s after epoch %d", run_dir, payload["epoch"])
     algorithm.to(config.device)
+    phases.lap("model")
 
     run = {"config": config.identity(), "status": "running", "dataset": dataset.name,
            "train_envs": train_envs, "n_train": len(data), "epochs": epochs_log,
@@ -195,6 +198,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
            "steps_per_epoch": sampler.steps_per_epoch if cls.trains else 0}
     write_run(run_dir, run)
     reference, reference_y, val, val_y = _validation_sets(dataset, data, config)
+    phases.lap("data")
     meta = {"dataset": dataset.name, "train_envs": train_envs, "input_size": config.size,
             "seed": config.seed, "epochs": config.epochs}
 
@@ -204,13 +208,16 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
         todo = [] if epochs_log else [0]     # `random`: one evaluation, no steps
     if todo:
         algorithm.prepare(data, progress=progress)
+        phases.lap("prepare")
     for epoch in todo:
         started = time.monotonic()
         losses = _train_epoch(algorithm, sampler, data, epoch, config, progress) \
             if epoch > 0 else {}
         seconds = time.monotonic() - started
+        phases.lap("epochs")
         metrics = validate(algorithm, reference, reference_y, val, val_y, config.device,
                            config.knn_k)
+        phases.lap("validation")
         entry = {"epoch": epoch, "train": losses, **metrics, "seconds": round(seconds, 2)}
         if epoch > 0:
             entry["images_per_s"] = round(sampler.steps_per_epoch * sampler.per_env *
@@ -221,17 +228,40 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
         ckpt.prune_checkpoints(run_dir, config.keep_checkpoints)
         run["epochs"].append(entry)
         write_run(run_dir, run)
+        phases.lap("checkpoints")
 
     training_curves(run_dir / CURVES_FILE, run["epochs"],
                     f"{config.algorithm} on {dataset.name}, seed {config.seed}")
+    phases.lap("curves")
 
     parity = val[:32] if len(val) else data.uint8(np.arange(min(32, len(data))))
     report = export_onnx(run_dir, run_dir / ENCODER_FILE, parity_images=parity,
                          model_id=config.model_id)
+    phases.lap("export")
     run.update(status="done", export={"file": ENCODER_FILE, "model_id": report.model_id,
-                                      "max_abs_diff": report.max_abs_diff})
+                                      "max_abs_diff": report.max_abs_diff},
+               phase_seconds=phases.seconds())
     write_run(run_dir, run)
     return run_dir
+
+
+class PhaseClock:
+    """Wall seconds per phase of this call of `train` (run.json `phase_seconds`): `data`
+    (reading and decoding), `model`, `prepare`, `epochs` (the updates), `validation`,
+    `checkpoints`, `curves` and `export` (with its parity check); each `lap` adds the
+    time since the previous one to a phase."""
+
+    def __init__(self):
+        self._last = time.monotonic()
+        self._seconds: dict[str, float] = defaultdict(float)
+
+    def lap(self, phase: str) -> None:
+        now = time.monotonic()
+        self._seconds[phase] += now - self._last
+        self._last = now
+
+    def seconds(self) -> dict[str, float]:
+        return {phase: round(value, 3) for phase, value in self._seconds.items()}
 
 
 def _train_epoch(algorithm: Algorithm, sampler: EnvBalancedSampler, data: TrainData,

@@ -12,17 +12,18 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from envad.training.models import to_float_nchw
+from envad.training.models import Encoder, inference_copy, to_float_nchw
 
 
 @torch.no_grad()
-def embed_uint8(algorithm, images: np.ndarray, device: str = "cpu",
+def embed_uint8(encoder: Encoder, images: np.ndarray, device: str = "cpu",
                 batch_size: int = 256) -> torch.Tensor:
-    """Embeddings [N, 512] (eval mode) of uint8 NHWC images."""
-    algorithm.eval()
-    out = [algorithm.embed(to_float_nchw(images[i:i + batch_size]).to(device)).cpu()
+    """Embeddings [N, 512] of uint8 NHWC images through an `inference_copy` of an
+    algorithm's encoder (the embedding `Algorithm.embed` gives in eval mode)."""
+    out = [encoder(to_float_nchw(images[i:i + batch_size], channels_last=True)
+                   .to(device)).cpu()
            for i in range(0, len(images), batch_size)]
-    return torch.cat(out) if out else torch.zeros(0, algorithm.encoder.dim)
+    return torch.cat(out) if out else torch.zeros(0, encoder.dim)
 
 
 @torch.no_grad()
@@ -54,8 +55,10 @@ def validate(algorithm, reference: np.ndarray, reference_y: np.ndarray, val: np.
     """The epoch's validation metrics (empty when there is no val split)."""
     if len(val) == 0:
         return {}
-    val_embeddings = embed_uint8(algorithm, val, device)     # once for both metrics
-    metrics = {"val_knn_acc": knn_accuracy(embed_uint8(algorithm, reference, device),
+    algorithm.eval()
+    encoder = inference_copy(algorithm.encoder)
+    val_embeddings = embed_uint8(encoder, val, device)     # once for both metrics
+    metrics = {"val_knn_acc": knn_accuracy(embed_uint8(encoder, reference, device),
                                            reference_y, val_embeddings, val_y, k)}
     if algorithm.supervised:
         metrics["val_acc"] = classifier_accuracy(algorithm, val_embeddings, val_y, device)

@@ -177,3 +177,16 @@ def test_camera_stats_table_has_a_row_per_camera_count(tmp_path):
     lines = report.render(path).splitlines()
     assert lines[-2] == "| 1 | 0.200 | 0.800 | 4.0 |"
     assert lines[-1] == "| 1,000 | 0.250 | 18.000 | 72.0 |"
+
+
+def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
+    path = _write(tmp_path, "train_overhead.jsonl", [
+        {"benchmark": "train_overhead", "algorithm": "erm", "size": 32, "n_train": 4320,
+         "rounds": 3, "wall_s": 30.0, "epochs_s": 24.0, "fixed_s": 6.0, "startup_s": 2.0,
+         "phases_s": {"data": 0.6, "model": 1.2, "validation": 1.5, "checkpoints": 0.2,
+                      "curves": 0.3, "export": 0.2},
+         "import_torch_s": 1.25, "erm_epoch_s": 24.0, "ratio_fixed_over_erm_epoch": 0.25,
+         "target": "fixed_s < 5"}])
+    assert report.render(path).splitlines()[-1] == (
+        "| erm | 30.00 | 24.00 | 6.00 (x0.25) | 2.00 (1.25) | 0.60 | 1.20 | – | 1.50 | "
+        "0.20 | 0.30 | 0.20 |")

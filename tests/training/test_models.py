@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from envad.training.models import Encoder, EncoderConfig, Uint8Encoder, to_float_nchw
+from envad.training.models import (
+    Encoder,
+    EncoderConfig,
+    Uint8Encoder,
+    inference_copy,
+    to_float_nchw,
+)
 
 
 @pytest.mark.parametrize("size, small", [(32, True), (64, True), (96, False)])
@@ -59,3 +65,30 @@ def test_uint8_wrapper_matches_float_path():
         wrapped = Uint8Encoder(encoder)(torch.from_numpy(pixels))
     torch.testing.assert_close(direct, wrapped)
     assert to_float_nchw(pixels).max() <= 1.0
+
+
+@pytest.mark.parametrize("size", [32, 96])
+def test_inference_copy_folds_batch_norm_and_gives_the_same_embedding(size):
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(size))
+    images = torch.rand(8, 3, size, size)
+    encoder.train()
+    with torch.no_grad():
+        encoder(images)          # move the running statistics away from their init
+    encoder.eval()
+    with torch.no_grad():
+        expected = encoder(images)
+        folded = inference_copy(encoder)
+        got = folded(images.contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    # the encoder being trained keeps its batch norms
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in encoder.modules()) == 20
+
+
+def test_channels_last_input_holds_the_same_values():
+    pixels = np.random.default_rng(1).integers(0, 256, (2, 8, 8, 3), dtype=np.uint8)
+    dense = to_float_nchw(pixels)
+    last = to_float_nchw(pixels, channels_last=True)
+    assert last.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(dense, last)
