@@ -38,6 +38,12 @@ def test_run_dir_holds_metrics_checkpoints_and_the_encoder(finished_run):
     assert (finished_run / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert run["export"]["max_abs_diff"] <= 1e-4
     assert run["export"]["model_id"] == "erm-photodigits-16px-e2-s0"
+    phases = run["phase_seconds"]
+    assert set(phases) == {"data", "model", "prepare", "epochs", "validation", "checkpoints",
+                           "curves", "export"}
+    assert all(seconds >= 0 for seconds in phases.values())
+    # the epochs' phase is the per-epoch seconds the run reports, summed
+    assert phases["epochs"] >= 0.9 * sum(e["seconds"] for e in run["epochs"])
 
 
 def test_finished_run_is_cached_and_other_configs_refused(finished_run, tiny_photodigits):
