@@ -18,9 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# (field number, column) of Row's string fields, and of its Timestamp fields
-_STRINGS_BEFORE_TIMESTAMP = ((1, "id"), (2, "env"), (3, "label"), (4, "split"))
-_STRINGS_AFTER_TIMESTAMP = ((6, "uri"), (7, "sha256"), (8, "model_id"))
+# (field number, column, few distinct values?) of Row's string fields, and of its
+# Timestamp fields
+_STRINGS_BEFORE_TIMESTAMP = ((1, "id", False), (2, "env", True), (3, "label", True),
+                             (4, "split", True))
+_STRINGS_AFTER_TIMESTAMP = ((6, "uri", False), (7, "sha256", False), (8, "model_id", True))
 _TIMESTAMP, _INGESTED_AT, _VECTOR = 5, 9, 10
 _LENGTH_DELIMITED, _VARINT = 2, 0
 _ROWBATCH_ROWS = 1
@@ -90,15 +92,36 @@ def _string_field(field: int, column: pa.Array) -> list[pa.Array]:
 
 def _timestamp_field(field: int, column: pa.Array) -> list[pa.Array]:
     """A Timestamp message per row (seconds, then nanos, each only when non-zero);
-    nothing for a missing timestamp."""
-    present = column.is_valid().to_numpy(zero_copy_only=False)
-    micros = pc.fill_null(column.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    nothing for a missing timestamp. Each distinct value is encoded once and taken per
+    row: `ingested_at` is one value per write, and capture times repeat in bursts."""
+    encoded = pc.dictionary_encode(column.cast(pa.int64()), null_encoding="encode")
+    values = encoded.dictionary
+    present = values.is_valid().to_numpy(zero_copy_only=False)
+    micros = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
     seconds, rest = np.divmod(micros, 1_000_000)
     nanos = rest * 1000
-    parts = [_varints(seconds, _key(1, _VARINT), present & (seconds != 0)),
-             _varints(nanos, _key(2, _VARINT), present & (nanos != 0))]
-    body = _join(parts)
-    return [_varints(_lengths(body), _key(field), present), body]
+    body = _join([_varints(seconds, _key(1, _VARINT), present & (seconds != 0)),
+                  _varints(nanos, _key(2, _VARINT), present & (nanos != 0))])
+    return _taken(_join([_varints(_lengths(body), _key(field), present), body]),
+                  encoded.indices)
+
+
+def _category_field(field: int, column: pa.Array) -> list[pa.Array]:
+    """`_string_field` for a column of few distinct values (camera, label, split,
+    model): each distinct value's tag, length and bytes encoded once, then taken per
+    row, so the row join has one column for the field instead of two."""
+    encoded = pc.dictionary_encode(pc.fill_null(column.cast(pa.large_binary()), b""))
+    values = encoded.dictionary
+    lengths = _lengths(values)
+    return _taken(_join([_varints(lengths, _key(field), lengths > 0), values]),
+                  encoded.indices)
+
+
+def _taken(pieces: pa.Array, indices: pa.Array) -> list[pa.Array]:
+    """The per-row column `pieces[indices]`; nothing when every piece is empty."""
+    if not _lengths(pieces).any():
+        return []
+    return [pieces.take(indices)]
 
 
 def _vector_field(column: pa.Array) -> list[pa.Array]:
@@ -142,11 +165,13 @@ def _row_batch(batch: pa.RecordBatch) -> pa.Buffer:
     if batch.num_rows == 0:
         return pa.py_buffer(b"")
     fields: list[pa.Array] = []
-    for field, name in _STRINGS_BEFORE_TIMESTAMP:
-        fields += _string_field(field, batch.column(name))
+    for field, name, categorical in _STRINGS_BEFORE_TIMESTAMP:
+        encode = _category_field if categorical else _string_field
+        fields += encode(field, batch.column(name))
     fields += _timestamp_field(_TIMESTAMP, batch.column("timestamp"))
-    for field, name in _STRINGS_AFTER_TIMESTAMP:
-        fields += _string_field(field, batch.column(name))
+    for field, name, categorical in _STRINGS_AFTER_TIMESTAMP:
+        encode = _category_field if categorical else _string_field
+        fields += encode(field, batch.column(name))
     fields += _timestamp_field(_INGESTED_AT, batch.column("ingested_at"))
     if "vector" in batch.schema.names:
         fields += _vector_field(batch.column("vector"))

@@ -76,3 +76,14 @@ def test_columns_empty_in_every_row_are_left_out_as_the_message_leaves_them():
         row.uri, row.label, row.timestamp = "", "", None
     batch = rows_table(rows, "model-x", 300).to_batches()[0]
     assert row_batch_bytes(batch) == reference(batch).SerializeToString()
+
+
+def test_columns_of_one_value_or_none_encode_as_the_message_does():
+    """One camera and split, no label or capture time, one ingestion time: each
+    distinct value is encoded once and repeated, or nothing is written."""
+    rng = np.random.default_rng(1)
+    rows = [Row(id=f"r{i}", vector=rng.standard_normal(8).astype(np.float32), env="cam-1",
+                label="", split="train", timestamp=None, uri=f"file:///{i}.jpg",
+                sha256=f"{i:064x}") for i in range(40)]
+    batch = rows_table(rows, "model-x", 8).to_batches()[0]
+    assert row_batch_bytes(batch) == reference(batch).SerializeToString()
