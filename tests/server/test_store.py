@@ -72,6 +72,21 @@ def test_refresh_sees_rows_from_another_connection(tmp_path):
     assert reader.count() == 3
 
 
+def test_seen_version_follows_own_writes_and_refreshes_without_a_lookup(tmp_path):
+    store = EmbeddingStore(tmp_path, "m", 4)
+    other = EmbeddingStore(tmp_path, "m", 4)
+    start = store.seen_version
+    written = store.append(store.to_arrow(rows(2)))
+    assert store.seen_version == written == start + 1
+    assert store.insert(rows(2, start=2)).version == store.seen_version == start + 2
+    store.set_label(["r0"], "b")
+    assert store.seen_version == start + 3
+    other.insert(rows(1, start=9))           # another process commits
+    assert store.seen_version == start + 3   # not looked up until a refresh
+    assert store.refresh() and store.seen_version == start + 4
+    assert store.version == store.seen_version
+
+
 def test_optimize_keeps_rows(tmp_path):
     store = EmbeddingStore(tmp_path, "m", 4)
     for i in range(5):
