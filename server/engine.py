@@ -317,7 +317,7 @@ class Engine:
                         ) -> dict[int, np.ndarray]:
         """Image index -> stored embedding, for the images stored under their id with
         the same content (sha256); the others are not in the result."""
-        wanted = {index: (img.resolved_id(), sha256_hex(img.data))
+        wanted = {index: (img.resolved_id(), img.sha256)
                   for index, img in enumerate(images) if not isinstance(img, RejectedImage)}
         if not wanted:
             return {}
@@ -521,7 +521,7 @@ def _row(image: ImageInput, vector: np.ndarray, label: str, split: str) -> Row:
     """The store row of an embedded image."""
     return Row(id=image.resolved_id(), vector=vector, env=image.env, label=label,
                split=split, timestamp=image.timestamp, uri=image.uri,
-               sha256=sha256_hex(image.data))
+               sha256=image.sha256)
 
 
 def _score_job(bundle, images: Sequence[ImageInput], indices: Sequence[int],
@@ -532,7 +532,7 @@ def _score_job(bundle, images: Sequence[ImageInput], indices: Sequence[int],
         options.neighbor_filter or bundle.info().filter,
         exclude_labels=options.exclude_labels,
         self_keys=None if options.include_self else tuple(
-            (images[i].resolved_id(), sha256_hex(images[i].data)) for i in indices))
+            (images[i].resolved_id(), images[i].sha256) for i in indices))
 
 
 def _fill_results(results: list[ImageResult], indices: Sequence[int], rows: ScoredRows,

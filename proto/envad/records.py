@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 
 #: The split of a stored image when the caller names none.
@@ -72,9 +73,15 @@ class ImageInput:
         path = Path(path)
         return cls(data=path.read_bytes(), id=id, env=env, uri=str(path))
 
+    @cached_property
+    def sha256(self) -> str:
+        """sha256_hex of the bytes, computed once (a Score uses it for the id and to
+        keep the image out of its own neighbours)."""
+        return sha256_hex(self.data)
+
     def resolved_id(self) -> str:
         """The id the server stores the image under: the caller's, else sha256(data)."""
-        return self.id or sha256_hex(self.data)
+        return self.id or self.sha256
 
 
 @dataclass(frozen=True)
