@@ -202,12 +202,22 @@ def train_overhead(records: list[dict]) -> list[str]:
                  f"{phase} s" for phase in TRAIN_PHASES) + " |",
              "| --- |" + " --- |" * (4 + len(TRAIN_PHASES))]
     for r in records:
+        if r["benchmark"] != "train_overhead":
+            continue
         phases = r["phases_s"]
         lines.append(
             f"| {r['algorithm']} | {_f(r['wall_s'], 2)} | {_f(r['epochs_s'], 2)} | "
             f"{_f(r['fixed_s'], 2)} (x{_f(r['ratio_fixed_over_erm_epoch'], 2)}) | "
             f"{_f(r['startup_s'], 2)} ({_f(r['import_torch_s'], 2)}) | "
             + " | ".join(_f(phases.get(phase), 2) for phase in TRAIN_PHASES) + " |")
+    decodes = [r for r in records if r["benchmark"] == "train_decode"]
+    if decodes:
+        lines += ["", "| training images at 32 px | images | mean file bytes | decoded s | "
+                  "reference: one thread, file after file s | ratio (reference ÷ decoded) |",
+                  "| --- |" + " --- |" * 5]
+        lines += [f"| {r['files']} | {r['images']:,} | {r['mean_file_bytes']:,} | "
+                  f"{_f(r['decode_s'], 2)} | {_f(r['one_thread_s'], 2)} | "
+                  f"{_f(r['ratio_one_thread_over_decode'], 2)} |" for r in decodes]
     return lines
 
 
@@ -226,7 +236,7 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "threads": threads, "scale": scale, "server_scale": server_scale,
              "store_write": store_write,
              "export_rows": store_write, "camera_stats": camera_stats,
-             "train_overhead": train_overhead}
+             "train_overhead": train_overhead, "train_decode": train_overhead}
 BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)
 
 

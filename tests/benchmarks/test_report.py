@@ -186,7 +186,12 @@ def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
          "phases_s": {"data": 0.6, "model": 1.2, "validation": 1.5, "checkpoints": 0.2,
                       "curves": 0.3, "export": 0.2},
          "import_torch_s": 1.25, "erm_epoch_s": 24.0, "ratio_fixed_over_erm_epoch": 0.25,
-         "target": "fixed_s < 5"}])
-    assert report.render(path).splitlines()[-1] == (
+         "target": "fixed_s < 5"},
+        {"benchmark": "train_decode", "files": "640x480 JPEG", "size": 32, "images": 4320,
+         "mean_file_bytes": 24439, "decode_s": 1.5, "one_thread_s": 2.6,
+         "ratio_one_thread_over_decode": 1.733}])
+    lines = report.render(path).splitlines()
+    assert lines[4] == (
         "| erm | 30.00 | 24.00 | 6.00 (x0.25) | 2.00 (1.25) | 0.60 | 1.20 | – | 1.50 | "
         "0.20 | 0.30 | 0.20 |")
+    assert lines[-1] == "| 640x480 JPEG | 4,320 | 24,439 | 1.50 | 2.60 | 1.73 |"
