@@ -223,8 +223,8 @@ class VectorIndex:
             total = len(self._ids) + subset.num_rows
             if background:
                 self._index.add(vectors)
-                training = self._training is not None and self._training.is_alive()
-                if switch and not training and self._training_due(total):
+                # a running training catches up with these rows before it swaps
+                if switch and not self._training_running() and self._training_due(total):
                     self._train_in_background()
             elif not (switch and self._grow(total, vectors)):
                 self._index.add(vectors)
@@ -291,10 +291,12 @@ class VectorIndex:
         self.kind, self.trained_rows = "ivf", total
         return True
 
+    def _training_running(self) -> bool:
+        return self._training is not None and self._training.is_alive()
+
     def _train_in_background(self) -> None:
-        """Start `_train_and_swap` unless a training is running (it catches up anyway)."""
-        if self._training is not None and self._training.is_alive():
-            return
+        """Start `_train_and_swap` in a thread of its own (none is running: `_add`
+        checks under the lock)."""
         self._training = threading.Thread(target=self._train_and_swap, daemon=True,
                                           name="index-train")
         self._training.start()

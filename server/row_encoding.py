@@ -117,6 +117,10 @@ def _category_field(field: int, column: pa.Array) -> list[pa.Array]:
                   encoded.indices)
 
 
+def _text_field(field: int, column: pa.Array, categorical: bool) -> list[pa.Array]:
+    return (_category_field if categorical else _string_field)(field, column)
+
+
 def _taken(pieces: pa.Array, indices: pa.Array) -> list[pa.Array]:
     """The per-row column `pieces[indices]`; nothing when every piece is empty."""
     if not _lengths(pieces).any():
@@ -166,12 +170,10 @@ def _row_batch(batch: pa.RecordBatch) -> pa.Buffer:
         return pa.py_buffer(b"")
     fields: list[pa.Array] = []
     for field, name, categorical in _STRINGS_BEFORE_TIMESTAMP:
-        encode = _category_field if categorical else _string_field
-        fields += encode(field, batch.column(name))
+        fields += _text_field(field, batch.column(name), categorical)
     fields += _timestamp_field(_TIMESTAMP, batch.column("timestamp"))
     for field, name, categorical in _STRINGS_AFTER_TIMESTAMP:
-        encode = _category_field if categorical else _string_field
-        fields += encode(field, batch.column(name))
+        fields += _text_field(field, batch.column(name), categorical)
     fields += _timestamp_field(_INGESTED_AT, batch.column("ingested_at"))
     if "vector" in batch.schema.names:
         fields += _vector_field(batch.column("vector"))

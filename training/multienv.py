@@ -84,20 +84,21 @@ class MultiEnvDataset:
         out = np.empty((len(indices), size, size, 3), dtype=np.uint8)
         workers = min(len(indices), decode_threads())
         pool: ThreadPoolExecutor | None = None
+
+        def decode(position: int, data: bytes) -> None:
+            out[position] = decode_image(data, size)
+
         try:
             for start in range(0, len(indices), DECODE_GROUP):
                 group = [self.read_bytes(int(i)) for i in indices[start:start + DECODE_GROUP]]
-
-                def decode(k: int, group=group, start=start) -> None:
-                    out[start + k] = decode_image(group[k], size)
-
+                positions = range(start, start + len(group))
                 large = sum(map(len, group)) >= PARALLEL_DECODE_BYTES * len(group)
                 if workers > 1 and len(group) > 1 and large:
                     pool = pool or ThreadPoolExecutor(workers, thread_name_prefix="decode")
-                    list(pool.map(decode, range(len(group))))
+                    list(pool.map(decode, positions, group))
                 else:
-                    for k in range(len(group)):
-                        decode(k)
+                    for position, data in zip(positions, group, strict=True):
+                        decode(position, data)
         finally:
             if pool is not None:
                 pool.shutdown()
