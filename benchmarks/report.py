@@ -113,19 +113,32 @@ def train_speed(records: list[dict]) -> list[str]:
              "an epoch also loads and augments its batches).", "",
              "| algorithm | " + " | ".join(f"{s} px images/s | x ERM" for s in sizes) + " |",
              "| --- |" + " --- | --- |" * len(sizes)]
-    by = {(r["algorithm"], r["size"]): r for r in records}
-    for algorithm in dict.fromkeys(r["algorithm"] for r in records):
+    by = {(_train_speed_label(r), r["size"]): r for r in records}
+    for label in dict.fromkeys(_train_speed_label(r) for r in records):
         cells = []
         for s in sizes:
-            r = by.get((algorithm, s), {})
+            r = by.get((label, s), {})
             cells += [_f(r.get("images_per_s")) if "images_per_s" in r else "no training",
                       _f(r.get("relative_to_erm"), 2)]
-        lines.append(f"| {algorithm} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     gemm = {r["size"]: r.get("gemm_gflops") for r in records}
     lines.append("")
     lines.append("float32 GEMM rate measured in the same run: " +
                  ", ".join(f"{_f(g)} GFLOP/s" for g in dict.fromkeys(gemm.values())))
+    layout = [r for r in records if "relative_to_contiguous" in r]
+    if layout:
+        lines.append("")
+        lines.append("ERM with channels-last convolution weights (as `envad train` places "
+                     "them) against contiguous ones, same rounds: " +
+                     ", ".join(f"{_f(r['relative_to_contiguous'], 2)}x at {r['size']} px"
+                               for r in layout))
     return lines
+
+
+def _train_speed_label(record: dict) -> str:
+    if record.get("layout") == "contiguous":
+        return f"{record['algorithm']} (contiguous weights, reference)"
+    return record["algorithm"]
 
 
 def quantized(records: list[dict]) -> list[str]:

@@ -5,7 +5,9 @@ batches, default hyperparameters; the best of several round-robin rounds, since 
 machine may be shared), its ratio to ERM measured in the same run, the FLOPs
 of one update (torch's FlopCounterMode) and the achieved GFLOP/s as a fraction of this
 machine's float32 GEMM rate. EA-MoCo's one-off preparation (diffusion autoencoder +
-positive mining) is timed separately with `--ae-steps` autoencoder steps.
+positive mining) is timed separately with `--ae-steps` autoencoder steps. Every algorithm
+is placed as `envad train` places it (channels-last convolution weights); ERM is also
+timed with contiguous weights in the same rounds, the reference of `relative_to_contiguous`.
 
     nice python -m benchmarks.train_speed --sizes 32 64 --rounds 5
     python -m benchmarks.train_speed --sizes 32 64 --rounds 20 --device cuda
@@ -22,8 +24,11 @@ import torch
 
 from benchmarks.common import emit, gemm_gflops, log
 
+#: the reference: ERM with the contiguous weights of a plain `module.to(device)`
+CONTIGUOUS_ERM = "erm (contiguous)"
 
-def build(name: str, data, ae_steps: int, device: str):
+
+def build(name: str, data, ae_steps: int, device: str, channels_last: bool = True):
     """The algorithm with default hyperparameters, prepared; returns it and its record."""
     from envad.training.algorithms import get
     from envad.training.models import EncoderConfig
@@ -33,13 +38,17 @@ def build(name: str, data, ae_steps: int, device: str):
     torch.manual_seed(0)
     algorithm = get(name)(EncoderConfig(data.size), hparams, num_envs=len(data.env_names),
                           total_steps=1000, seed=0)
-    record = {"algorithm": name, "size": data.size}
+    record = {"algorithm": name, "size": data.size,
+              "layout": "channels_last" if channels_last else "contiguous"}
     started = time.perf_counter()
     algorithm.prepare(data)
     if name == "ea_mocov3":
         record["prepare_seconds"] = round(time.perf_counter() - started, 2)
         record["prepare_ae_steps"] = ae_steps
-    algorithm.to(device)       # as `envad train` does: preparation on the CPU, then move
+    if channels_last:
+        algorithm.place(device)    # as `envad train` does: preparation on the CPU, then move
+    else:
+        algorithm.to(device)
     return algorithm, record
 
 
@@ -74,6 +83,9 @@ def measure(names: list[str], data, batch_size: int, rounds: int, ae_steps: int,
     steps = [[data.batch(e, r, device) for e, r in step] for step in sampler.epoch(0)]
     images = sum(len(b.y) for b in steps[0])
     built = {name: build(name, data, ae_steps, device) for name in names}
+    if "erm" in names:
+        built[CONTIGUOUS_ERM] = build("erm", data, ae_steps, device, channels_last=False)
+        names = [*names, CONTIGUOUS_ERM]
     trained = [name for name in names if built[name][0].trains]
     for name in trained:
         algorithm, record = built[name]
@@ -96,6 +108,9 @@ def measure(names: list[str], data, batch_size: int, rounds: int, ae_steps: int,
             record["achieved_gflops"] = round(record["images_per_s"] *
                                               record["gflop_per_image"], 1)
         records.append(record)
+    if CONTIGUOUS_ERM in best:
+        erm = next(r for r in records if r["algorithm"] == "erm" and "images_per_s" in r)
+        erm["relative_to_contiguous"] = round(best[CONTIGUOUS_ERM] / best["erm"], 3)
     return records
 
 
@@ -127,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
                              ds.envs("train"))
             records = measure(args.algorithms or names(), data, args.batch_size,
                               args.rounds, args.ae_steps, args.device)
-            erm_rate = next((r["images_per_s"] for r in records if r["algorithm"] == "erm"),
-                            None)
+            erm_rate = next((r["images_per_s"] for r in records if r["algorithm"] == "erm"
+                             and r["layout"] == "channels_last"), None)
             for record in records:
                 if "images_per_s" in record:
                     record["fraction_of_gemm"] = round(record["achieved_gflops"] / gemm, 3)

@@ -189,7 +189,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
         start_epoch = payload["epoch"] + 1
         epochs_log = [e for e in run["epochs"] if e["epoch"] <= payload["epoch"]]
         log.info("resuming %s after epoch %d", run_dir, payload["epoch"])
-    algorithm.to(config.device)
+    algorithm.place(config.device)
     phases.lap("model")
 
     run = {"config": config.identity(), "status": "running", "dataset": dataset.name,

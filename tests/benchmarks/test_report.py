@@ -57,6 +57,18 @@ def test_train_speed_table_has_a_column_pair_per_size(tmp_path):
     assert text.endswith("float32 GEMM rate measured in the same run: 100.0 GFLOP/s")
 
 
+def test_train_speed_shows_the_contiguous_reference_and_the_layout_ratio(tmp_path):
+    common = {"benchmark": "train_speed", "size": 32, "gemm_gflops": 100.0}
+    path = _write(tmp_path, "train_speed.jsonl", [
+        {**common, "algorithm": "erm", "layout": "channels_last", "images_per_s": 110.0,
+         "relative_to_erm": 1.0, "relative_to_contiguous": 1.1},
+        {**common, "algorithm": "erm", "layout": "contiguous", "images_per_s": 100.0}])
+    text = report.render(path)
+    assert "| erm | 110.0 | 1.00 |" in text
+    assert "| erm (contiguous weights, reference) | 100.0 | – |" in text
+    assert text.endswith("against contiguous ones, same rounds: 1.10x at 32 px")
+
+
 def test_docs_tables_are_the_rendered_committed_results():
     from pathlib import Path
 

@@ -33,7 +33,7 @@ def test_step_on_the_gpu_matches_the_cpu(name, tiny_train_data, exact_float32):
     for device in ("cpu", "cuda"):
         algorithm = build(name, tiny_train_data, seed=5)
         algorithm.prepare(tiny_train_data)          # on the CPU, as `envad train` does
-        algorithm.to(device)
+        algorithm.place(device)             # as `envad train` does
         before = float_params(algorithm.encoder)
         logs = algorithm.update(steps(tiny_train_data, 1, seed=5, device=device)[0])
         assert all(math.isfinite(v) for v in logs.values()), logs
