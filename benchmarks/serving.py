@@ -1,13 +1,14 @@
 """End-to-end service speed against raw ONNX Runtime, measured in one run.
 
 BENCHMARK.md items 1, 2, 4 and 6, one JSON line each:
-- serve_throughput: Score through gRPC (JPEG in, all detectors + ensemble + neighbours
+- serve_throughput: Score through gRPC (JPEG in, the paper's eight detectors + ensemble + neighbours
   out, concurrent clients, each image naming its camera; the server's default space step
   and score adaptation) ÷ raw ONNX Runtime on pre-decoded tensors, same batch size;
   each the best of `--rounds` measurements taken alternately (raw, served, raw, ...);
 - one_image_score: one image per Score request from 1 client ÷ raw ONNX Runtime batch 1,
   and from 16 concurrent clients ÷ raw ONNX Runtime batch 32 (what the micro-batcher can
-  reach when it coalesces them);
+  reach when it coalesces them); with the paper's eight detectors, then again with the
+  set a Fit naming no detector fits (the default pipeline's);
 - score_latency: single-image Score p50/p99 ÷ raw single-image ONNX Runtime latency;
 - ingest: Ingest throughput ÷ Embed throughput (both through gRPC);
 - hardware_limit: the encoder's achieved GFLOP/s (ResNet-18 at 224 px = 1.82 GFLOP per
@@ -35,6 +36,7 @@ from benchmarks.common import best_time, emit, gemm_gflops, log, percentile_ms
 from benchmarks.models import build_resnet18_onnx
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
+from envad.server.detectors.registry import PAPER_DETECTORS, default_fit_detectors
 from envad.server.encoder import OnnxEncoder
 from envad.server.images import decode_image
 from envad.v1 import envad_pb2 as pb
@@ -93,6 +95,19 @@ def paired(raw: Callable[[], float], served: Callable[[], float], rounds: int
     return best_served, best_raw
 
 
+def one_image_rows(stub, images: list[bytes], raw_rate: Callable[[int], Callable[[], float]],
+                   size: int, seconds: float, rounds: int, extra: dict) -> None:
+    """One image per Score from 1 client against raw batch 1, from 16 against batch 32."""
+    for n_clients, raw_batch in ((1, 1), (16, 32)):
+        one, raw_one = paired(
+            raw_rate(raw_batch),
+            functools.partial(concurrent_score, stub, images, 1, n_clients, seconds), rounds)
+        emit({"benchmark": "one_image_score", "size": size, "clients": n_clients,
+              "served_images_per_s": one, "raw_batch": raw_batch,
+              "raw_onnx_images_per_s": raw_one, "ratio_served_over_raw": one / raw_one,
+              **extra})
+
+
 def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: float,
                rounds: int, fit_rows: int, server_env: dict[str, str] | None = None) -> None:
     models, data = workdir / f"models-{size}", workdir / f"data-{size}"
@@ -121,21 +136,15 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
         stub.Embed(embed_request, timeout=600)
         embed_rate = fit_rows / (time.perf_counter() - start)
         # the Score path is measured; a fit below the 100-row minimum is allowed
-        stub.Fit(pb.FitRequest(allow_few_rows=True), timeout=600)
+        stub.Fit(pb.FitRequest(allow_few_rows=True, detectors=PAPER_DETECTORS), timeout=600)
         served, raw = paired(raw_rate(batch),
                              lambda: concurrent_score(stub, images, batch, clients, seconds),
                              rounds)
         emit({"benchmark": "serve_throughput", "size": size, "batch": batch,
               "clients": clients, "jpeg": f"{jpeg_w}x{jpeg_h}", "served_images_per_s": served,
               "raw_onnx_images_per_s": raw, "ratio_served_over_raw": served / raw, **extra})
-        for n_clients, raw_batch in ((1, 1), (16, 32)):
-            one, raw_one = paired(
-                raw_rate(raw_batch),
-                functools.partial(concurrent_score, stub, images, 1, n_clients, seconds), rounds)
-            emit({"benchmark": "one_image_score", "size": size, "clients": n_clients,
-                  "served_images_per_s": one, "raw_batch": raw_batch,
-                  "raw_onnx_images_per_s": raw_one, "ratio_served_over_raw": one / raw_one,
-                  **extra})
+        one_image_rows(stub, images, raw_rate, size, seconds, rounds,
+                       {**extra, "detectors": "+".join(PAPER_DETECTORS)})
         latencies, raw_latencies = [], []
         one_request = pb.ScoreRequest(images=[pb.Image(data=images[0], env="new-cam0")])
         for _ in range(40):          # alternating, so both meet the same load
@@ -145,6 +154,11 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
             start = time.perf_counter()
             encoder.embed(pixels[:1])
             raw_latencies.append(time.perf_counter() - start)
+        # the same one-image calls against what a Fit naming no detector fits (the
+        # default pipeline's set)
+        stub.Fit(pb.FitRequest(allow_few_rows=True), timeout=600)
+        one_image_rows(stub, images, raw_rate, size, seconds, rounds,
+                       {**extra, "detectors": "+".join(default_fit_detectors())})
     emit({"benchmark": "score_latency", "size": size,
           "p50_ms": percentile_ms(latencies, 50), "p99_ms": percentile_ms(latencies, 99),
           "raw_p50_ms": percentile_ms(raw_latencies, 50),

@@ -23,6 +23,7 @@ from benchmarks.models import build_resnet18_onnx
 from benchmarks.serving import camera_jpegs, concurrent_score
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
+from envad.server.detectors.registry import PAPER_DETECTORS
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 
@@ -62,7 +63,7 @@ def prepare(models: Path, data: Path, images: list[bytes]) -> None:
                                split="train") for i, d in enumerate(images)]
         stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 32])
                           for i in range(0, len(items), 32)]), timeout=600)
-        stub.Fit(pb.FitRequest(), timeout=600)
+        stub.Fit(pb.FitRequest(detectors=PAPER_DETECTORS), timeout=600)
 
 
 def main() -> None:

@@ -69,6 +69,23 @@ def test_train_speed_shows_the_contiguous_reference_and_the_layout_ratio(tmp_pat
     assert text.endswith("against contiguous ones, same rounds: 1.10x at 32 px")
 
 
+def test_one_image_rows_name_their_detector_set_when_recorded(tmp_path):
+    common = {"benchmark": "one_image_score", "size": 32, "clients": 1, "raw_batch": 1,
+              "raw_onnx_images_per_s": 300.0}
+    path = _write(tmp_path, "serving.jsonl", [
+        {"benchmark": "serve_throughput", "size": 32, "jpeg": "640x480",
+         "served_images_per_s": 120.0, "raw_onnx_images_per_s": 180.0,
+         "ratio_served_over_raw": 0.667},
+        {**common, "detectors": "KNN", "served_images_per_s": 150.0,
+         "ratio_served_over_raw": 0.5},
+        {**common, "detectors": "IsoForest+INNE+LODA+OCSVM+PCA+LOF5+KNN+KDE",
+         "served_images_per_s": 90.0, "ratio_served_over_raw": 0.3}])
+    text = report.render(path)
+    eight = text.index("| 32 | 1 | the paper's eight | 90.0 | 1 | 300.0 | 0.30 |")
+    assert eight < text.index("| 32 | 1 | KNN | 150.0 | 1 | 300.0 | 0.50 |")
+    assert "| input px | clients (1 image per Score) | detectors |" in text
+
+
 def test_docs_tables_are_the_rendered_committed_results():
     from pathlib import Path
 
