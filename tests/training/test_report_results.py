@@ -132,3 +132,24 @@ def test_space_steps_are_judged_against_the_raw_embedding_seed_by_seed(tmp_path)
     assert "| ERM | l2 | 71.0 ± 1.0 | 71.0 ± 1.0 |" in text and "| holds |" in text
     assert "| Fish | l2 | 66.0 ± 1.0 |" in text and "| does not hold |" in text
     assert rr.spaces_section({"config": {"algorithms": ["erm"]}, "runs": []}) == []
+
+
+def test_comparisons_pair_the_pretrainings_seed_by_seed(tmp_path):
+    """IRM - ERM per seed: +1, -2, +1.5 (mean +0.17, sample std 1.89), whatever order
+    the runs were written in; env-aware pretrainings are compared in every space."""
+    _, report = _report(tmp_path)
+    report["runs"].sort(key=lambda run: (run["algorithm"] != "irm", -run["seed"]))
+    claims = "\n".join(rr.claims(report))
+    assert ("IRM > ERM: 61.2 ± 2.3 vs 61.0 ± 1.0 -> **direction only (gap within seed "
+            "noise)** (paired +0.2 ± 1.9, ahead on 2 of 3 seeds)") in claims
+    assert "EA-MoCo > MoCo v3: 81.0 ± 1.0 vs 66.0 ± 1.0 -> **holds** (paired +15.0 ± 0.0, " \
+           "ahead on 3 of 3 seeds)" in claims
+    report["config"]["spaces"] = ["l2"]
+    for run in report["runs"]:
+        run["variants"]["space:l2"] = {"ood": _cells(80 + run["seed"]
+                                                     - (run["algorithm"] == "lisa"))}
+    text = "\n".join(rr.spaces_section(report))
+    assert "- LISA > ERM in space l2 (KNN): 80.0 ± 1.0 vs 81.0 ± 1.0 -> **does not hold** " \
+           "(paired -1.0 ± 0.0, ahead on 0 of 3 seeds)" in text
+    assert "- IRM > ERM in space raw (Mean AD)" in text
+    assert rr.paired({0: 1.0}, {1: 2.0}) == "no common seed"
