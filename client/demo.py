@@ -103,7 +103,7 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     stage("data", t0)
 
     t0 = time.monotonic()
-    run_dir = workdir / "runs" / f"{pipeline.training_name}-{size}px-s{seed}"
+    run_dir = workdir / "runs" / pipeline.run_name(size, seed)
     log(f"pipeline: {pipeline.describe()}")
     log(f"training the encoder in {run_dir}")
     run_dir = train_encoder(data, run_dir, algorithm=pipeline.algorithm,

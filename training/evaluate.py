@@ -15,7 +15,6 @@ resumes where it stopped.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from tqdm import tqdm
 
 from envad.errors import InvalidInput
+from envad.pipeline import Pipeline
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.stylist import select_features
 from envad.server.encoder import OnnxEncoder
@@ -39,7 +39,7 @@ from envad.training.data import load_dataset
 from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
 from envad.training.protocol import ENSEMBLE, VARIANTS, fit_indices, space_variant
 from envad.training.report import write_report
-from envad.training.run import TrainConfig, train
+from envad.training.run import DEFAULT_BATCH_SIZE, TrainConfig, train
 from envad.training.run_files import ENCODER_FILE, read_run
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class EvalConfig:
     out: Path
     size: int = 32
     epochs: int = 5
-    batch_size: int = 64
+    batch_size: int = DEFAULT_BATCH_SIZE
     device: str = "cpu"
     runs_dir: Path | None = None
     stylist_fractions: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
@@ -81,15 +81,13 @@ class EvalConfig:
                 data.pop(key)
         return json.loads(json.dumps(data, default=str))
 
-    @property
-    def training_suffix(self) -> str:
-        """Run-directory suffix of non-default training settings ('' for the paper's)."""
-        parts = [p for p, default in ((self.task, "bucket"), (self.augment, "none"),
-                                      (self.aux, "none")) if p != default]
-        if self.hparams:
-            parts.append("h" + hashlib.sha256(json.dumps(self.hparams, sort_keys=True)
-                                              .encode()).hexdigest()[:8])
-        return "".join("-" + p for p in parts)
+    def run_name(self, algorithm: str, seed: int) -> str:
+        """The run directory's name: the pipeline's (`Pipeline.run_name`, every training
+        setting spelled out, epochs included), plus the batch size when not the default."""
+        pipeline = Pipeline(algorithm=algorithm, task=self.task, augment=self.augment,
+                            aux=self.aux, epochs=self.epochs, hparams=dict(self.hparams))
+        batch = "" if self.batch_size == DEFAULT_BATCH_SIZE else f"-b{self.batch_size}"
+        return pipeline.run_name(self.size, seed) + batch
 
 
 def embed(encoder: OnnxEncoder, dataset, indices: np.ndarray, batch: int = 256) -> np.ndarray:
@@ -139,7 +137,7 @@ def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray
 
 def _run_dir(config: EvalConfig, algorithm: str, seed: int) -> Path:
     runs_dir = Path(config.runs_dir or Path(config.out) / "runs")
-    return runs_dir / f"{algorithm}{config.training_suffix}-{config.size}px-s{seed}"
+    return runs_dir / config.run_name(algorithm, seed)
 
 
 def machine() -> dict:

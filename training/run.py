@@ -48,6 +48,9 @@ MAX_REFERENCE = 1000   # training images embedded for the k-NN validation metric
 MAX_VAL = 4000
 
 
+#: images per step unless a run says otherwise
+DEFAULT_BATCH_SIZE = 64
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One run's settings.
@@ -75,7 +78,7 @@ class TrainConfig:
     out: Path
     size: int = 32
     epochs: int = 5
-    batch_size: int = 64
+    batch_size: int = DEFAULT_BATCH_SIZE
     seed: int = 0
     device: str = "cpu"
     envs_per_step: int = 4

@@ -47,6 +47,11 @@ class Pipeline:
         return (f"{self.algorithm}-{self.task}-{self.augment}{aux}-{schedule}"
                 f"-e{self.epochs}{extra}")
 
+    def run_name(self, size: int, seed: int) -> str:
+        """The run directory's name for this training at `size` px and `seed`: `make demo`
+        and `envad evaluate` name runs alike, so either reuses the other's."""
+        return f"{self.training_name}-{size}px-s{seed}"
+
     def describe(self) -> str:
         detectors = "+".join(self.detectors) if self.detectors else "all detectors"
         return (f"{self.algorithm}, task {self.task}, augment {self.augment}, aux {self.aux}, "

@@ -181,3 +181,28 @@ def test_evaluate_the_default_pipeline_from_the_command_line(tiny_photodigits, t
     shipped = f"{DEFAULT_PIPELINE.space}+{DEFAULT_PIPELINE.score_adaptation}"
     assert set(run["variants"]) == {"plain", f"space:{shipped}"}
     assert f"[{shipped}]" in (out / "table.md").read_text()
+
+
+def test_runs_are_named_as_the_demo_names_them_with_every_training_setting(tmp_path):
+    """One name per training: the demo's run is reused by an evaluation of the same
+    pipeline, and runs that differ in epochs or batch size never share a directory."""
+    import dataclasses
+
+    from envad.pipeline import DEFAULT_PIPELINE
+    from envad.training.evaluate import EvalConfig
+
+    pipeline = DEFAULT_PIPELINE
+    config = EvalConfig(data="d", algorithms=("erm",), detectors=("KNN",), seeds=(0,),
+                        out=tmp_path, epochs=pipeline.epochs, task=pipeline.task,
+                        augment=pipeline.augment, aux=pipeline.aux,
+                        hparams=dict(pipeline.hparams))
+    assert config.run_name("erm", 0) == pipeline.run_name(32, 0) == \
+        "erm-class-style-cosine-e30-32px-s0"
+    names = {config.run_name("erm", 0), dataclasses.replace(config, epochs=5).run_name("erm", 0),
+             dataclasses.replace(config, batch_size=32).run_name("erm", 0),
+             config.run_name("groupdro", 0), config.run_name("erm", 1)}
+    assert len(names) == 5
+    assert dataclasses.replace(config, batch_size=32).run_name("erm", 0).endswith("-s0-b32")
+    paper = EvalConfig(data="d", algorithms=("erm",), detectors=("KNN",), seeds=(0,),
+                       out=tmp_path)
+    assert paper.run_name("irm", 2) == "irm-bucket-none-constant-e5-32px-s2"
