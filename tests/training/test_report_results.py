@@ -138,8 +138,15 @@ def test_comparisons_pair_the_pretrainings_seed_by_seed(tmp_path):
     """IRM - ERM per seed: +1, -2, +1.5 (mean +0.17, sample std 1.89), whatever order
     the runs were written in; env-aware pretrainings are compared in every space."""
     _, report = _report(tmp_path)
+    report["config"]["algorithms"].append("groupdro")
+    report["runs"] += [{"algorithm": "groupdro", "seed": seed,
+                        "variants": {"plain": {"ood": _cells(60 + 2 * seed)}}}
+                       for seed in range(3)]
     report["runs"].sort(key=lambda run: (run["algorithm"] != "irm", -run["seed"]))
     claims = "\n".join(rr.claims(report))
+    assert ("GroupDRO > ERM (not in the paper's Table 1): 62.0 ± 2.0 vs 61.0 ± 1.0 -> "
+            "**direction only (gap within seed noise)** (paired +1.0 ± 1.0, ahead on 2 of 3 "
+            "seeds)") in claims
     assert ("IRM > ERM: 61.2 ± 2.3 vs 61.0 ± 1.0 -> **direction only (gap within seed "
             "noise)** (paired +0.2 ± 1.9, ahead on 2 of 3 seeds)") in claims
     assert "EA-MoCo > MoCo v3: 81.0 ± 1.0 vs 66.0 ± 1.0 -> **holds** (paired +15.0 ± 0.0, " \
