@@ -109,7 +109,8 @@ def measure(names: list[str], data, batch_size: int, rounds: int, ae_steps: int,
                                               record["gflop_per_image"], 1)
         records.append(record)
     if CONTIGUOUS_ERM in best:
-        erm = next(r for r in records if r["algorithm"] == "erm" and "images_per_s" in r)
+        erm = next(r for r in records
+                   if r["algorithm"] == "erm" and r["layout"] == "channels_last")
         erm["relative_to_contiguous"] = round(best[CONTIGUOUS_ERM] / best["erm"], 3)
     return records
 

@@ -90,9 +90,9 @@ def _cell(values: list[float]) -> str:
 def claims(report: dict) -> list[str]:
     """The paper's two claims, judged on Mean AD (pooled, unseen cameras): each env-aware
     pretraining against ERM, EA-MoCo against MoCo v3 and against all."""
-    algorithms = report["config"]["algorithms"]
-    scores = {a: per_seed(report, a) for a in algorithms}
-    scores = {a: v for a, v in scores.items() if v}
+    seeds = {a: by_seed(report, a) for a in report["config"]["algorithms"]}
+    seeds = {a: v for a, v in seeds.items() if v}
+    scores = {a: list(v.values()) for a, v in seeds.items()}
     lines = []
     if "erm" in scores:
         for a in ENV_AWARE:
@@ -100,12 +100,12 @@ def claims(report: dict) -> list[str]:
                 aside = "" if a in PAPER_TABLE1 else " (not in the paper's Table 1)"
                 lines.append(f"- {DISPLAY[a]} > ERM{aside}: {_cell(scores[a])} vs "
                              f"{_cell(scores['erm'])} -> **{compare(scores[a], scores['erm'])}**"
-                             f" ({paired(by_seed(report, a), by_seed(report, 'erm'))})")
+                             f" ({paired(seeds[a], seeds['erm'])})")
     if "ea_mocov3" in scores and "mocov3" in scores:
         lines.append(f"- EA-MoCo > MoCo v3: {_cell(scores['ea_mocov3'])} vs "
                      f"{_cell(scores['mocov3'])} -> "
                      f"**{compare(scores['ea_mocov3'], scores['mocov3'])}** "
-                     f"({paired(by_seed(report, 'ea_mocov3'), by_seed(report, 'mocov3'))})")
+                     f"({paired(seeds['ea_mocov3'], seeds['mocov3'])})")
     if "ea_mocov3" in scores and len(scores) > 1:
         best = max(scores, key=lambda a: mean_std(scores[a])[0])
         others = [a for a in scores if a != "ea_mocov3"]
@@ -185,10 +185,10 @@ def spaces_section(report: dict) -> list[str]:
                 f"{_cell(per_seed(report, algorithm, 'KNN', variant, metric='per_camera_mean'))}"
                 f" | {_cell(per_seed(report, algorithm, 'KNN', variant, split='id'))} | "
                 f"{verdict} |")
-    env_aware = [a for a in ENV_AWARE if a in algorithms]
-    if "erm" in algorithms and env_aware:
+    against_erm = [a for a in ENV_AWARE if a in algorithms] if "erm" in algorithms else []
+    if against_erm:
         lines.append("")
-    for algorithm in env_aware if "erm" in algorithms else []:
+    for algorithm in against_erm:
         for space, variant in variants:
             for row in ("Mean AD", "KNN"):
                 a = by_seed(report, algorithm, row, variant)

@@ -51,6 +51,7 @@ MAX_VAL = 4000
 #: images per step unless a run says otherwise
 DEFAULT_BATCH_SIZE = 64
 
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One run's settings.
