@@ -73,4 +73,4 @@ def few_rows_warning(n_samples: int) -> str:
     if n_samples >= MIN_FIT_ROWS:
         return ""
     return (f"warning: only {n_samples} stored rows were fitted on (fewer than "
-            f"{MIN_FIT_ROWS}): calibrated scores come in steps of 1/{n_samples}")
+            f"{MIN_FIT_ROWS}): calibrated scores rest on a handful of held-out rows")

@@ -442,9 +442,9 @@ class Engine:
             raise FailedPrecondition(
                 f"only {table.num_rows} stored rows match {options.row_filter.as_dict()} "
                 f"for model {space.model_id}; Fit needs at least {MIN_FIT_ROWS} (calibrated "
-                f"scores would come in steps of 1/{table.num_rows}): store more normal "
-                "images, or allow fewer rows (FitRequest.allow_few_rows; "
-                "--allow-few-rows on the command line)")
+                "scores would rest on a handful of held-out rows and covariance-based "
+                "detectors degenerate): store more normal images, or allow fewer rows "
+                "(FitRequest.allow_few_rows; --allow-few-rows on the command line)")
         matched = table.num_rows
         if options.max_samples >= MIN_SAMPLES:
             # only the sampled rows' vectors are read: memory and time stay flat in the

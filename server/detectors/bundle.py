@@ -2,11 +2,11 @@
 
 Calibration: the fit rows are split (seeded) into a fit part and a held-out calibration
 part (`calibration_fraction`, default 20%). Detectors are fitted on the fit part and
-score the calibration part; a raw score's calibrated value is the fraction of those
-held-out scores at or below it. Held-out scores are unbiased for every detector (a KDE
-or KNN scoring its own training points would look too normal). The ensemble is the mean
-calibrated score; the threshold is the (1 - contamination) quantile of the calibration
-part's ensemble scores.
+score the calibration part; a raw score's calibrated value is its place among those
+held-out scores, strictly increasing in the raw score (calibration.py). Held-out scores
+are unbiased for every detector (a KDE or KNN scoring its own training points would look
+too normal). The ensemble is the mean calibrated score; the threshold is the
+(1 - contamination) quantile of the calibration part's ensemble scores.
 
 A space step (geometry.py) comes first: fitted on the same rows, it maps every embedding
 into the space the detectors were fitted in (`auto`: chosen on the fitting rows by
@@ -27,6 +27,7 @@ from tqdm import tqdm
 from envad.errors import InvalidInput
 from envad.records import BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
+from envad.server.detectors.calibration import DEFAULT_CALIBRATION, Calibration
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space
 from envad.server.detectors.score_adaptation import ScoreAdaptation, parse_score_adaptation
 from envad.server.detectors.space_selection import choose_space, usable_for_selection
@@ -101,6 +102,15 @@ class DetectorBundle:
     space: EmbeddingSpace = field(default_factory=EmbeddingSpace)
     space_scores: dict[str, float] = field(default_factory=dict)   # auto: proxy per candidate
     score_adaptation: ScoreAdaptation = field(default_factory=ScoreAdaptation)
+    calibration: str = DEFAULT_CALIBRATION    # calibration.py's kind
+    _calibrations: dict[str, Calibration] = field(default_factory=dict, init=False,
+                                                  repr=False, compare=False)
+
+    def calibrate(self, name: str, raw: np.ndarray) -> np.ndarray:
+        """Detector `name`'s raw (or adapted) scores calibrated against its reference."""
+        if name not in self._calibrations:
+            self._calibrations[name] = Calibration.of(self.reference[name], self.calibration)
+        return self._calibrations[name](raw)
 
     def new_score_statistics(self, path=None) -> EnvStatistics:
         """Running per-camera statistics of this bundle's scores (score_adaptation.py),
@@ -126,7 +136,7 @@ class DetectorBundle:
             score_stats.update(envs, self.score_adaptation.statistics_of(raw, self.detectors))
             adapted, weight = self.score_adaptation.adapt(raw, self.reference, self.detectors,
                                                           envs, score_stats.get)
-        calibrated = {name: calibrate(adapted[name], self.reference[name]) for name in raw}
+        calibrated = {name: self.calibrate(name, adapted[name]) for name in raw}
         # added detector by detector: a row's ensemble does not depend on the rows
         # scored with it (np.mean over a stack sums pairwise or in order by its shape)
         ensemble = np.zeros(len(X))
@@ -172,12 +182,6 @@ def _detector_input(name: str, embeddings: np.ndarray, X: np.ndarray, X32: np.nd
     if spec.reads_raw:
         return embeddings
     return X32 if spec.float32 else X
-
-
-def calibrate(raw: np.ndarray, reference_sorted: np.ndarray) -> np.ndarray:
-    """Fraction of reference scores <= each raw score, in [0, 1]."""
-    ranks = np.searchsorted(reference_sorted, raw, side="right")
-    return ranks.astype(np.float64) / len(reference_sorted)
 
 
 def _check_matrix(X: np.ndarray, n_features: int | None = None) -> np.ndarray:
@@ -285,7 +289,7 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         stats[name] = {"fit_seconds": time.perf_counter() - start, "n_samples": len(fit_part)}
         held_out = fitted[name].score(cal_part)
         reference[name] = np.sort(held_out)
-        cal_ensemble += calibrate(held_out, reference[name]) / len(names)
+        cal_ensemble += Calibration.of(reference[name])(held_out) / len(names)
     threshold = float(np.quantile(cal_ensemble, 1.0 - contamination))
     return DetectorBundle(
         bundle_id=_bundle_id(data, names, seed), model_id=model_id, detectors=names,

@@ -22,6 +22,8 @@ import numpy as np
 
 from envad.errors import Internal, InvalidInput, NotFound
 from envad.server.detectors.bundle import DetectorBundle
+from envad.server.detectors.calibration import KINDS as CALIBRATION_KINDS
+from envad.server.detectors.calibration import LEGACY_CALIBRATION
 from envad.server.detectors.geometry import EmbeddingSpace
 from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.server.durable import fsync_path
@@ -82,7 +84,8 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
             "stats": bundle.stats, "created": bundle.created, "fit_filter": bundle.fit_filter,
             "seed": bundle.seed, "space": bundle.space.params(),
             "space_scores": bundle.space_scores,
-            "score_adaptation": bundle.score_adaptation.spec(), "files": files,
+            "score_adaptation": bundle.score_adaptation.spec(),
+            "calibration": bundle.calibration, "files": files,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
         for path in staging.iterdir():
@@ -113,6 +116,10 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
             raise Internal(f"bundle {path.name}: {file_name} does not match its manifest hash; "
                            "refusing to load it")
     names = manifest["detectors"]
+    calibration = manifest.get("calibration", LEGACY_CALIBRATION)
+    if calibration not in CALIBRATION_KINDS:
+        raise Internal(f"bundle {path.name}: unknown calibration {calibration!r}; known: "
+                       f"{sorted(CALIBRATION_KINDS)}")
     kept = path / "kept_features.npy"
     space = EmbeddingSpace()            # bundles written before space steps: raw
     if "space" in manifest:
@@ -129,6 +136,8 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         space=space, space_scores=manifest.get("space_scores", {}),
         # bundles written before score adaptation: none
         score_adaptation=parse_score_adaptation(manifest.get("score_adaptation", "none")),
+        # bundles written before interpolated calibration: steps (their threshold's kind)
+        calibration=calibration,
     )
 
 

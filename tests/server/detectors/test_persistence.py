@@ -104,3 +104,28 @@ def test_score_adaptation_round_trips_and_older_bundles_load_without_it(tmp_path
     del manifest["score_adaptation"]
     manifest_path.write_text(json.dumps(manifest))
     assert load_bundle(path, tmp_path).score_adaptation.describe() == "none"
+
+
+def test_calibration_round_trips_and_older_bundles_keep_their_steps(tmp_path):
+    rng = np.random.default_rng(3)
+    bundle = fit_bundle(rng.normal(size=(100, 6)), detectors=["KNN"])
+    path = save_bundle(bundle, tmp_path)
+    queries = rng.normal(size=(30, 6)) * 5.0
+    loaded = load_bundle(path, tmp_path)
+    assert loaded.calibration == "interpolated"
+    np.testing.assert_array_equal(loaded.score(queries).ensemble, bundle.score(queries).ensemble)
+    # a bundle saved before interpolation: its manifest names no calibration, and its
+    # threshold was computed with steps, so it keeps calibrating with steps
+    manifest_path = path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["calibration"]
+    manifest_path.write_text(json.dumps(manifest))
+    older = load_bundle(path, tmp_path)
+    assert older.calibration == "steps"
+    reference = older.reference["KNN"]
+    expected = np.searchsorted(reference, older.score(queries).raw["KNN"], "right") / len(reference)
+    np.testing.assert_array_equal(older.score(queries).ensemble, expected)
+    manifest["calibration"] = "quantile"
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(Internal, match="unknown calibration 'quantile'"):
+        load_bundle(path, tmp_path)
