@@ -8,7 +8,7 @@ BENCHMARK.md items 1, 2, 4 and 6, one JSON line each:
 - one_image_score: one image per Score request from 1 client ÷ raw ONNX Runtime batch 1,
   and from 16 concurrent clients ÷ raw ONNX Runtime batch 32 (what the micro-batcher can
   reach when it coalesces them); with the paper's eight detectors, then again with the
-  default pipeline's set (what `make demo` fits);
+  set a Fit naming no detector fits (the default pipeline's);
 - score_latency: single-image Score p50/p99 ÷ raw single-image ONNX Runtime latency;
 - ingest: Ingest throughput ÷ Embed throughput (both through gRPC);
 - hardware_limit: the encoder's achieved GFLOP/s (ResNet-18 at 224 px = 1.82 GFLOP per
@@ -36,8 +36,7 @@ from benchmarks.common import best_time, emit, gemm_gflops, log, percentile_ms
 from benchmarks.models import build_resnet18_onnx
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
-from envad.pipeline import DEFAULT_PIPELINE
-from envad.server.detectors.registry import PAPER_DETECTORS
+from envad.server.detectors.registry import PAPER_DETECTORS, default_fit_detectors
 from envad.server.encoder import OnnxEncoder
 from envad.server.images import decode_image
 from envad.v1 import envad_pb2 as pb
@@ -155,12 +154,11 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
             start = time.perf_counter()
             encoder.embed(pixels[:1])
             raw_latencies.append(time.perf_counter() - start)
-        # the same one-image calls against the default pipeline's detector set (what
-        # `make demo` fits)
-        stub.Fit(pb.FitRequest(allow_few_rows=True, detectors=DEFAULT_PIPELINE.detectors),
-                 timeout=600)
+        # the same one-image calls against what a Fit naming no detector fits (the
+        # default pipeline's set)
+        stub.Fit(pb.FitRequest(allow_few_rows=True), timeout=600)
         one_image_rows(stub, images, raw_rate, size, seconds, rounds,
-                       {**extra, "detectors": "+".join(DEFAULT_PIPELINE.detectors)})
+                       {**extra, "detectors": "+".join(default_fit_detectors())})
     emit({"benchmark": "score_latency", "size": size,
           "p50_ms": percentile_ms(latencies, 50), "p99_ms": percentile_ms(latencies, 99),
           "raw_p50_ms": percentile_ms(raw_latencies, 50),

@@ -133,7 +133,9 @@ def register(subparsers) -> None:
     add_filter_flags(p, split_help="only rows of this split (repeatable; default: train "
                                    "when stored, else every stored row)")
     p.add_argument("--detectors", default="",
-                   help="comma-separated detector names (default: the paper's eight)")
+                   help="comma-separated detector names (default: the default pipeline's "
+                        "set, KNN today; IsoForest,INNE,LODA,OCSVM,PCA,LOF5,KNN,KDE are the "
+                        "paper's eight)")
     p.add_argument("--max-samples", type=int, default=0,
                    help="cap on fit rows, seeded sample (default: the server's "
                         "fit_max_samples, 20000)")

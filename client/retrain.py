@@ -275,7 +275,9 @@ def register(subparsers, connection_parser) -> None:
                    help="source to re-embed (default: the rows stored for the previous encoder)")
     p.add_argument("--fit-split", action="append", default=[], metavar="SPLIT",
                    help="split the detectors are fit on (repeatable; default train)")
-    p.add_argument("--detectors", default="", help="comma-separated detectors (default: all)")
+    p.add_argument("--detectors", default="",
+                   help="comma-separated detectors (default: the default pipeline's set, "
+                        "KNN today)")
     p.add_argument("--allow-few-rows", action="store_true",
                    help="refit even on fewer than 100 rows (the server's Fit refuses them "
                         "otherwise)")

@@ -40,7 +40,8 @@ def register(subparsers) -> None:
     p.add_argument("--top", type=int, default=20,
                    help="how many of the most anomalous images to list")
     p.add_argument("--detectors", default="",
-                   help="comma-separated detector names (default: the paper's eight)")
+                   help="comma-separated detector names (default: the default pipeline's "
+                        "set, KNN today)")
     p.add_argument("--space", default="",
                    help="space step (default: the default pipeline's; see docs/detectors.md)")
     p.add_argument("--score-adaptation", default="",

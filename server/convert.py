@@ -146,7 +146,7 @@ def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:
     drop_fraction = msg.stylist.drop_fraction or stylist.DEFAULT_DROP_FRACTION
     return FitOptions(
         row_filter=DEFAULT_FIT_FILTER if row_filter.is_empty() else row_filter,
-        detectors=tuple(msg.detectors) or registry.PAPER_DETECTORS,
+        detectors=tuple(msg.detectors) or registry.default_fit_detectors(),
         max_samples=msg.max_samples or config.fit_max_samples,
         contamination=msg.contamination or DEFAULT_CONTAMINATION,
         stylist_drop_fraction=drop_fraction if msg.stylist.enabled else None,

@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.preprocessing import StandardScaler
 
 from envad.errors import InvalidInput
+from envad.pipeline import DEFAULT_PIPELINE
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,13 @@ def _feature_magnitude(seed: int):
 #: the paper's Table 1 detectors, in its order: what a Fit or a grid gets when it names no
 #: detector (envad's own, such as NORM, are opt-in)
 PAPER_DETECTORS = ("IsoForest", "INNE", "LODA", "OCSVM", "PCA", "LOF5", "KNN", "KDE")
+
+
+def default_fit_detectors() -> tuple[str, ...]:
+    """What a Fit naming no detector fits: the default pipeline's detector set
+    (envad/pipeline.py, chosen on training cameras; KNN alone today), or the paper's
+    eight when the pipeline names none."""
+    return DEFAULT_PIPELINE.detectors or PAPER_DETECTORS
 
 
 def names() -> list[str]:

@@ -11,6 +11,7 @@ import pytest
 
 from envad.client import convert as client
 from envad.client import results as r
+from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import (
     DEFAULT_SPLIT,
     BundleInfo,
@@ -27,7 +28,6 @@ from envad.records import (
 )
 from envad.server import convert as server
 from envad.server.config import ServerConfig
-from envad.server.detectors import registry
 from envad.server.domain import (
     Activation,
     CameraStatsReset,
@@ -89,7 +89,9 @@ def test_request_defaults_are_resolved_from_the_config() -> None:
     assert (score.top_k, score.split, score.threshold, score.label) == (2, "val", 0.5, "x")
     fit = server.fit_options_from_pb(pb.FitRequest(), config)
     assert fit.row_filter == RowFilter(splits=("train",)) and fit.max_samples == 321
-    assert fit.detectors == registry.PAPER_DETECTORS and fit.contamination == 0.05
+    # no detector named: the default pipeline's set, not the paper's eight
+    assert fit.detectors == DEFAULT_PIPELINE.detectors == ("KNN",)
+    assert fit.contamination == 0.05
     assert fit.stylist_drop_fraction is None and fit.space and fit.min_camera_rows == 32
     fit = server.fit_options_from_pb(pb.FitRequest(
         stylist=pb.StylistOptions(enabled=True), detectors=["KNN"], contamination=0.1,

@@ -15,6 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from envad.pipeline import DEFAULT_PIPELINE
 from envad.server.detectors import registry
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
@@ -46,9 +47,23 @@ def fitted(envad_server):
     stub = stub_for(envad_server)
     summary = ingest(stub, synthetic_images("normal", 120, seed=1))
     assert summary.inserted == 120 and summary.failed == 0
-    fit = stub.Fit(pb.FitRequest(seed=0), timeout=120)
+    fit = stub.Fit(pb.FitRequest(seed=0, detectors=registry.PAPER_DETECTORS), timeout=120)
     assert fit.activated and fit.n_samples == 120
     return envad_server, stub, fit
+
+
+def test_a_fit_naming_no_detector_fits_the_default_pipelines_set(envad_server):
+    stub = stub_for(envad_server)
+    ingest(stub, synthetic_images("normal", 120, seed=1))
+    fit = stub.Fit(pb.FitRequest(seed=0), timeout=120)
+    assert [s.detector for s in fit.stats] == list(DEFAULT_PIPELINE.detectors) == ["KNN"]
+    bundle = stub.GetInfo(pb.GetInfoRequest(), timeout=10).bundle
+    assert list(bundle.detectors) == ["KNN"]
+    result = stub.Score(pb.ScoreRequest(images=[pb.Image(data=synthetic_images("odd", 1,
+                                                                                seed=9)[0])]),
+                        timeout=60).results[0]
+    assert [d.detector for d in result.detectors] == ["KNN"]
+    assert result.ensemble == pytest.approx(result.detectors[0].calibrated)
 
 
 def test_health_serving_and_reflection_lists_service(envad_server):
