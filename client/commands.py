@@ -356,6 +356,7 @@ def cmd_info(args) -> int:
     if bundle:
         print(f"space        {bundle.space}")
         print(f"adaptation   {bundle.score_adaptation}")
+        print(f"calibration  {bundle.calibration}")
     print(f"rows         {info.total_rows} (index {info.index_rows}, "
           f"table version {info.table_version})")
     for env, n in sorted(info.env_counts.items()):

@@ -240,6 +240,7 @@ def bundle_info_from_pb(msg: pb.BundleInfo) -> r.BundleInfo:
         stats=fit_stats_from_pb(msg.stats),
         space=msg.space,
         score_adaptation=msg.score_adaptation,
+        calibration=msg.calibration,
     )
 
 

@@ -258,7 +258,7 @@ def bundle_info_to_pb(b: BundleInfo) -> pb.BundleInfo:
                          n_samples=b.n_samples, n_features=b.n_features, threshold=b.threshold,
                          created=b.created, filter=filter_to_pb(b.filter),
                          stats=_fit_stats_to_pb(b.stats), space=b.space,
-                         score_adaptation=b.score_adaptation)
+                         score_adaptation=b.score_adaptation, calibration=b.calibration)
 
 
 def fit_to_pb(outcome: FitOutcome) -> pb.FitResponse:

@@ -168,6 +168,7 @@ class BundleInfo:
     stats: tuple[DetectorFitStats, ...]
     space: str = ""
     score_adaptation: str = ""
+    calibration: str = ""
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,8 @@ class DetectorBundle:
                              labels=tuple(spec.get("labels", ()))),
             stats=tuple(DetectorFitStats(name, float(s["fit_seconds"]), int(s["n_samples"]))
                         for name, s in self.stats.items()),
-            space=self.space.describe(), score_adaptation=self.score_adaptation.describe())
+            space=self.space.describe(), score_adaptation=self.score_adaptation.describe(),
+            calibration=self.calibration)
 
     def score_arrivals(self, X: np.ndarray, envs, chunk: int = 64) -> BundleScores:
         """Score rows as a stream would deliver them: in order, `chunk` at a time, each

@@ -71,7 +71,7 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     assert fit["score_adaptation"] == "camera(prior_rows=8)"
     code, out = run(capsys, "info", *server)
     assert "cam0" in out and fit["bundle_id"] in out and "center_l2" in out
-    assert "adaptation   camera(prior_rows=8)" in out
+    assert "adaptation   camera(prior_rows=8)" in out and "calibration  interpolated" in out
 
     images = []
     for n in range(3):

@@ -56,7 +56,7 @@ BUNDLE = BundleInfo(bundle_id="b-1", model_id="enc-a", detectors=("KNN", "PCA"),
                     n_samples=120, n_features=16, threshold=0.875, created="2026-05-01",
                     filter=RowFilter(envs=("cam-a",), splits=("train",)),
                     stats=(DetectorFitStats("KNN", 0.5, 96), DetectorFitStats("PCA", 0.25, 96)),
-                    space="center_l2(min_camera_rows=32)")
+                    space="center_l2(min_camera_rows=32)", calibration="interpolated")
 ERROR = ItemError(index=1, id="bad", code="INVALID_ARGUMENT", message="image bad: not an image")
 
 

@@ -58,7 +58,7 @@ def test_a_fit_naming_no_detector_fits_the_default_pipelines_set(envad_server):
     fit = stub.Fit(pb.FitRequest(seed=0), timeout=120)
     assert [s.detector for s in fit.stats] == list(DEFAULT_PIPELINE.detectors) == ["KNN"]
     bundle = stub.GetInfo(pb.GetInfoRequest(), timeout=10).bundle
-    assert list(bundle.detectors) == ["KNN"]
+    assert list(bundle.detectors) == ["KNN"] and bundle.calibration == "interpolated"
     result = stub.Score(pb.ScoreRequest(images=[pb.Image(data=synthetic_images("odd", 1,
                                                                                 seed=9)[0])]),
                         timeout=60).results[0]

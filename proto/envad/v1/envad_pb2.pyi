@@ -461,7 +461,7 @@ class EnvCount(_message.Message):
     def __init__(self, env: _Optional[str] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class BundleInfo(_message.Message):
-    __slots__ = ("bundle_id", "model_id", "detectors", "n_samples", "n_features", "threshold", "created", "filter", "stats", "space", "score_adaptation")
+    __slots__ = ("bundle_id", "model_id", "detectors", "n_samples", "n_features", "threshold", "created", "filter", "stats", "space", "score_adaptation", "calibration")
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     DETECTORS_FIELD_NUMBER: _ClassVar[int]
@@ -473,6 +473,7 @@ class BundleInfo(_message.Message):
     STATS_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
     SCORE_ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_FIELD_NUMBER: _ClassVar[int]
     bundle_id: str
     model_id: str
     detectors: _containers.RepeatedScalarFieldContainer[str]
@@ -484,7 +485,8 @@ class BundleInfo(_message.Message):
     stats: _containers.RepeatedCompositeFieldContainer[DetectorFitStats]
     space: str
     score_adaptation: str
-    def __init__(self, bundle_id: _Optional[str] = ..., model_id: _Optional[str] = ..., detectors: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., created: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ...) -> None: ...
+    calibration: str
+    def __init__(self, bundle_id: _Optional[str] = ..., model_id: _Optional[str] = ..., detectors: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., created: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ..., calibration: _Optional[str] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
     __slots__ = ("server_version", "active_model", "bundle", "env_counts", "total_rows", "table_version", "data_dir", "hint", "index_rows")
