@@ -43,6 +43,7 @@ class Calibration:
     reference: np.ndarray      # sorted held-out raw scores
     knots: np.ndarray          # distinct reference values, ascending
     levels: np.ndarray         # (#reference <= knot) / (n + 1)
+    slopes: np.ndarray         # of the levels between consecutive knots
     scale: float               # s of the tails
 
     @classmethod
@@ -55,7 +56,8 @@ class Calibration:
             raise InvalidInput("a calibration needs a non-empty 1-D reference")
         knots, counts = np.unique(reference, return_counts=True)
         levels = np.cumsum(counts) / (len(reference) + 1.0)
-        return cls(kind, reference, knots, levels, _tail_scale(reference))
+        slopes = np.diff(levels) / np.diff(knots)
+        return cls(kind, reference, knots, levels, slopes, _tail_scale(reference))
 
     def __call__(self, raw: np.ndarray) -> np.ndarray:
         return KINDS[self.kind](self, np.asarray(raw, dtype=np.float64))
@@ -78,11 +80,11 @@ def _interpolated(calibration: Calibration, raw: np.ndarray) -> np.ndarray:
     knots, levels, scale = calibration.knots, calibration.levels, calibration.scale
     # element by element (np.interp's arithmetic depends on how many values it is given,
     # and a row's score must not depend on the rows scored with it)
-    left = np.clip(np.searchsorted(knots, raw, side="right") - 1, 0, len(knots) - 1)
-    right = np.minimum(left + 1, len(knots) - 1)
-    width = knots[right] - knots[left]
-    fraction = np.divide(raw - knots[left], width, out=np.zeros_like(raw), where=width > 0)
-    out = levels[left] + fraction * (levels[right] - levels[left])
+    if len(knots) > 1:
+        segment = np.clip(np.searchsorted(knots, raw, side="right") - 1, 0, len(knots) - 2)
+        out = levels[segment] + (raw - knots[segment]) * calibration.slopes[segment]
+    else:
+        out = np.full_like(raw, levels[0])
     above, below = raw > knots[-1], raw < knots[0]
     if above.any():
         top_gap = 1.0 - levels[-1]
