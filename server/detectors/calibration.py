@@ -12,9 +12,9 @@ A bundle keeps, per detector, the sorted raw scores of its held-out calibration 
   an image one s above every calibration row sits halfway between F(max) and 1, and the
   ranking among the images above every calibration row — the ones a reviewer sees first —
   is the raw score's.
-- `steps` (bundles saved before interpolation, which know no other): the fraction of
-  reference values <= the raw score, in [0, 1]; every image above the largest reference
-  value gets 1.0, so a one-detector bundle ties them all.
+- `steps` (what bundles saved before interpolation use): the fraction of reference
+  values <= the raw score, in [0, 1]; every image above the largest reference value
+  gets 1.0, so a one-detector bundle ties them all.
 
 A saved bundle records its kind; its threshold was computed with that kind.
 """
@@ -37,7 +37,8 @@ LEGACY_CALIBRATION = STEPS
 
 @dataclass(frozen=True)
 class Calibration:
-    """One detector's calibration: a monotone map from raw scores to (0, 1)."""
+    """One detector's calibration: a non-decreasing map from raw scores to [0, 1]
+    (`interpolated`: strictly increasing, into (0, 1))."""
 
     kind: str
     reference: np.ndarray      # sorted held-out raw scores
