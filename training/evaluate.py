@@ -39,7 +39,7 @@ from envad.training.data import load_dataset
 from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
 from envad.training.protocol import ENSEMBLE, VARIANTS, fit_indices, space_variant
 from envad.training.report import write_report
-from envad.training.run import DEFAULT_BATCH_SIZE, TrainConfig, train
+from envad.training.run import DEFAULT_BATCH_SIZE, TrainConfig, check_trained_hparams, train
 from envad.training.run_files import ENCODER_FILE, read_run
 
 log = logging.getLogger(__name__)
@@ -242,8 +242,11 @@ def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
             cached = json.loads(path.read_text())
             if cached.get("config") == identity:
                 run_dir = _run_dir(config, algorithm, seed)
-                if "training" not in cached and run_dir.is_dir():  # written before it existed
-                    cached["training"] = training_summary(run_dir)
+                if run_dir.is_dir():
+                    # results of a run trained before a default changed are not these
+                    check_trained_hparams(run_dir, algorithm, config.hparams)
+                    if "training" not in cached:          # written before it existed
+                        cached["training"] = training_summary(run_dir)
                 results.append(cached)
                 continue
         result, scores = evaluate_run(config, dataset, algorithm, seed, progress)

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.training import checkpoint as ckpt
 from envad.training.algorithms import Algorithm, get, names
-from envad.training.algorithms.base import AUX_LOSSES
+from envad.training.algorithms.base import AUX_LOSSES, make_hparams
 from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
 from envad.training.curves import training_curves
@@ -138,6 +138,41 @@ def same_config(stored: dict, wanted: dict) -> bool:
     return dataset(stored) == dataset(wanted)
 
 
+def resolved_hparams(algorithm: str, hparams: dict) -> dict:
+    """Every hyperparameter `algorithm` trains with, given `hparams` (defaults filled
+    in), as JSON data."""
+    values = dataclasses.asdict(make_hparams(get(algorithm).hparams_class, hparams))
+    return json.loads(json.dumps(values))
+
+
+def trained_hparams(run_dir: Path) -> dict | None:
+    """The hyperparameters a run was trained with: run.json's, else its newest
+    checkpoint's (runs written before run.json kept them); None when neither has them."""
+    run = read_run_if_any(run_dir)
+    if run is not None and "hparams" in run:
+        return run["hparams"]
+    last = ckpt.latest_checkpoint(run_dir)
+    if last is None:
+        return None
+    return json.loads(json.dumps(ckpt.load_checkpoint(last)["args"]["hparams"]))
+
+
+def check_trained_hparams(run_dir: Path, algorithm: str, hparams: dict) -> None:
+    """Refuse a cached run trained with other hyperparameters than `hparams` now
+    resolve to (a default changed since it was trained): its identity names only the
+    hyperparameters given, so the cache alone would reuse it."""
+    trained = trained_hparams(run_dir)
+    wanted = resolved_hparams(algorithm, hparams)
+    if trained is None or trained == wanted:
+        return
+    changed = ", ".join(f"{key} {trained.get(key)!r} (now {wanted.get(key)!r})"
+                        for key in sorted(set(trained) | set(wanted))
+                        if trained.get(key) != wanted.get(key))
+    raise FailedPrecondition(f"{run_dir} was trained with other hyperparameters than "
+                             f"{algorithm}'s now: {changed}; delete the run directory to "
+                             "retrain it, or choose another runs directory")
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -156,6 +191,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
             raise FailedPrecondition(f"{run_dir} holds a run with a different config; "
                                      "choose another output directory")
         if run["status"] == "done" and (run_dir / ENCODER_FILE).is_file():
+            check_trained_hparams(run_dir, config.algorithm, config.hparams)
             log.info("%s: finished run with this config, nothing to do", run_dir)
             return run_dir
         if not resume:
@@ -196,7 +232,9 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
     algorithm.place(config.device)
     phases.lap("model")
 
-    run = {"config": config.identity(), "status": "running", "dataset": dataset.name,
+    run = {"config": config.identity(), "hparams": resolved_hparams(config.algorithm,
+                                                                    config.hparams),
+           "status": "running", "dataset": dataset.name,
            "train_envs": train_envs, "n_train": len(data), "epochs": epochs_log,
            "classes": data.class_names if config.task == "class" else ["normal_a", "normal_b"],
            "steps_per_epoch": sampler.steps_per_epoch if cls.trains else 0}

@@ -125,6 +125,27 @@ def test_interrupted_evaluation_resumes_from_finished_runs(smoke_report, monkeyp
     assert (out / "table.md").is_file()
 
 
+def test_cached_results_of_a_run_trained_with_other_hyperparameters_are_refused(
+        smoke_report, tmp_path):
+    import dataclasses
+    import json
+    import shutil
+
+    from envad.errors import FailedPrecondition
+    from envad.training.evaluate import _run_dir
+
+    config, out = smoke_report
+    copy = tmp_path / "report"
+    shutil.copytree(out, copy)
+    moved = dataclasses.replace(config, out=copy)
+    run_dir = _run_dir(moved, "erm", 0)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["hparams"]["lr"] = 0.5          # as if trained before a default changed
+    (run_dir / "run.json").write_text(json.dumps(run))
+    with pytest.raises(FailedPrecondition, match="erm's now: lr 0.5"):
+        run_evaluation(moved, progress=False)
+
+
 def _camera_embeddings(rng, style_dims: int, per_camera: int):
     """6 cameras with skewed bucket mixes; 8 content dims follow the bucket, `style_dims`
     dims are the camera's style: its own offset plus strong per-image variation."""

@@ -11,7 +11,7 @@ import torch
 
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.training import checkpoint as ckpt
-from envad.training.run import read_run, train
+from envad.training.run import read_run, resolved_hparams, train, trained_hparams
 from tiny_algorithms import FAST, tiny_config
 
 
@@ -53,6 +53,27 @@ def test_finished_run_is_cached_and_other_configs_refused(finished_run, tiny_pho
     assert {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()} == before
     with pytest.raises(FailedPrecondition, match="different config"):
         train(tiny_config(tiny_photodigits, finished_run, seed=1), progress=False)
+
+
+def test_a_finished_run_trained_with_other_hyperparameters_is_refused(finished_run,
+                                                                       tiny_photodigits,
+                                                                       tmp_path):
+    """The run's identity names only the hyperparameters given; a default that changed
+    since the run was trained must not reuse it silently."""
+    copy = tmp_path / "erm"
+    shutil.copytree(finished_run, copy)
+    config = tiny_config(tiny_photodigits, copy)
+    run = read_run(copy)
+    assert run["hparams"] == resolved_hparams("erm", config.hparams)
+    # a run written before run.json kept them: its newest checkpoint's are compared
+    del run["hparams"]
+    (copy / "run.json").write_text(json.dumps(run))
+    assert trained_hparams(copy) == resolved_hparams("erm", config.hparams)
+    assert train(config, progress=False) == copy
+    run["hparams"] = {**resolved_hparams("erm", config.hparams), "lr": 0.5}
+    (copy / "run.json").write_text(json.dumps(run))
+    with pytest.raises(FailedPrecondition, match=r"other hyperparameters .* lr 0\.5 \(now "):
+        train(config, progress=False)
 
 
 def test_the_dataset_path_may_be_spelled_relative_or_absolute(finished_run, tiny_photodigits,
