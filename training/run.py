@@ -160,14 +160,18 @@ def trained_hparams(run_dir: Path) -> dict | None:
 def check_trained_hparams(run_dir: Path, algorithm: str, hparams: dict) -> None:
     """Refuse a cached run trained with other hyperparameters than `hparams` now
     resolve to (a default changed since it was trained): its identity names only the
-    hyperparameters given, so the cache alone would reuse it."""
+    hyperparameters given, so the cache alone would reuse it. A hyperparameter the run
+    does not record did not exist when it was trained; one given on the command line is
+    in the identity already, and at its default it keeps the behaviour of before (as
+    `TrainConfig.identity` leaves new settings out at their defaults)."""
     trained = trained_hparams(run_dir)
-    wanted = resolved_hparams(algorithm, hparams)
-    if trained is None or trained == wanted:
+    if trained is None:
         return
-    changed = ", ".join(f"{key} {trained.get(key)!r} (now {wanted.get(key)!r})"
-                        for key in sorted(set(trained) | set(wanted))
-                        if trained.get(key) != wanted.get(key))
+    wanted = resolved_hparams(algorithm, hparams)
+    changed = ", ".join(f"{key} {trained[key]!r} (now {wanted.get(key, 'gone')!r})"
+                        for key in sorted(trained) if wanted.get(key, object()) != trained[key])
+    if not changed:
+        return
     raise FailedPrecondition(f"{run_dir} was trained with other hyperparameters than "
                              f"{algorithm}'s now: {changed}; delete the run directory to "
                              "retrain it, or choose another runs directory")
