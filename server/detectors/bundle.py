@@ -281,7 +281,7 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
     parts = {False: (data[fit_rows], data[cal_rows])}
     if any(registry.get(name).reads_raw for name in names):
         parts[True] = (embeddings[fit_rows], embeddings[cal_rows])
-    fitted, reference, stats = {}, {}, {}
+    fitted, reference, stats, calibrations = {}, {}, {}, {}
     cal_ensemble = np.zeros(len(cal_rows))
     for name in tqdm(names, desc="fitting detectors", disable=not progress):
         fit_part, cal_part = parts[registry.get(name).reads_raw]
@@ -290,9 +290,10 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         stats[name] = {"fit_seconds": time.perf_counter() - start, "n_samples": len(fit_part)}
         held_out = fitted[name].score(cal_part)
         reference[name] = np.sort(held_out)
-        cal_ensemble += Calibration.of(reference[name])(held_out) / len(names)
+        calibrations[name] = Calibration.of(reference[name], DEFAULT_CALIBRATION)
+        cal_ensemble += calibrations[name](held_out) / len(names)
     threshold = float(np.quantile(cal_ensemble, 1.0 - contamination))
-    return DetectorBundle(
+    bundle = DetectorBundle(
         bundle_id=_bundle_id(data, names, seed), model_id=model_id, detectors=names,
         fitted=fitted, reference=reference, threshold=min(max(threshold, 1e-9), 1.0),
         contamination=contamination, n_samples=len(data), n_features=n_features,
@@ -300,7 +301,10 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         fit_filter=dict(fit_filter or {}), seed=seed, space=fitted_space,
         space_scores=space_scores, score_adaptation=adaptation,
+        calibration=DEFAULT_CALIBRATION,
     )
+    bundle._calibrations.update(calibrations)    # built once, here, not again at scoring
+    return bundle
 
 
 def _fit_space(space: str | EmbeddingSpace, X: np.ndarray, envs: np.ndarray | None,
