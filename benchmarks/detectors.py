@@ -59,7 +59,7 @@ def run(name: str, n: int, dim: int, queries: int, seed: int, reference: bool = 
     spec = registry.get(name)
     scaler = StandardScaler().fit(X) if spec.uses_scaler else None
     prep = (lambda A: scaler.transform(A)) if scaler else (lambda A: A)
-    ref = spec.pyod_estimator(seed)
+    ref = spec.pyod_estimator(seed, ours.estimator_)
     _, fit_ref = timed(lambda: ref.fit(prep(X)))
     scores_ref, score_ref = timed(lambda: ref.decision_function(prep(Q)))
     return {**record, "fit_seconds_pyod": fit_ref,
@@ -87,7 +87,7 @@ def extra_references(name: str, ours: registry.Detector, X: np.ndarray, Q: np.nd
     if name == "KDE" and len(X) > (ours.estimator_.max_reference or len(X)):
         from envad.server.detectors.exact import ExactKDE
 
-        full = ExactKDE(bandwidth=1.0, max_reference=None).fit(X)
+        full = ExactKDE(**{**ours.estimator_.get_params(), "max_reference": None}).fit(X)
         uncapped, seconds = timed(lambda: full.decision_function(Q), repeats=1)
         return {"kde_reference_rows": ours.estimator_.X_.shape[0],
                 "score_seconds_uncapped": seconds,

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from envad.errors import InvalidInput
 from envad.pipeline import Pipeline
+from envad.server.detectors import registry
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.stylist import select_features
 from envad.server.encoder import OnnxEncoder
@@ -74,6 +75,9 @@ class EvalConfig:
         data = dataclasses.asdict(self)
         for key in ("out", "runs_dir", "algorithms", "seeds", "device"):
             data.pop(key)
+        # the detectors' own settings: results scored before a detector's default changed
+        # are not these (scoring again costs seconds; training is reused)
+        data["detector_settings"] = {name: registry.settings(name) for name in self.detectors}
         for key, default in (("task", "bucket"), ("augment", "none"), ("aux", "none"),
                              ("hparams", {}),
                              ("spaces", ()), ("score_adaptation", "none")):

@@ -181,6 +181,36 @@ def subsample(indices: np.ndarray, fit_rows: int | None, seed: int) -> np.ndarra
     return np.sort(rng.choice(indices, fit_rows, replace=False))
 
 
+def train_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed: int = 0,
+               size: int = 32, device: str = "cpu", progress: bool = False) -> Path:
+    """The fold's encoder (trained without its camera and class; a finished run is reused)."""
+    from envad.training.run import TrainConfig, train
+
+    return train(TrainConfig(
+        data=data, algorithm=candidate.algorithm, out=runs_dir / f"{candidate.training_name}"
+        f"-{fold.name}-s{seed}", size=size, epochs=candidate.epochs, seed=seed,
+        device=device, hparams=dict(candidate.hparams), task=candidate.task,
+        augment=candidate.augment, aux=candidate.aux, exclude_envs=(fold.env,),
+        exclude_labels=(fold.label,)),
+        progress=progress, resume=True)
+
+
+def fold_fit_indices(dataset, fold: Fold) -> np.ndarray:
+    """The rows a fold fits its detectors on: the other cameras' normal `train` rows
+    without the fold's class."""
+    records = dataset.records
+    return np.array([i for i in dataset.indices("train", normal_only=True)
+                     if records[i].env != fold.env and records[i].label != fold.label])
+
+
+def fold_query_indices(dataset, fold: Fold) -> np.ndarray:
+    """The fold's queries: its camera's normal images (train and val); its class is the
+    anomaly."""
+    records = dataset.records
+    return np.array([i for i in range(len(records)) if records[i].env == fold.env
+                     and records[i].split in ("train", "val") and not records[i].is_anomaly])
+
+
 def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed: int = 0,
              size: int = 32, device: str = "cpu", progress: bool = False,
              spaces: tuple[str, ...] = SPACE_CANDIDATES, fit_rows: int | None = None) -> dict:
@@ -189,22 +219,14 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
     from envad.server.encoder import OnnxEncoder
     from envad.training.data import load_dataset
     from envad.training.evaluate import embed
-    from envad.training.run import ENCODER_FILE, TrainConfig, train
+    from envad.training.run import ENCODER_FILE
 
-    run_dir = train(TrainConfig(
-        data=data, algorithm=candidate.algorithm, out=runs_dir / f"{candidate.training_name}"
-        f"-{fold.name}-s{seed}", size=size, epochs=candidate.epochs, seed=seed,
-        device=device, hparams=dict(candidate.hparams), task=candidate.task,
-        augment=candidate.augment, aux=candidate.aux, exclude_envs=(fold.env,),
-        exclude_labels=(fold.label,)),
-        progress=progress, resume=True)
+    run_dir = train_fold(candidate, data, fold, runs_dir, seed=seed, size=size,
+                         device=device, progress=progress)
     dataset = load_dataset(data)
     records = dataset.records
-    fit_idx = subsample(np.array([i for i in dataset.indices("train", normal_only=True)
-                                  if records[i].env != fold.env
-                                  and records[i].label != fold.label]), fit_rows, seed)
-    query_idx = np.array([i for i in range(len(records)) if records[i].env == fold.env
-                          and records[i].split in ("train", "val") and not records[i].is_anomaly])
+    fit_idx = subsample(fold_fit_indices(dataset, fold), fit_rows, seed)
+    query_idx = fold_query_indices(dataset, fold)
     seen_idx = np.array([i for i in range(len(records)) if records[i].env != fold.env
                          and records[i].split == "val" and not records[i].is_anomaly])
     pooled_idx = np.concatenate([query_idx, seen_idx])

@@ -13,6 +13,14 @@ real queries whose densities differed by 5e-9 (relative) swapped ranks. Its cost
 is linear in its reference rows instead, so it keeps a capped, seeded reference sample
 (`max_reference`, default 10,000 rows; Spearman against the full set is reported by
 benchmarks/detectors.py).
+
+KDE's bandwidth is either a number (pyod's `KDE()`: 1.0) or, with `bandwidth=None`, a
+multiple of the fit rows' own scale: the median distance from a reference row to its
+5th nearest other reference row. A fixed bandwidth means something different in every
+embedding space: 1.0 is narrow next to a raw ResNet embedding's distances (tens), so the
+density follows the nearest rows, and wide next to unit-length rows' (below 2), so the
+density flattens towards a distance to the bulk and stops seeing content. A bandwidth in
+the rows' own scale gives the same estimator in every space.
 """
 
 from __future__ import annotations
@@ -24,6 +32,34 @@ from scipy.special import logsumexp
 _CHUNK = 1024
 #: reference rows a KDE keeps (a seeded sample when the fit set is larger)
 DEFAULT_KDE_MAX_REFERENCE = 10_000
+#: a data-scaled bandwidth is this neighbour's distance (median over the reference rows)...
+SCALE_NEIGHBOUR = 5
+#: ...measured on a seeded sample of at most this many reference rows
+SCALE_SAMPLE = 2_000
+
+
+def neighbour_scale(X: np.ndarray, k: int = SCALE_NEIGHBOUR, max_rows: int = SCALE_SAMPLE,
+                    seed: int = 0) -> float:
+    """Median distance from a row of `X` to its k-th nearest other row (k capped at the
+    rows there are), over a seeded sample of at most `max_rows` rows searched against
+    every row. Exact duplicates (a camera's repeated empty frames) are left out of the
+    median: they say nothing of the spacing of distinct rows."""
+    if len(X) < 2:
+        raise ValueError(f"a data-scaled bandwidth needs at least 2 rows, got {len(X)}")
+    k = min(k, len(X) - 1)
+    rows = np.ascontiguousarray(X, dtype=np.float32)
+    sample = rows
+    if len(rows) > max_rows:
+        sample = rows[np.sort(np.random.default_rng(seed).choice(len(rows), max_rows,
+                                                                 replace=False))]
+    index = faiss.IndexFlatL2(rows.shape[1])
+    index.add(rows)
+    squared, _ = index.search(sample, k + 1)       # the row itself comes first
+    distances = np.sqrt(np.maximum(squared[:, k], 0.0))
+    distinct = distances[distances > 0]
+    if not len(distinct):
+        raise ValueError("a data-scaled bandwidth needs rows that are not all the same")
+    return float(np.median(distinct))
 
 
 class ExactKNN:
@@ -51,18 +87,21 @@ class ExactKNN:
 
 class ExactKDE:
     """Negative Gaussian kernel log-density (pyod `KDE()`, scikit-learn's normalisation),
-    over at most `max_reference` fit rows (None: all)."""
+    over at most `max_reference` fit rows (None: all). `bandwidth`: a number, or None for
+    `bandwidth_factor` x the reference rows' `neighbour_scale` (the fitted value is
+    `bandwidth_`)."""
 
-    def __init__(self, bandwidth: float = 1.0,
+    def __init__(self, bandwidth: float | None = 1.0, bandwidth_factor: float = 1.0,
                  max_reference: int | None = DEFAULT_KDE_MAX_REFERENCE,
                  random_state: int = 0):
         self.bandwidth = bandwidth
+        self.bandwidth_factor = bandwidth_factor
         self.max_reference = max_reference
         self.random_state = random_state
 
     def get_params(self, deep: bool = True) -> dict:
-        return {"bandwidth": self.bandwidth, "max_reference": self.max_reference,
-                "random_state": self.random_state}
+        return {"bandwidth": self.bandwidth, "bandwidth_factor": self.bandwidth_factor,
+                "max_reference": self.max_reference, "random_state": self.random_state}
 
     def fit(self, X: np.ndarray) -> ExactKDE:
         X = np.asarray(X)
@@ -75,15 +114,27 @@ class ExactKDE:
         self.center_ = X.mean(axis=0)
         self.X_ = np.ascontiguousarray(X - self.center_)
         self.sq_norms_ = np.einsum("ij,ij->i", self.X_, self.X_)
+        if self.bandwidth is None:
+            self.bandwidth_ = self.bandwidth_factor * neighbour_scale(
+                self.X_, seed=self.random_state)
+        else:
+            self.bandwidth_ = float(self.bandwidth)
         n, dim = self.X_.shape
-        h = self.bandwidth
+        h = self.bandwidth_
         self.log_norm_ = np.log(n) + 0.5 * dim * np.log(2 * np.pi * h * h)
         return self
+
+    def __setstate__(self, state: dict) -> None:
+        # estimators pickled before the data-scaled bandwidth have a number and no factor
+        state.setdefault("bandwidth_factor", 1.0)
+        if "X_" in state:
+            state.setdefault("bandwidth_", float(state["bandwidth"]))
+        self.__dict__.update(state)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64) - self.center_
         out = np.empty(len(X))
-        scale = -0.5 / self.bandwidth ** 2
+        scale = -0.5 / self.bandwidth_ ** 2
         for start in range(0, len(X), _CHUNK):
             q = X[start:start + _CHUNK]
             squared = q @ self.X_.T

@@ -32,14 +32,23 @@ class DetectorSpec:
     float32: bool = False              # scores float32 input (ranks equal float64's, tested)
     max_fit_rows: int | None = None    # fitted on a seeded sample of at most this many rows
     reads_raw: bool = False            # scores the encoder's own output, before the space step
+    #: settings the pyod reference takes from envad's fitted estimator (KDE: the bandwidth
+    #: it derived from the fit rows), so the two score alike on the same rows
+    fitted_reference_params: Callable[[Any], dict] | None = None
 
     @property
     def score_dtype(self) -> type:
         return np.float32 if self.float32 else np.float64
 
-    def pyod_estimator(self, seed: int):
-        """The paper's pyod estimator (for checks and benchmarks against envad's own)."""
-        return (self.reference or self.factory)(seed)
+    def pyod_estimator(self, seed: int, fitted: Any = None):
+        """The paper's pyod estimator (for checks and benchmarks against envad's own); given
+        envad's `fitted` estimator, with the settings it derived from its fit rows."""
+        estimator = (self.reference or self.factory)(seed)
+        if fitted is not None and self.fitted_reference_params is not None:
+            # built anew, not set_params: pyod's KDE makes its density object in __init__
+            estimator = type(estimator)(**{**estimator.get_params(),
+                                           **self.fitted_reference_params(fitted)})
+        return estimator
 
 
 _REGISTRY: dict[str, DetectorSpec] = {}
@@ -47,20 +56,23 @@ _REGISTRY: dict[str, DetectorSpec] = {}
 
 def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str,
              reference: Callable[[int], object] | None = None, float32: bool = False,
-             max_fit_rows: int | None = None, reads_raw: bool = False):
+             max_fit_rows: int | None = None, reads_raw: bool = False,
+             fitted_reference_params: Callable[[Any], dict] | None = None):
     """Decorator adding a `seed -> estimator` factory to the registry; names are unique.
 
     `reference` is the pyod estimator the factory re-implements (scores must be equal);
     `float32`: the estimator scores float32 rows (the encoder's precision, no copy);
     `max_fit_rows`: a cap on the rows it is fitted on, for estimators that grow faster
     than linearly in them (a seeded sample above it); `reads_raw`: the detector scores the
-    encoder's raw embedding whatever the bundle's space step is.
+    encoder's raw embedding whatever the bundle's space step is;
+    `fitted_reference_params`: see DetectorSpec.
     """
     def decorate(factory: Callable[[int], object]) -> Callable[[int], object]:
         if name in _REGISTRY:
             raise ValueError(f"detector {name!r} is already registered")
         _REGISTRY[name] = DetectorSpec(name, factory, uses_scaler, quadratic, description,
-                                       reference, float32, max_fit_rows, reads_raw)
+                                       reference, float32, max_fit_rows, reads_raw,
+                                       fitted_reference_params)
         return factory
     return decorate
 
@@ -147,13 +159,19 @@ def _knn(seed: int):
     return ExactKNN(n_neighbors=5)
 
 
+#: KDE's bandwidth in units of the fit rows' median 5th-neighbour distance
+#: (exact.neighbour_scale), chosen on the training cameras' folds (docs/detectors.md)
+KDE_BANDWIDTH_FACTOR = 0.25
+
+
 @register("KDE", uses_scaler=False, quadratic=True, reference=_pyod_kde,
-          description="Gaussian kernel density, bandwidth 1.0 (pyod KDE() settings, exact "
-                      "log-space density over at most 10,000 fit rows; pyod's tree "
-                      "densities break down at 512-d)")
+          fitted_reference_params=lambda fitted: {"bandwidth": fitted.bandwidth_},
+          description="Gaussian kernel density, bandwidth 0.25 x the fit rows' median "
+                      "5th-neighbour distance (pyod KDE() fixes it at 1.0, which suits "
+                      "no space step; exact log-space density over at most 10,000 fit rows)")
 def _kde(seed: int):
     from envad.server.detectors.exact import ExactKDE
-    return ExactKDE(bandwidth=1.0, random_state=seed)
+    return ExactKDE(bandwidth=None, bandwidth_factor=KDE_BANDWIDTH_FACTOR, random_state=seed)
 
 
 @register("NORM", uses_scaler=False, quadratic=False, reads_raw=True,
@@ -179,6 +197,17 @@ def default_fit_detectors() -> tuple[str, ...]:
 def names() -> list[str]:
     """Registered detector names: the paper's eight in its order, then envad's own."""
     return list(_REGISTRY)
+
+
+def settings(name: str) -> dict:
+    """Everything that decides what detector `name` scores (its estimator's parameters,
+    seed 0; its scaler; its fit-row cap), as plain data: a cache of scores keyed on it
+    goes stale when a default changes."""
+    spec = get(name)
+    estimator = spec.factory(0)
+    params = estimator.get_params() if hasattr(estimator, "get_params") else {}
+    return {"params": params, "uses_scaler": spec.uses_scaler,
+            "max_fit_rows": spec.max_fit_rows}
 
 
 def get(name: str) -> DetectorSpec:

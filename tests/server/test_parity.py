@@ -71,9 +71,11 @@ def test_hot_path_ranks_equal_pyod_on_real_embeddings(tmp_path, name):
 
     fit_rows, queries = real_embeddings(tmp_path)
     spec = registry.get(name)
-    ours = registry.Detector(name, seed=0).fit(fit_rows).score(queries)
+    detector = registry.Detector(name, seed=0).fit(fit_rows)
+    ours = detector.score(queries)
     X, Q = fit_rows.astype(np.float64), queries.astype(np.float64)
     scaler = StandardScaler().fit(X) if spec.uses_scaler else None
     prep = (lambda A: scaler.transform(A)) if scaler else (lambda A: A)
-    reference = spec.pyod_estimator(0).fit(prep(X)).decision_function(prep(Q))
+    reference = spec.pyod_estimator(0, detector.estimator_).fit(prep(X)).decision_function(
+        prep(Q))
     np.testing.assert_array_equal(rankdata(ours), rankdata(reference))

@@ -146,6 +146,36 @@ def test_cached_results_of_a_run_trained_with_other_hyperparameters_are_refused(
         run_evaluation(moved, progress=False)
 
 
+def test_cached_results_scored_before_a_detector_default_changed_are_scored_again(
+        smoke_report, tmp_path, monkeypatch):
+    """The runs are reused (no training), but every detector is fitted and scored again
+    with its settings of now, and the cache records them."""
+    import dataclasses
+    import shutil
+
+    import envad.training.evaluate as evaluate
+    from envad.server.detectors.exact import ExactKDE
+
+    config, out = smoke_report
+    copy = tmp_path / "report"
+    shutil.copytree(out, copy)
+    moved = dataclasses.replace(config, out=copy, algorithms=("erm",),
+                                detectors=("KNN", "KDE"))
+    run_evaluation(moved, progress=False)               # cached under these settings
+    monkeypatch.setitem(registry._REGISTRY, "KDE", dataclasses.replace(
+        registry.get("KDE"), factory=lambda seed: ExactKDE(bandwidth=7.5, random_state=seed)))
+    run_file = evaluate._run_dir(moved, "erm", 0) / "run.json"
+    trained = run_file.read_bytes()
+    scored = []
+    real_evaluate_run = evaluate.evaluate_run
+    monkeypatch.setattr(evaluate, "evaluate_run",
+                        lambda *a, **k: scored.append(a[2]) or real_evaluate_run(*a, **k))
+    run_evaluation(moved, progress=False)
+    assert scored == ["erm"] and run_file.read_bytes() == trained   # scored, not trained
+    result = json.loads((copy / "results" / "erm-s0.json").read_text())
+    assert result["config"]["detector_settings"]["KDE"]["params"]["bandwidth"] == 7.5
+
+
 def _camera_embeddings(rng, style_dims: int, per_camera: int):
     """6 cameras with skewed bucket mixes; 8 content dims follow the bucket, `style_dims`
     dims are the camera's style: its own offset plus strong per-image variation."""

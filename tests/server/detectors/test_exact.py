@@ -69,3 +69,55 @@ def test_scikit_learn_tree_densities_break_down_in_high_dimensions():
     for algorithm in ("kd_tree", "ball_tree"):
         tree = -KernelDensity(algorithm=algorithm).fit(X).score_samples(Q)
         assert np.abs(tree - exact).max() > 1.0, algorithm
+
+
+def brute_force_neighbour_scale(X, k=5):
+    distances = np.sqrt(((X[:, None, :] - X[None]) ** 2).sum(-1))
+    return float(np.median(np.sort(distances, axis=1)[:, k]))   # column 0 is the row itself
+
+
+def test_a_data_scaled_bandwidth_is_its_factor_times_the_median_fifth_neighbour_distance():
+    X, Q = data(seed=6, n=300, dim=16)
+    kde = ExactKDE(None, bandwidth_factor=0.5).fit(X)
+    np.testing.assert_allclose(kde.bandwidth_, 0.5 * brute_force_neighbour_scale(X), rtol=1e-5)
+    np.testing.assert_allclose(kde.decision_function(Q),
+                               brute_force_kde_score(X, Q, kde.bandwidth_), rtol=1e-9)
+
+
+def test_a_data_scaled_kde_ranks_the_same_rows_the_same_in_any_scale():
+    """Unit-length rows and the same rows x 40 (a raw embedding's scale): a data-scaled
+    bandwidth ranks the queries identically; pyod's fixed 1.0 does not."""
+    X, Q = data(seed=7, n=300, dim=64)
+    X = X / np.linalg.norm(X, axis=1, keepdims=True)
+    Q = Q / np.linalg.norm(Q, axis=1, keepdims=True) * np.linspace(0.8, 1.2, len(Q))[:, None]
+
+    def order(kde, scale):
+        return np.argsort(kde.fit(scale * X).decision_function(scale * Q))
+
+    np.testing.assert_array_equal(order(ExactKDE(None), 1.0), order(ExactKDE(None), 40.0))
+    assert not np.array_equal(order(ExactKDE(1.0), 1.0), order(ExactKDE(1.0), 40.0))
+
+
+def test_exact_duplicates_do_not_set_the_scale_and_identical_rows_are_refused():
+    import pytest
+
+    from envad.server.detectors.exact import neighbour_scale
+
+    X = data(seed=8, n=100, dim=8)[0]
+    with_copies = np.vstack([X, np.repeat(X[:1], 400, axis=0)])   # one frame, 401 times
+    assert neighbour_scale(with_copies) > 0
+    with pytest.raises(ValueError, match="not all the same"):
+        ExactKDE(None).fit(np.repeat(X[:1], 50, axis=0))
+    assert neighbour_scale(X[:3]) > 0          # fewer rows than neighbours: the farthest
+
+
+def test_a_kde_pickled_before_the_data_scaled_bandwidth_scores_as_it_did():
+    import pickle
+
+    X, Q = data(seed=9, n=200, dim=16)
+    kde = ExactKDE(1.0).fit(X)
+    expected = kde.decision_function(Q)
+    del kde.bandwidth_, kde.bandwidth_factor              # the attributes older ones lack
+    loaded = pickle.loads(pickle.dumps(kde))
+    assert loaded.bandwidth_ == 1.0 and loaded.bandwidth_factor == 1.0
+    np.testing.assert_array_equal(loaded.decision_function(Q), expected)
