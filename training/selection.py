@@ -245,7 +245,8 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
     scored = score_fold(embed(encoder, dataset, fit_idx),
                         np.array([records[i].env for i in fit_idx]), query, mixes,
                         spaces=spaces, seed=seed)
-    return {"fold": {"env": fold.env, "label": fold.label}, "n_fit": len(fit_idx),
+    return {"fold": {"env": fold.env, "label": fold.label}, "detector_settings":
+            detector_settings(), "n_fit": len(fit_idx),
             "n_query": len(query_idx), "n_positive": int(query.positive.sum()),
             "n_pooled": {mix: len(q.envs) for mix, q in mixes.items()}, **scored}
 
@@ -291,9 +292,18 @@ def pick_best(ranking: list[dict], candidates: dict[str, Pipeline]) -> dict:
                key=lambda r: (candidates[r["candidate"]].epochs, -r["mean"]))
 
 
+def detector_settings() -> dict:
+    """What every registry detector scores with now (registry.settings), kept with each
+    fold's result: a fold scored before a detector's default changed is scored again."""
+    return {name: registry.settings(name) for name in registry.names()}
+
+
 def _complete(result: dict, spaces: tuple[str, ...]) -> bool:
-    """Whether a fold's saved result scored every space, in every pooled mix."""
+    """Whether a fold's saved result scored every space, in every pooled mix, with the
+    detectors' settings of now."""
     pooled = result.get("pooled", {})
+    if result.get("detector_settings") != json.loads(json.dumps(detector_settings())):
+        return False
     return set(spaces) <= set(result.get("scores", {})) and all(
         isinstance(pooled.get(mix), dict) and set(spaces) <= set(pooled[mix])
         for mix in POOLED_MIXES)

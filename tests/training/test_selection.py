@@ -174,6 +174,19 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     l2 = [r for r in second["ranking"] if r["space"] == "l2" and r["scorer"] == "KNN"]
     assert l2[0]["mean"] == [r for r in first["ranking"]
                              if r["space"] == "l2" and r["scorer"] == "KNN"][0]["mean"]
+    # a detector whose settings changed since: the fold is scored again, not retrained
+    stale = next((tmp_path / "sel" / "folds").glob("*.json"))
+    saved = json.loads(stale.read_text())
+    saved["detector_settings"]["KDE"]["params"]["bandwidth"] = 1.0
+    saved["scores"]["l2"]["KDE"] = -1.0
+    stale.write_text(json.dumps(saved))
+    again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                          progress=False, spaces=("l2", "white_l2"))
+    assert encoder.stat().st_mtime_ns == trained_at
+    rescored = json.loads(stale.read_text())
+    assert rescored["scores"]["l2"]["KDE"] >= 0.0
+    assert rescored["detector_settings"]["KDE"]["params"]["bandwidth"] is None
+    assert {r["space"] for r in again["ranking"]} == {"l2", "white_l2"}
     # asking for fewer spaces reuses the fold as it is and ranks only those
     third = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                           progress=False, spaces=("white_l2",))
