@@ -127,8 +127,8 @@ class ExactKDE:
     def __setstate__(self, state: dict) -> None:
         # estimators pickled before the data-scaled bandwidth have a number and no factor
         state.setdefault("bandwidth_factor", 1.0)
-        if "X_" in state:
-            state.setdefault("bandwidth_", float(state["bandwidth"]))
+        if "X_" in state and "bandwidth_" not in state:
+            state["bandwidth_"] = float(state["bandwidth"])
         self.__dict__.update(state)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:

@@ -121,3 +121,13 @@ def test_a_kde_pickled_before_the_data_scaled_bandwidth_scores_as_it_did():
     loaded = pickle.loads(pickle.dumps(kde))
     assert loaded.bandwidth_ == 1.0 and loaded.bandwidth_factor == 1.0
     np.testing.assert_array_equal(loaded.decision_function(Q), expected)
+
+
+def test_a_data_scaled_kde_survives_pickling_with_its_fitted_bandwidth():
+    import pickle
+
+    X, Q = data(seed=10, n=200, dim=16)
+    kde = ExactKDE(None, bandwidth_factor=0.25).fit(X)
+    loaded = pickle.loads(pickle.dumps(kde))
+    assert loaded.bandwidth is None and loaded.bandwidth_ == kde.bandwidth_
+    np.testing.assert_array_equal(loaded.decision_function(Q), kde.decision_function(Q))
