@@ -77,7 +77,7 @@ class EvalConfig:
             data.pop(key)
         # the detectors' own settings: results scored before a detector's default changed
         # are not these (scoring again costs seconds; training is reused)
-        data["detector_settings"] = {name: registry.settings(name) for name in self.detectors}
+        data["detector_settings"] = registry.settings_of(self.detectors)
         for key, default in (("task", "bucket"), ("augment", "none"), ("aux", "none"),
                              ("hparams", {}),
                              ("spaces", ()), ("score_adaptation", "none")):

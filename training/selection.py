@@ -246,7 +246,7 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
                         np.array([records[i].env for i in fit_idx]), query, mixes,
                         spaces=spaces, seed=seed)
     return {"fold": {"env": fold.env, "label": fold.label}, "detector_settings":
-            detector_settings(), "n_fit": len(fit_idx),
+            registry.settings_of(registry.names()), "n_fit": len(fit_idx),
             "n_query": len(query_idx), "n_positive": int(query.positive.sum()),
             "n_pooled": {mix: len(q.envs) for mix, q in mixes.items()}, **scored}
 
@@ -292,17 +292,12 @@ def pick_best(ranking: list[dict], candidates: dict[str, Pipeline]) -> dict:
                key=lambda r: (candidates[r["candidate"]].epochs, -r["mean"]))
 
 
-def detector_settings() -> dict:
-    """What every registry detector scores with now (registry.settings), kept with each
-    fold's result: a fold scored before a detector's default changed is scored again."""
-    return {name: registry.settings(name) for name in registry.names()}
-
-
 def _complete(result: dict, spaces: tuple[str, ...]) -> bool:
     """Whether a fold's saved result scored every space, in every pooled mix, with the
     detectors' settings of now."""
     pooled = result.get("pooled", {})
-    if result.get("detector_settings") != json.loads(json.dumps(detector_settings())):
+    # a fold scored before a detector's default changed is scored again
+    if result.get("detector_settings") != registry.settings_of(registry.names()):
         return False
     return set(spaces) <= set(result.get("scores", {})) and all(
         isinstance(pooled.get(mix), dict) and set(spaces) <= set(pooled[mix])

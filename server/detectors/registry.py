@@ -8,6 +8,7 @@ LODA 10 bins), so every non-default is passed explicitly. Higher score = more an
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -208,6 +209,12 @@ def settings(name: str) -> dict:
     params = estimator.get_params() if hasattr(estimator, "get_params") else {}
     return {"params": params, "uses_scaler": spec.uses_scaler,
             "max_fit_rows": spec.max_fit_rows}
+
+
+def settings_of(names) -> dict:
+    """{name: settings(name)} for `names`, as JSON keeps it (what result caches store and
+    compare with)."""
+    return json.loads(json.dumps({name: settings(name) for name in names}))
 
 
 def get(name: str) -> DetectorSpec:
