@@ -43,11 +43,14 @@ def ingest(stub, images, *, env_cycle=NORMAL_ENVS, split="train", label="normal"
 
 @pytest.fixture
 def fitted(envad_server):
-    """A server holding 120 normal training rows and a fitted bundle of every detector."""
+    """A server holding 120 normal training rows and a fitted bundle of the paper's eight
+    detectors in the paper's setting (raw embeddings: how the default space step changes
+    scores is tested in test_space_service)."""
     stub = stub_for(envad_server)
     summary = ingest(stub, synthetic_images("normal", 120, seed=1))
     assert summary.inserted == 120 and summary.failed == 0
-    fit = stub.Fit(pb.FitRequest(seed=0, detectors=registry.PAPER_DETECTORS), timeout=120)
+    fit = stub.Fit(pb.FitRequest(seed=0, detectors=registry.PAPER_DETECTORS, space="raw"),
+                   timeout=120)
     assert fit.activated and fit.n_samples == 120
     return envad_server, stub, fit
 

@@ -41,7 +41,7 @@ def test_fit_applies_the_requested_space_and_reports_it(envad_server, space, des
                                                          adaptation):
     stub = _stub(envad_server)
     _ingest_normals(stub)
-    fit = stub.Fit(pb.FitRequest(seed=0, space=space), timeout=120)
+    fit = stub.Fit(pb.FitRequest(seed=0, space=space, detectors=["KNN"]), timeout=120)
     assert fit.space == described
     queries = synthetic_images("odd", 3, seed=5)
     reply = _score(stub, queries, env="cam-z")
@@ -59,7 +59,7 @@ def test_fit_applies_the_requested_space_and_reports_it(envad_server, space, des
                 1.0, abs(expected.raw[name][row]))
         # KNN distances between unit vectors are at most 2
         assert 0.0 <= served["KNN"] <= 2.0
-    raw_fit = stub.Fit(pb.FitRequest(seed=0, space="raw"), timeout=120)
+    raw_fit = stub.Fit(pb.FitRequest(seed=0, space="raw", detectors=["KNN"]), timeout=120)
     assert raw_fit.space == "raw"
     raw_reply = _score(stub, queries)
     assert raw_reply.provenance.space == "raw"

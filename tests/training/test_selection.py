@@ -10,13 +10,18 @@ from envad.pipeline import Pipeline, resolve_pipeline
 from envad.server.detectors import registry
 from envad.training.data import load_folder
 from envad.training.selection import (
+    ARCHIVE_MIXES,
+    BURST_JITTER,
     ENSEMBLE_PREFIX,
     POOLED_MIXES,
     SCORE_ADAPTATION_CANDIDATES,
     SPACE_CANDIDATES,
     TIE_MARGIN,
     QuerySet,
+    archive_sets,
     choosable_scorers,
+    fold_criterion,
+    in_bursts,
     make_folds,
     mix_rows,
     pick_adaptation,
@@ -78,6 +83,62 @@ def test_score_fold_scores_the_pooled_set_under_each_score_adaptation():
     assert out["scores"]["raw"]["KNN"] > 0.7
 
 
+def _clusters(rng, centres: np.ndarray, n_per_class: int) -> np.ndarray:
+    return np.concatenate([c + rng.normal(size=(n_per_class, centres.shape[1]))
+                           for c in centres])
+
+
+def test_in_bursts_repeats_each_kept_anomaly_as_near_identical_frames():
+    from envad.server.detectors.exact import neighbour_scale
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 8)).astype(np.float32)
+    positive = np.zeros(60, dtype=bool)
+    positive[:9] = True
+    query = QuerySet(X, np.array(["c"] * 60), positive)
+    burst = in_bursts(query, 4, seed=0)
+    assert len(burst.X) == 51 + 2 * 4 and burst.positive.sum() == 8
+    assert in_bursts(query, 1, seed=0) is query
+    np.testing.assert_array_equal(in_bursts(query, 4, seed=0).X, burst.X)     # seeded
+    normals = {row.tobytes() for row in X[~positive]}
+    assert {row.tobytes() for row in burst.X[~burst.positive]} == normals
+    frames = burst.X[burst.positive]
+    # every frame lies about BURST_JITTER x the neighbour scale from one of the two kept
+    # anomalies, far closer than any two distinct rows
+    scale = neighbour_scale(X)
+    nearest = np.min(np.linalg.norm(frames[:, None] - X[None, :2], axis=-1), axis=1)
+    assert np.all(nearest < 3 * BURST_JITTER * scale) and np.all(nearest > 0)
+    assert np.median(nearest) > 0.5 * BURST_JITTER * scale
+
+
+def test_an_archive_fit_exposes_a_detector_that_finds_a_burst_of_new_content_dense():
+    """Fitted on clean rows, KDE and KNN both find new content; fitted on rows that
+    include bursts of it (as `envad scan` fits an archive), KDE at its narrow bandwidth
+    calls the bursts dense while KNN (5 neighbours, bursts of 4) still flags them, and
+    the criterion ranks KNN first."""
+    rng = np.random.default_rng(5)
+    centres = rng.normal(scale=6.0, size=(5, 16))             # four known classes, one new
+    X_fit = _clusters(rng, centres[:4], 100)
+    envs = np.repeat(["a", "b"], 200)
+    camera = _clusters(rng, centres[:4], 50)
+    new = _clusters(rng, centres[4:], 40)
+    X = np.concatenate([camera, new])
+    positive = np.concatenate([np.zeros(200, bool), np.ones(40, bool)])
+    query = QuerySet(X, np.array(["new"] * 240), positive)
+    archives = archive_sets(query, "new", seed=0)
+    assert set(archives) == set(ARCHIVE_MIXES)
+    out = score_fold(X_fit, envs, query, spaces=("raw",), archives=archives)
+    assert set(out["archive"]) == set(ARCHIVE_MIXES)
+    assert out["scores"]["raw"]["KDE"] > 0.95 and out["scores"]["raw"]["KNN"] > 0.95
+    bursts = out["archive"]["2% in bursts of 4"]["raw"]
+    assert bursts["KDE"] < 0.5 < 0.9 < bursts["KNN"]
+    fold = {"scores": out["scores"], "archive": out["archive"]}
+    assert fold_criterion(fold, "raw", "KNN") > fold_criterion(fold, "raw", "KDE")
+    archive = np.mean([out["archive"][mix]["raw"]["KDE"] for mix in ARCHIVE_MIXES])
+    assert fold_criterion(fold, "raw", "KDE") == 0.5 * (out["scores"]["raw"]["KDE"] + archive)
+    assert fold_criterion({"scores": out["scores"]}, "raw", "KDE") == out["scores"]["raw"]["KDE"]
+
+
 def test_a_mix_gives_each_camera_its_anomaly_share():
     envs = np.repeat(["held", "a", "b"], [400, 100, 100])
     positive = np.zeros(600, dtype=bool)
@@ -120,7 +181,7 @@ def test_folds_scored_before_a_detector_existed_are_summarised_without_it():
     assert {r["scorer"] for r in ranking} == {"KNN", "KDE", ENSEMBLE_PREFIX + "KNN+KDE"}
     table = format_selection({"data": "d", "seed": 0, "size": 32, "folds": [],
                               "chosen": {}, "best": ranking[0]}, {"older": folds})
-    assert "| older | l2 | 0.650 | 0.700 | KNN | 0.700 |" in table
+    assert "| older | l2 | 0.650 | 0.700 | KNN | 0.700 | 0.700 | nan |" in table
 
 
 def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path):
@@ -144,9 +205,13 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path):
     assert all(set(fold["pooled"][mix][chosen.space]) == set(SCORE_ADAPTATION_CANDIDATES)
                for mix in POOLED_MIXES)
     assert fold["n_pooled"]["natural"] > fold["n_query"]
+    assert set(fold["archive"]) == set(ARCHIVE_MIXES)
+    assert all(set(fold["archive"][mix]) == set(SPACE_CANDIDATES) for mix in ARCHIVE_MIXES)
+    assert np.isfinite(summary["best"]["clean"]) and np.isfinite(summary["best"]["archive"])
     assert set(summary["score_adaptation"]["none"]["mixes"]) == set(POOLED_MIXES)
     report = (tmp_path / "sel" / "selection.md").read_text()
     assert "| erm-class |" in report and "| score adaptation |" in report
+    assert "| detector | clean | archive 2% |" in report
     again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1,
                           size=16, progress=False)                 # resumes from folds/
     assert again["chosen"] == summary["chosen"]
@@ -186,6 +251,13 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     rescored = json.loads(stale.read_text())
     assert rescored["scores"]["l2"]["KDE"] >= 0.0
     assert rescored["detector_settings"]["KDE"]["params"]["bandwidth"] is None
+    # a fold scored before archive sets existed: scored again, not retrained
+    del rescored["archive"]
+    stale.write_text(json.dumps(rescored))
+    run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                  progress=False, spaces=("l2", "white_l2"))
+    assert encoder.stat().st_mtime_ns == trained_at
+    assert set(json.loads(stale.read_text())["archive"]) == set(ARCHIVE_MIXES)
     assert {r["space"] for r in again["ranking"]} == {"l2", "white_l2"}
     # asking for fewer spaces reuses the fold as it is and ranks only those
     third = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
