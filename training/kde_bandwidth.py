@@ -17,8 +17,13 @@ and the held-out camera's normal images are scored by KDE at each factor, by KDE
 pyod's fixed 1.0 and by KNN (the reference it should not fall below); the held-out class
 is the anomaly. The held-out camera is centred on its own mean where the space centres
 per camera, as per-camera adaptation does once a camera has sent enough images (the
-proxy of space_selection.py). The factor with the best ROC-AUC averaged over folds and
-spaces wins (ties: the smaller factor). No test camera and no anomaly image is read.
+proxy of space_selection.py). Each fold is also scored on `envad select`'s archive sets
+(selection.ARCHIVE_MIXES: the held-out camera's images with a small share of the held-out
+class, in one set as bursts of near-identical frames), the space and the detectors fitted
+on the fit rows plus the archive set, as `envad scan` fits an archive. The factor with
+the best criterion averaged over folds and spaces wins, the criterion being
+`envad select`'s: the mean of the clean ROC-AUC and the archive ROC-AUC averaged over the
+archive sets (ties: the smaller factor). No test camera and no anomaly image is read.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ from envad.server.detectors.exact import ExactKDE, ExactKNN, neighbour_scale
 from envad.server.detectors.geometry import CameraStats, parse_space
 from envad.training.metrics import roc_auc
 from envad.training.selection import (
+    QuerySet,
+    archive_sets,
+    clean_and_archive,
     fold_fit_indices,
     fold_query_indices,
     make_folds,
@@ -53,29 +61,56 @@ def rule_name(factor: float) -> str:
     return f"x{factor:g}"
 
 
+def rule_aucs(ref: np.ndarray, q: np.ndarray, positive: np.ndarray,
+              factors=FACTORS) -> tuple[float, dict[str, float]]:
+    """The rows' neighbour scale and {rule: ROC-AUC} of queries `q` against rows `ref`
+    (both already in the space)."""
+    scale = neighbour_scale(ref - ref.mean(axis=0))
+    row = {KNN: roc_auc(positive, ExactKNN(5).fit(ref).decision_function(q)),
+           FIXED: roc_auc(positive, ExactKDE(1.0).fit(ref).decision_function(q))}
+    for factor in factors:
+        kde = ExactKDE(bandwidth=factor * scale).fit(ref)
+        row[rule_name(factor)] = roc_auc(positive, kde.decision_function(q))
+    return scale, row
+
+
 def score_rules(X_fit: np.ndarray, fit_envs: np.ndarray, query: np.ndarray, camera: str,
-                positive: np.ndarray, spaces=SPACES, factors=FACTORS) -> dict[str, dict]:
-    """{space: {rule: ROC-AUC}} of one fold's queries (one camera)."""
+                positive: np.ndarray, spaces=SPACES, factors=FACTORS,
+                archives: dict[str, QuerySet] | None = None) -> dict[str, dict]:
+    """{space: {"neighbour_scale", "auc": {rule: ROC-AUC}}} of one fold's queries (one
+    camera), with `archives` also {"archive": {mix: {rule: ROC-AUC}}}: each archive set
+    scored against the fit rows plus itself."""
     stats = CameraStats(len(query), query.mean(axis=0))
     out: dict[str, dict] = {}
     for spec in spaces:
         space = parse_space(spec).fit(X_fit, fit_envs)
         ref, _ = space.transform(X_fit, fit_envs)
         q, _ = space.transform(query, np.full(len(query), camera), running=lambda env: stats)
-        scale = neighbour_scale(ref - ref.mean(axis=0))
-        row = {KNN: roc_auc(positive, ExactKNN(5).fit(ref).decision_function(q)),
-               FIXED: roc_auc(positive, ExactKDE(1.0).fit(ref).decision_function(q))}
-        for factor in factors:
-            kde = ExactKDE(bandwidth=factor * scale).fit(ref)
-            row[rule_name(factor)] = roc_auc(positive, kde.decision_function(q))
+        scale, row = rule_aucs(ref, q, positive, factors)
         out[spec] = {"neighbour_scale": scale, "auc": row}
+        for mix, archive in (archives or {}).items():
+            rows = np.concatenate([X_fit, archive.X])
+            envs = np.concatenate([fit_envs, archive.envs])
+            fitted = parse_space(spec).fit(rows, envs)
+            ref, _ = fitted.transform(rows, envs)
+            q, _ = fitted.transform(archive.X, archive.envs)
+            out[spec].setdefault("archive", {})[mix] = rule_aucs(
+                ref, q, archive.positive, factors)[1]
     return out
 
 
+def criterion(space: dict, rule: str) -> float:
+    """`envad select`'s criterion for one fold and space: the mean of the clean ROC-AUC and
+    the archive ROC-AUC averaged over the archive sets (the clean one alone without, or
+    when no set held an anomaly)."""
+    return clean_and_archive(space["auc"][rule],
+                             [a[rule] for a in space.get("archive", {}).values()])
+
+
 def choose_factor(folds: list[dict], factors=FACTORS) -> tuple[float, dict[str, float]]:
-    """The factor with the best ROC-AUC averaged over folds and spaces (ties: smaller)."""
-    means = {rule_name(f): float(np.mean([space["auc"][rule_name(f)]
-                                          for fold in folds for space in fold["spaces"].values()]))
+    """The factor with the best criterion averaged over folds and spaces (ties: smaller)."""
+    means = {rule_name(f): float(np.mean([criterion(space, rule_name(f)) for fold in folds
+                                          for space in fold["spaces"].values()]))
              for f in factors}
     best = max(sorted(factors), key=lambda f: (round(means[rule_name(f)], 6), -f))
     return best, means
@@ -100,30 +135,49 @@ def run(data: str, runs_dir: Path, *, n_folds: int = 3, seed: int = 0, size: int
         X_fit = embed(encoder, dataset, fit_idx).astype(np.float64)
         query = embed(encoder, dataset, query_idx).astype(np.float64)
         positive = np.array([records[i].label == fold.label for i in query_idx])
+        archives = archive_sets(QuerySet(query, np.full(len(query), fold.env), positive),
+                                fold.env, seed)
         folds.append({"fold": {"env": fold.env, "label": fold.label},
                       "n_fit": len(fit_idx), "n_query": len(query_idx),
                       "spaces": score_rules(X_fit, np.array([records[i].env for i in fit_idx]),
-                                            query, fold.env, positive, spaces, factors)})
+                                            query, fold.env, positive, spaces, factors,
+                                            archives)})
     best, means = choose_factor(folds, factors)
     return {"data": data, "candidate": candidate.run_name(size, seed), "seed": seed,
             "factors": list(factors), "chosen_factor": best, "mean_auc": means, "folds": folds}
 
 
-def format_table(result: dict) -> str:
-    """Markdown: mean ROC-AUC (%) over the folds, per space and averaged over spaces."""
-    folds = result["folds"]
-    rules = list(folds[0]["spaces"][next(iter(folds[0]["spaces"]))]["auc"])
+def _table(folds: list[dict], rules: list[str], value) -> list[str]:
+    """Markdown rows: `value(space_result, rule)` x 100, mean over folds, per space and
+    averaged over spaces."""
     lines = ["| space | " + " | ".join(rules) + " |", "|" + " --- |" * (len(rules) + 1)]
     columns: dict[str, list[float]] = {rule: [] for rule in rules}
     for spec in folds[0]["spaces"]:
         cells = []
         for rule in rules:
-            value = 100 * float(np.mean([f["spaces"][spec]["auc"][rule] for f in folds]))
-            columns[rule].append(value)
-            cells.append(f"{value:.1f}")
+            mean = 100 * float(np.mean([value(f["spaces"][spec], rule) for f in folds]))
+            columns[rule].append(mean)
+            cells.append(f"{mean:.1f}")
         lines.append(f"| {spec} | " + " | ".join(cells) + " |")
     lines.append("| **mean** | " + " | ".join(f"**{np.mean(columns[r]):.1f}**" for r in rules)
                  + " |")
+    return lines
+
+
+def format_table(result: dict) -> str:
+    """Markdown: mean ROC-AUC (%) over the folds, per space and averaged over spaces:
+    clean fits, then (when scored) each archive set and the criterion."""
+    folds = result["folds"]
+    first = folds[0]["spaces"][next(iter(folds[0]["spaces"]))]
+    rules = list(first["auc"])
+    lines = ["Clean fits (the fit rows hold no image of the held-out camera):", ""]
+    lines += _table(folds, rules, lambda space, rule: space["auc"][rule])
+    for mix in first.get("archive", {}):
+        lines += ["", f"Archive {mix} (fitted on the fit rows plus the scored images):", ""]
+        lines += _table(folds, rules, lambda space, rule, mix=mix: space["archive"][mix][rule])
+    if first.get("archive"):
+        lines += ["", "Criterion (clean + mean archive) / 2, which chooses the factor:", ""]
+        lines += _table(folds, rules, criterion)
     return "\n".join(lines) + f"\n\nChosen factor: {result['chosen_factor']:g}\n"
 
 

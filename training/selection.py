@@ -325,15 +325,20 @@ def choosable_scorers(single_means: dict[str, float]) -> list[str]:
             + [ENSEMBLE_PREFIX + "+".join(s) for s in sets])
 
 
+def clean_and_archive(clean: float, archive: list[float]) -> float:
+    """The selection criterion from a clean ROC-AUC and the archive sets' ROC-AUCs: their
+    mean halves, the archive ones averaged first; sets that held no anomaly (NaN) are
+    left out, and without any the clean value stands alone."""
+    finite = [v for v in archive if np.isfinite(v)]
+    return 0.5 * (clean + float(np.mean(finite))) if finite else clean
+
+
 def fold_criterion(fold: dict, space: str, key: str) -> float:
     """What the selection ranks one fold by, for a (space, scorer): the mean of its clean
     ROC-AUC and its archive ROC-AUC averaged over the archive mixes (the clean value alone
-    for a result without archive sets)."""
-    clean = fold["scores"][space][key]
-    archive = fold.get("archive")
-    if not archive:
-        return clean
-    return 0.5 * (clean + float(np.mean([archive[mix][space][key] for mix in archive])))
+    for a result without archive sets, or whose sets held no anomaly)."""
+    return clean_and_archive(fold["scores"][space][key], [
+        fold["archive"][mix][space][key] for mix in fold.get("archive", {})])
 
 
 def archive_mean(folds: list[dict], space: str, key: str) -> float:

@@ -161,13 +161,15 @@ def _knn(seed: int):
 
 
 #: KDE's bandwidth in units of the fit rows' median 5th-neighbour distance
-#: (exact.neighbour_scale), chosen on the training cameras' folds (docs/detectors.md)
-KDE_BANDWIDTH_FACTOR = 0.25
+#: (exact.neighbour_scale), chosen on the training cameras' folds by `envad select`'s
+#: criterion, clean and archive fits alike (docs/detectors.md: 0.25 scores best on clean
+#: fits, but calls a burst of new content in the fit rows dense)
+KDE_BANDWIDTH_FACTOR = 0.5
 
 
 @register("KDE", uses_scaler=False, quadratic=True, reference=_pyod_kde,
           fitted_reference_params=lambda fitted: {"bandwidth": fitted.bandwidth_},
-          description="Gaussian kernel density, bandwidth 0.25 x the fit rows' median "
+          description="Gaussian kernel density, bandwidth 0.5 x the fit rows' median "
                       "5th-neighbour distance (pyod KDE() fixes it at 1.0, which suits "
                       "no space step; exact log-space density over at most 10,000 fit rows)")
 def _kde(seed: int):

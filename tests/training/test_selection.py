@@ -294,3 +294,11 @@ def test_subsample_is_seeded_ordered_and_keeps_everything_when_asked_for_more():
     assert not np.array_equal(picked, subsample(indices, 10, 1))
     np.testing.assert_array_equal(subsample(indices, None, 0), indices)
     np.testing.assert_array_equal(subsample(indices, 500, 0), indices)
+
+
+def test_archive_sets_without_an_anomaly_leave_the_clean_value():
+    fold = {"scores": {"l2": {"KNN": 0.8}},
+            "archive": {"2%": {"l2": {"KNN": float("nan")}}, "5%": {"l2": {"KNN": 0.6}}}}
+    assert fold_criterion(fold, "l2", "KNN") == 0.5 * (0.8 + 0.6)
+    fold["archive"]["5%"]["l2"]["KNN"] = float("nan")
+    assert fold_criterion(fold, "l2", "KNN") == 0.8
