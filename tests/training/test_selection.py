@@ -111,11 +111,13 @@ def test_in_bursts_repeats_each_kept_anomaly_as_near_identical_frames():
     assert np.median(nearest) > 0.5 * BURST_JITTER * scale
 
 
-def test_an_archive_fit_exposes_a_detector_that_finds_a_burst_of_new_content_dense():
+def test_an_archive_fit_exposes_a_detector_that_finds_a_burst_of_new_content_dense(
+        monkeypatch):
     """Fitted on clean rows, KDE and KNN both find new content; fitted on rows that
-    include bursts of it (as `envad scan` fits an archive), KDE at its narrow bandwidth
-    calls the bursts dense while KNN (5 neighbours, bursts of 4) still flags them, and
-    the criterion ranks KNN first."""
+    include bursts of it (as `envad scan` fits an archive), KDE with a narrow bandwidth
+    (0.25 x spacing, the factor clean fits alone chose) calls the bursts dense while KNN
+    (5 neighbours, bursts of 4) still flags them, and the criterion ranks KNN first."""
+    monkeypatch.setattr(registry, "KDE_BANDWIDTH_FACTOR", 0.25)
     rng = np.random.default_rng(5)
     centres = rng.normal(scale=6.0, size=(5, 16))             # four known classes, one new
     X_fit = _clusters(rng, centres[:4], 100)
