@@ -341,10 +341,16 @@ def fold_criterion(fold: dict, space: str, key: str) -> float:
         fold["archive"][mix][space][key] for mix in fold.get("archive", {})])
 
 
-def archive_mean(folds: list[dict], space: str, key: str) -> float:
-    """Mean archive ROC-AUC of a (space, scorer) over folds and archive mixes (NaN
-    without archive sets)."""
-    values = [f["archive"][mix][space][key] for f in folds for mix in f.get("archive", {})]
+def clean_mean(folds: list[dict], space: str, key: str) -> float:
+    """Mean clean ROC-AUC of a (space, scorer) over folds."""
+    return float(np.nanmean([f["scores"][space][key] for f in folds]))
+
+
+def archive_mean(folds: list[dict], space: str, key: str, mixes=None) -> float:
+    """Mean archive ROC-AUC of a (space, scorer) over folds and archive mixes (`mixes`, or
+    every mix a fold has; NaN without archive sets)."""
+    values = [f["archive"][mix][space][key] for f in folds
+              for mix in (f.get("archive", {}) if mixes is None else mixes)]
     return float(np.nanmean(values)) if values else float("nan")
 
 
@@ -364,11 +370,11 @@ def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
                 return [fold_criterion(f, space, key) for f in folds]
             singles = {n: float(np.nanmean(values(n))) for n in scored_detectors(folds, space)}
             for key in dict.fromkeys(choosable_scorers(singles)):
+                per_fold = values(key)
                 rows.append({"candidate": name, "space": space, "scorer": key,
-                             "mean": float(np.nanmean(values(key))),
-                             "std": float(np.nanstd(values(key))), "folds": values(key),
-                             "clean": float(np.nanmean([f["scores"][space][key]
-                                                        for f in folds])),
+                             "mean": float(np.nanmean(per_fold)),
+                             "std": float(np.nanstd(per_fold)), "folds": per_fold,
+                             "clean": clean_mean(folds, space, key),
                              "archive": archive_mean(folds, space, key)})
     return sorted(rows, key=lambda r: -r["mean"] if np.isfinite(r["mean"]) else np.inf)
 
@@ -482,12 +488,10 @@ def detector_lines(best: dict, folds: list[dict]) -> list[str]:
              "| detector | clean | " + " | ".join(f"archive {mix}" for mix in mixes)
              + " | criterion |", "| --- | --- |" + " --- |" * (len(mixes) + 1)]
     for name in scored_detectors(folds, space):
-        cells = [float(np.nanmean([f["archive"][mix][space][name] for f in folds]))
-                 for mix in mixes]
-        clean = float(np.nanmean([f["scores"][space][name] for f in folds]))
+        cells = [archive_mean(folds, space, name, (mix,)) for mix in mixes]
         criterion = float(np.nanmean([fold_criterion(f, space, name) for f in folds]))
-        lines.append(f"| {name} | {clean:.3f} | " + " | ".join(f"{c:.3f}" for c in cells)
-                     + f" | {criterion:.3f} |")
+        lines.append(f"| {name} | {clean_mean(folds, space, name):.3f} | "
+                     + " | ".join(f"{c:.3f}" for c in cells) + f" | {criterion:.3f} |")
     return lines
 
 
@@ -529,10 +533,10 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
             keys = choosable_scorers({n: mean(n) for n in scored})
             best = max(keys, key=mean)
             all_key = ENSEMBLE_PREFIX + "+".join(scored)
-            clean = float(np.nanmean([f["scores"][space][best] for f in folds]))
             lines.append(f"| {name} | {space} | {mean(all_key):.3f} | {mean('KNN'):.3f} | "
                          f"{best.replace(ENSEMBLE_PREFIX, '')} | {mean(best):.3f} | "
-                         f"{clean:.3f} | {archive_mean(folds, space, best):.3f} |")
+                         f"{clean_mean(folds, space, best):.3f} | "
+                         f"{archive_mean(folds, space, best):.3f} |")
     lines += detector_lines(summary["best"], results[summary["best"]["candidate"]])
     adaptations = summary.get("score_adaptation") or {}
     if adaptations:
