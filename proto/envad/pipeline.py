@@ -82,9 +82,9 @@ COSINE = {"schedule": "cosine", "warmup_fraction": COSINE_WARMUP}
 #: shrinkage included) x the choosable detector sets. Chosen again over six folds with
 #: archive fits in the criterion (docs/results/selection-archive6/selection.md: 0.833,
 #: clean 0.826, archive 0.841; KDE 0.733, as it calls bursts of new content dense).
-#: 30 epochs is the longest candidate
-#: compared; on 2 CPU cores it makes a fresh `make demo` take about 25 minutes (the
-#: 15-epoch candidate scores 1.8 points lower on the folds and trains in half the time).
+#: 30 epochs is the longest candidate compared; training dominates a fresh `make demo`
+#: (its measured time: docs/client.md; the 15-epoch candidate scores 1.8 points lower on
+#: the folds and trains in half the time).
 #: The score adaptation was chosen by the same command on pooled query sets (each
 #: fold's held-out camera with the other cameras' val images, in three mixes of anomaly
 #: shares; docs/results/selection-score-adaptation/selection.md): 0.859 against 0.774
