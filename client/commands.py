@@ -162,6 +162,10 @@ def register(subparsers) -> None:
                         "statistics, with a prior of P rows of the fit set's, 64 when P is "
                         "left out) or none (default: the default pipeline's; see "
                         "docs/detectors.md)")
+    p.add_argument("--event-gap", type=float, default=0.0, metavar="SECONDS",
+                   help="fit rows of a camera at most SECONDS apart are one event (a "
+                        "burst); scoring a fit row, KNN and KDE leave its whole event out "
+                        "(default 0: the server's, 60 s; negative: only the row itself)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_fit)
@@ -308,7 +312,8 @@ def cmd_fit(args) -> int:
                                seed=args.seed, activate=not args.no_activate,
                                space=args.space, min_camera_rows=args.min_camera_rows,
                                allow_few_rows=args.allow_few_rows,
-                               score_adaptation=args.score_adaptation, timeout=args.timeout),
+                               score_adaptation=args.score_adaptation,
+                               event_gap_s=args.event_gap, timeout=args.timeout),
             "fit", enabled=not args.no_progress)
     warning = few_rows_warning(result.n_samples)
     if warning:
@@ -320,6 +325,8 @@ def cmd_fit(args) -> int:
           f"features, space {result.space}, score adaptation {result.score_adaptation}, "
           f"threshold {result.threshold:.3f}, "
           f"{'activated' if result.activated else 'not activated'}")
+    if result.fit_groups:
+        print(result.fit_groups)
     print_table(["DETECTOR", "FIT SECONDS", "SAMPLES"],
                 [[s.detector, f"{s.fit_seconds:.2f}", s.n_samples] for s in result.stats])
     return 0
@@ -357,6 +364,7 @@ def cmd_info(args) -> int:
         print(f"space        {bundle.space}")
         print(f"adaptation   {bundle.score_adaptation}")
         print(f"calibration  {bundle.calibration}")
+        print(f"fit rows     {bundle.fit_groups or 'scored like any image'}")
     print(f"rows         {info.total_rows} (index {info.index_rows}, "
           f"table version {info.table_version})")
     for env, n in sorted(info.env_counts.items()):

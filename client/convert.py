@@ -193,6 +193,7 @@ def fit_result_from_pb(msg: pb.FitResponse) -> r.FitResult:
         provenance=provenance_from_pb(msg.provenance),
         space=msg.space,
         score_adaptation=msg.score_adaptation,
+        fit_groups=msg.fit_groups,
     )
 
 
@@ -241,6 +242,7 @@ def bundle_info_from_pb(msg: pb.BundleInfo) -> r.BundleInfo:
         space=msg.space,
         score_adaptation=msg.score_adaptation,
         calibration=msg.calibration,
+        fit_groups=msg.fit_groups,
     )
 
 

@@ -359,6 +359,7 @@ class EnvadClient:
         min_camera_rows: int = 0,
         allow_few_rows: bool = False,
         score_adaptation: str = "",
+        event_gap_s: float = 0.0,
         timeout: float | None = 3600.0,
     ) -> r.FitResult:
         """Fit detectors on stored rows (empty filter: split "train") and, by default,
@@ -367,7 +368,9 @@ class EnvadClient:
         default). `score_adaptation`: "camera[:P]" puts each camera's scores on the fit
         set's scale, "none" leaves them ("" = the server default). The server refuses
         fewer than `envad.records.MIN_FIT_ROWS` rows (FailedPrecondition) unless
-        `allow_few_rows`.
+        `allow_few_rows`. `event_gap_s`: fit rows of a camera at most this many seconds
+        apart are one event, left out whole when Score scores one of them (0 = the server
+        default, 60 s; negative = each row alone).
         Default deadline one hour (O(n^2) detectors are slow)."""
         request = pb.FitRequest(
             filter=convert.filter_to_pb(row_filter),
@@ -381,6 +384,7 @@ class EnvadClient:
             min_camera_rows=min_camera_rows,
             allow_few_rows=allow_few_rows,
             score_adaptation=score_adaptation,
+            event_gap_s=event_gap_s,
         )
         return convert.fit_result_from_pb(self._unary("Fit", request, timeout))
 

@@ -116,6 +116,7 @@ class FitResult:
     provenance: Provenance
     space: str = ""
     score_adaptation: str = ""
+    fit_groups: str = ""
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ class ScanOptions:
     score_adaptation: str = ""       # "": the server's default (the default pipeline's)
     contamination: float = 0.0
     allow_few_rows: bool = False
+    event_gap_s: float = 0.0         # 0: the server's default (60 s); < 0: each image alone
     batch_size: int = 64
     progress: bool = True
 
@@ -181,7 +182,8 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
         lambda: client.fit(RowFilter(splits=(fit_split,)), detectors=options.detectors,
                            space=options.space, score_adaptation=options.score_adaptation,
                            contamination=options.contamination,
-                           allow_few_rows=options.allow_few_rows, timeout=None),
+                           allow_few_rows=options.allow_few_rows,
+                           event_gap_s=options.event_gap_s, timeout=None),
         "fit", enabled=options.progress)
     warning = few_rows_warning(fit.n_samples)
     scores_out = options.scores_out or (data_dir / "scores.jsonl")

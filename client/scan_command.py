@@ -52,6 +52,10 @@ def register(subparsers) -> None:
                         "(default: 0.05)")
     p.add_argument("--allow-few-rows", action="store_true",
                    help="fit even on fewer than 100 normal images (with a warning)")
+    p.add_argument("--event-gap", type=float, default=0.0, metavar="SECONDS",
+                   help="fit rows of a camera at most SECONDS apart are one event (a "
+                        "burst); scoring a fit row, KNN and KDE leave its whole event out "
+                        "(default 0: the server's, 60 s; negative: only the row itself)")
     p.add_argument("--batch-size", type=int, default=64, help="images per call")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -70,6 +74,7 @@ def cmd_scan(args) -> int:
         detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
         space=args.space, score_adaptation=args.score_adaptation,
         contamination=args.contamination, allow_few_rows=args.allow_few_rows,
+        event_gap_s=args.event_gap,
         batch_size=args.batch_size,
         progress=not args.no_progress,
     )

@@ -9,12 +9,13 @@ The only server module besides service.py that imports the generated `_pb2` code
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from envad.errors import EnvadError
+from envad.errors import EnvadError, InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import (
     DEFAULT_SPLIT,
@@ -34,6 +35,7 @@ from envad.server.config import ServerConfig
 from envad.server.detectors import registry, stylist
 from envad.server.detectors.bundle import DEFAULT_CONTAMINATION
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS
+from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S
 from envad.server.domain import (
     DEFAULT_EXPORT_BATCH_SIZE,
     DEFAULT_FIT_FILTER,
@@ -154,7 +156,18 @@ def fit_options_from_pb(msg: pb.FitRequest, config: ServerConfig) -> FitOptions:
         min_camera_rows=msg.min_camera_rows or DEFAULT_MIN_CAMERA_ROWS,
         score_adaptation=msg.score_adaptation or DEFAULT_PIPELINE.score_adaptation,
         seed=msg.seed, activate=not msg.no_activate, allow_few_rows=msg.allow_few_rows,
+        event_gap_s=event_gap_from_pb(msg.event_gap_s),
     )
+
+
+def event_gap_from_pb(value: float) -> float:
+    """FitRequest.event_gap_s as Fit uses it: 0 is the default gap, a negative value
+    makes every row its own event (0), anything not finite is refused."""
+    if not math.isfinite(value):
+        raise InvalidInput(f"event_gap_s must be a finite number of seconds, got {value}")
+    if value == 0:
+        return DEFAULT_EVENT_GAP_S
+    return max(value, 0.0)
 
 
 def reset_envs_from_pb(msg: pb.ResetCameraStatsRequest) -> list[str]:
@@ -258,7 +271,8 @@ def bundle_info_to_pb(b: BundleInfo) -> pb.BundleInfo:
                          n_samples=b.n_samples, n_features=b.n_features, threshold=b.threshold,
                          created=b.created, filter=filter_to_pb(b.filter),
                          stats=_fit_stats_to_pb(b.stats), space=b.space,
-                         score_adaptation=b.score_adaptation, calibration=b.calibration)
+                         score_adaptation=b.score_adaptation, calibration=b.calibration,
+                         fit_groups=b.fit_groups)
 
 
 def fit_to_pb(outcome: FitOutcome) -> pb.FitResponse:
@@ -266,7 +280,7 @@ def fit_to_pb(outcome: FitOutcome) -> pb.FitResponse:
     return pb.FitResponse(bundle_id=b.bundle_id, stats=_fit_stats_to_pb(b.stats),
                           n_samples=b.n_samples, n_features=b.n_features,
                           threshold=b.threshold, activated=outcome.activated, space=b.space,
-                          score_adaptation=b.score_adaptation,
+                          score_adaptation=b.score_adaptation, fit_groups=b.fit_groups,
                           provenance=provenance_to_pb(outcome.provenance))
 
 

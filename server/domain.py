@@ -170,6 +170,7 @@ class FitOptions:
     seed: int = 0
     activate: bool = True
     allow_few_rows: bool = False   # fit on fewer than MIN_FIT_ROWS rows
+    event_gap_s: float = 0.0       # fit rows' events (detectors/leave_out.py); 0: none
 
 
 @dataclass(frozen=True)

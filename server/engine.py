@@ -30,6 +30,7 @@ from envad.records import (
 )
 from envad.server.config import ServerConfig
 from envad.server.detectors.bundle import MIN_SAMPLES, fit_bundle, fit_sample
+from envad.server.detectors.leave_out import fit_groups_of
 from envad.server.detectors.persistence import BundleStore
 from envad.server.domain import (
     Activation,
@@ -430,7 +431,8 @@ class Engine:
 
     def fit(self, options: FitOptions) -> FitOutcome:
         space = self.require_space()
-        table = fit_rows(space.store, options.row_filter, columns=("id", "env", "label"),
+        table = fit_rows(space.store, options.row_filter,
+                         columns=("id", "env", "label", "timestamp"),
                          anomaly_labels=self.config.anomaly_label_set, with_vectors=False)
         # by id, so the bundle's fit/calibration split never follows arrival order
         table = table.sort_by("id")
@@ -446,10 +448,16 @@ class Engine:
                 "detectors degenerate): store more normal images, or allow fewer rows "
                 "(FitRequest.allow_few_rows; --allow-few-rows on the command line)")
         matched = table.num_rows
+        all_rows = table
         if options.max_samples >= MIN_SAMPLES:
             # only the sampled rows' vectors are read: memory and time stay flat in the
             # store's size (the sample is the one fit_bundle would draw from all rows)
             table = table.take(fit_sample(matched, options.max_samples, options.seed))
+        groups = fit_groups_of(
+            all_rows.column("id").to_numpy(zero_copy_only=False),
+            all_rows.column("env").to_numpy(zero_copy_only=False),
+            all_rows.column("timestamp").to_numpy(zero_copy_only=False),
+            table.column("id").to_numpy(zero_copy_only=False), options.event_gap_s)
         vectors = space.store.vectors_for(table.column("id"))
         envs = np.asarray(table.column("env").to_pylist(), dtype=object)
         labels = np.asarray([v or "" for v in table.column("label").to_pylist()], dtype=object)
@@ -460,6 +468,7 @@ class Engine:
             envs=envs, model_id=space.model_id, fit_filter=options.row_filter.as_dict(),
             space=options.space, labels=labels, min_camera_rows=options.min_camera_rows,
             score_adaptation=options.score_adaptation, sampled_from=matched,
+            ids=table.column("id").to_numpy(zero_copy_only=False), groups=groups,
         )
         self.bundles.save(bundle)
         if options.activate:
@@ -530,6 +539,7 @@ def _score_job(bundle, images: Sequence[ImageInput], indices: Sequence[int],
     return ScoreJob(
         bundle, tuple(images[i].env for i in indices), options.top_k,
         options.neighbor_filter or bundle.info().filter,
+        ids=tuple(images[i].resolved_id() for i in indices),
         exclude_labels=options.exclude_labels,
         self_keys=None if options.include_self else tuple(
             (images[i].resolved_id(), images[i].sha256) for i in indices))

@@ -33,13 +33,15 @@ class ScoreJob:
     envs: tuple[str, ...]
     top_k: int
     neighbor_filter: RowFilter
+    ids: tuple[str, ...] = ()     # the images' ids (a fit row's own group is left out)
     exclude_labels: tuple[str, ...] = ()
     self_keys: tuple[SelfKey, ...] | None = None   # set: the image's own row is no evidence
 
     def rows(self, start: int, stop: int) -> ScoreJob:
         """The same job for images start..stop (a request split across micro-batches)."""
         keys = None if self.self_keys is None else self.self_keys[start:stop]
-        return replace(self, envs=self.envs[start:stop], self_keys=keys)
+        return replace(self, envs=self.envs[start:stop], ids=self.ids[start:stop],
+                       self_keys=keys)
 
 
 @dataclass(frozen=True)
@@ -84,13 +86,15 @@ class BatchScorer:
             bundle = jobs[members[0]][1].bundle
             X = np.concatenate([jobs[i][0] for i in members])
             envs = [env for i in members for env in jobs[i][1].envs]
+            ids = [row_id for i in members for row_id in jobs[i][1].ids]
             if bundle.space.camera_aware:   # an unseen camera adapts as it sends images
                 self.camera_stats.update(envs, X)
             # the bundle checks its input (shape, finite) once; scikit-learn's per-estimator
             # re-checks of the same rows are most of a one-row call's cost
             with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
                 scored = bundle.score(X, envs, self.camera_stats.get,
-                                      self.score_statistics(bundle))
+                                      self.score_statistics(bundle),
+                                      ids if len(ids) == len(X) else None)
             start = 0
             for i in members:
                 stop = start + len(jobs[i][0])

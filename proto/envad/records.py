@@ -169,6 +169,7 @@ class BundleInfo:
     space: str = ""
     score_adaptation: str = ""
     calibration: str = ""
+    fit_groups: str = ""     # how a scored fit row leaves out its group ("": it does not)
 
 
 @dataclass(frozen=True)

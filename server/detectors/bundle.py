@@ -29,6 +29,7 @@ from envad.records import BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
 from envad.server.detectors.calibration import DEFAULT_CALIBRATION, Calibration
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space
+from envad.server.detectors.leave_out import FitGroups
 from envad.server.detectors.score_adaptation import ScoreAdaptation, parse_score_adaptation
 from envad.server.detectors.space_selection import choose_space, usable_for_selection
 from envad.server.detectors.stylist import select_features
@@ -103,6 +104,7 @@ class DetectorBundle:
     space_scores: dict[str, float] = field(default_factory=dict)   # auto: proxy per candidate
     score_adaptation: ScoreAdaptation = field(default_factory=ScoreAdaptation)
     calibration: str = DEFAULT_CALIBRATION    # calibration.py's kind
+    fit_groups: FitGroups | None = field(default=None, repr=False)   # leave_out.py
     _calibrations: dict[str, Calibration] = field(default_factory=dict, init=False,
                                                   repr=False, compare=False)
 
@@ -118,18 +120,22 @@ class DetectorBundle:
         return EnvStatistics(path, 2 * len(self.detectors))
 
     def score(self, X: np.ndarray, envs=None, running=None,
-              score_stats: EnvStatistics | None = None) -> BundleScores:
+              score_stats: EnvStatistics | None = None, ids=None) -> BundleScores:
         """Raw, adapted, calibrated and ensemble scores of embeddings X [n, n_features]
         from cameras `envs`. `running(env)` gives an unseen camera's running embedding
         statistics (camera-aware spaces); `score_stats` (from `new_score_statistics`)
         holds each camera's score statistics, updated with these rows before they are
-        adapted (a bundle that adapts scores, with no `score_stats`, scores unadapted)."""
+        adapted (a bundle that adapts scores, with no `score_stats`, scores unadapted).
+        `ids`: the rows' ids; a row that is one of the bundle's own fit rows is scored
+        without its group (leave_out.py)."""
         embeddings = _check_matrix(X, self.n_features)
         X, adaptation = self.space.transform(embeddings, envs, running)
         if self.kept_features is not None:
             X = X[:, self.kept_features]
         X32 = np.ascontiguousarray(X, dtype=np.float32)   # one copy for every float32 detector
-        raw = {name: self.fitted[name].score(_detector_input(name, embeddings, X, X32))
+        leave_out = None if self.fit_groups is None else self.fit_groups.leave_out(ids)
+        raw = {name: self.fitted[name].score(_detector_input(name, embeddings, X, X32),
+                                             leave_out)
                for name in self.detectors}
         adapted, weight = raw, np.zeros(len(X))
         if self.score_adaptation.enabled and score_stats is not None and envs is not None:
@@ -158,12 +164,14 @@ class DetectorBundle:
             stats=tuple(DetectorFitStats(name, float(s["fit_seconds"]), int(s["n_samples"]))
                         for name, s in self.stats.items()),
             space=self.space.describe(), score_adaptation=self.score_adaptation.describe(),
-            calibration=self.calibration)
+            calibration=self.calibration,
+            fit_groups="" if self.fit_groups is None else self.fit_groups.describe())
 
-    def score_arrivals(self, X: np.ndarray, envs, chunk: int = 64) -> BundleScores:
+    def score_arrivals(self, X: np.ndarray, envs, chunk: int = 64, ids=None) -> BundleScores:
         """Score rows as a stream would deliver them: in order, `chunk` at a time, each
         camera's running statistics updated with a chunk before it is scored (as the
-        server does). Used by evaluations to score a test set the way Score would."""
+        server does). Used by evaluations to score a test set the way Score would
+        (`ids`: the rows' ids, as Score passes them)."""
         envs = np.asarray(envs).astype(str)
         stats = EnvStatistics(None, X.shape[1])
         score_stats = self.new_score_statistics()
@@ -171,7 +179,8 @@ class DetectorBundle:
         for start in range(0, len(X), chunk):
             rows = slice(start, start + chunk)
             stats.update(envs[rows], X[rows])
-            parts.append(self.score(X[rows], envs[rows], stats.get, score_stats))
+            parts.append(self.score(X[rows], envs[rows], stats.get, score_stats,
+                                    None if ids is None else ids[rows]))
         return BundleScores.concat(parts)
 
 
@@ -223,14 +232,18 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
                space: str | EmbeddingSpace = "raw", labels: np.ndarray | None = None,
                min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS,
                score_adaptation: str | ScoreAdaptation = "none",
-               sampled_from: int = 0, progress: bool = False) -> DetectorBundle:
+               sampled_from: int = 0, progress: bool = False, ids=None,
+               groups: FitGroups | None = None) -> DetectorBundle:
     """Fit the space step and the named detectors (default: the paper's eight) on
     embeddings X of normal images from cameras `envs` with content `labels` (both
     optional unless the space needs them); `score_adaptation` is how scores adapt to
     each camera at score time (score_adaptation.py). More than `max_samples` rows are
     sampled (seeded); `sampled_from` N > max_samples says that X already is
     `fit_sample(N, max_samples, seed)` of N rows, drawn by a caller that read only
-    those rows' vectors, and the bundle is the one the N rows would give."""
+    those rows' vectors, and the bundle is the one the N rows would give. `ids` (one
+    per row of X) let Score recognise the fit rows and leave each one's group out
+    (leave_out.py): `groups` holds the rows' groups (events; every id of X among its
+    members), None makes each row a group of its own."""
     X = _check_matrix(X)
     adaptation = (score_adaptation if isinstance(score_adaptation, ScoreAdaptation)
                   else parse_score_adaptation(score_adaptation))
@@ -261,6 +274,10 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         if len(envs) != len(X):
             raise InvalidInput(f"{len(envs)} environments for {len(X)} rows")
     embeddings = X[rows]   # the fitting rows as the encoder gave them
+    ids = _checked_ids(ids, len(X), groups)
+    if ids is not None:
+        ids = ids[rows]
+        groups = groups or FitGroups.of_members(ids, np.arange(len(ids)), 0.0)
     fitted_space, space_scores = _fit_space(space, embeddings,
                                             None if envs is None else envs[rows],
                                             None if labels is None else
@@ -281,6 +298,8 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
     parts = {False: (data[fit_rows], data[cal_rows])}
     if any(registry.get(name).reads_raw for name in names):
         parts[True] = (embeddings[fit_rows], embeddings[cal_rows])
+    fit_groups = None if ids is None or groups is None else groups.with_fit_rows(ids[fit_rows])
+    cal_leave_out = None if fit_groups is None else fit_groups.leave_out(ids[cal_rows])
     fitted, reference, stats, calibrations = {}, {}, {}, {}
     cal_ensemble = np.zeros(len(cal_rows))
     for name in tqdm(names, desc="fitting detectors", disable=not progress):
@@ -288,7 +307,7 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         start = time.perf_counter()
         fitted[name] = registry.Detector(name, seed).fit(fit_part)
         stats[name] = {"fit_seconds": time.perf_counter() - start, "n_samples": len(fit_part)}
-        held_out = fitted[name].score(cal_part)
+        held_out = fitted[name].score(cal_part, cal_leave_out)
         reference[name] = np.sort(held_out)
         calibrations[name] = Calibration.of(reference[name], DEFAULT_CALIBRATION)
         cal_ensemble += calibrations[name](held_out) / len(names)
@@ -301,10 +320,23 @@ def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int =
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         fit_filter=dict(fit_filter or {}), seed=seed, space=fitted_space,
         space_scores=space_scores, score_adaptation=adaptation,
-        calibration=DEFAULT_CALIBRATION,
+        calibration=DEFAULT_CALIBRATION, fit_groups=fit_groups,
     )
     bundle._calibrations.update(calibrations)    # built once, here, not again at scoring
     return bundle
+
+
+def _checked_ids(ids, n_rows: int, groups: FitGroups | None) -> np.ndarray | None:
+    """The fit rows' ids as a unicode array (None when not given), checked against the
+    rows and `groups`."""
+    if ids is None:
+        if groups is not None:
+            raise InvalidInput("fit groups need the fit rows' ids")
+        return None
+    ids = np.asarray(ids).astype(str)
+    if len(ids) != n_rows:
+        raise InvalidInput(f"{len(ids)} ids for {n_rows} rows")
+    return ids
 
 
 def _fit_space(space: str | EmbeddingSpace, X: np.ndarray, envs: np.ndarray | None,

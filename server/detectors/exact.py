@@ -84,6 +84,28 @@ class ExactKNN:
         squared, _ = self.index_.search(queries, self.n_neighbors)
         return np.sqrt(np.maximum(squared[:, -1], 0.0)).astype(np.float64)
 
+    def decision_function_leaving_out(self, X: np.ndarray, query_groups: np.ndarray,
+                                      row_groups: np.ndarray) -> np.ndarray:
+        """`decision_function`, each query's k-th neighbour taken among the fit rows
+        outside its group (`query_groups[i]` against `row_groups`, one code per fit row;
+        a negative code leaves nothing out). A query whose group leaves fewer than k
+        rows keeps its plain score."""
+        out = self.decision_function(X)
+        members = np.flatnonzero(query_groups >= 0)
+        if not len(members):
+            return out
+        sizes = np.bincount(row_groups, minlength=int(query_groups.max()) + 1)
+        groups = query_groups[members]
+        wanted = min(self.n_neighbors + int(sizes[groups].max()), self.index_.ntotal)
+        queries = np.ascontiguousarray(X[members], dtype=np.float32)
+        squared, positions = self.index_.search(queries, wanted)
+        excluded = (positions < 0) | (row_groups[np.maximum(positions, 0)] == groups[:, None])
+        kept = np.where(excluded, np.inf, squared)
+        kth = np.sort(kept, axis=1)[:, self.n_neighbors - 1]
+        enough = np.isfinite(kth)
+        out[members[enough]] = np.sqrt(np.maximum(kth[enough], 0.0))
+        return out
+
 
 class ExactKDE:
     """Negative Gaussian kernel log-density (pyod `KDE()`, scikit-learn's normalisation),
@@ -105,9 +127,12 @@ class ExactKDE:
 
     def fit(self, X: np.ndarray) -> ExactKDE:
         X = np.asarray(X)
+        self.reference_rows_ = None     # positions of the reference rows among X (None: all)
         if self.max_reference is not None and len(X) > self.max_reference:
             rng = np.random.default_rng(self.random_state)
-            X = X[np.sort(rng.choice(len(X), size=self.max_reference, replace=False))]
+            self.reference_rows_ = np.sort(rng.choice(len(X), size=self.max_reference,
+                                                      replace=False))
+            X = X[self.reference_rows_]
         # distances are taken about the fit rows' mean: the same distances, but smaller
         # norms, so |q|^2 + |x|^2 - 2 q.x loses less to cancellation
         X = np.asarray(X, dtype=np.float64)
@@ -127,14 +152,31 @@ class ExactKDE:
     def __setstate__(self, state: dict) -> None:
         # estimators pickled before the data-scaled bandwidth have a number and no factor
         state.setdefault("bandwidth_factor", 1.0)
+        state.setdefault("reference_rows_", None)
         if "X_" in state and "bandwidth_" not in state:
             state["bandwidth_"] = float(state["bandwidth"])
         self.__dict__.update(state)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
+        return self._negative_log_density(X, None, None)
+
+    def decision_function_leaving_out(self, X: np.ndarray, query_groups: np.ndarray,
+                                      row_groups: np.ndarray) -> np.ndarray:
+        """`decision_function`, each query's density taken over the reference rows
+        outside its group (`query_groups[i]` against `row_groups`, one code per fit row;
+        a negative code leaves nothing out). A query whose group holds every reference
+        row keeps its plain score."""
+        reference_groups = (row_groups if self.reference_rows_ is None
+                            else row_groups[self.reference_rows_])
+        return self._negative_log_density(X, np.asarray(query_groups), reference_groups)
+
+    def _negative_log_density(self, X: np.ndarray, query_groups: np.ndarray | None,
+                              reference_groups: np.ndarray | None) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64) - self.center_
         out = np.empty(len(X))
         scale = -0.5 / self.bandwidth_ ** 2
+        n = len(self.X_)
+        kernel_norm = self.log_norm_ - np.log(n)    # the normalisation less log(rows)
         for start in range(0, len(X), _CHUNK):
             q = X[start:start + _CHUNK]
             squared = q @ self.X_.T
@@ -143,6 +185,14 @@ class ExactKDE:
             squared += np.einsum("ij,ij->i", q, q)[:, None]
             np.maximum(squared, 0.0, out=squared)
             squared *= scale
-            log_density = logsumexp(squared, axis=1) - self.log_norm_
+            log_norm = np.full(len(q), self.log_norm_)
+            if query_groups is not None and reference_groups is not None:
+                groups = query_groups[start:start + _CHUNK]
+                excluded = reference_groups[None, :] == groups[:, None]
+                left = n - excluded.sum(axis=1)
+                leaving = (groups >= 0) & (left > 0)
+                squared[leaving] = np.where(excluded[leaving], -np.inf, squared[leaving])
+                log_norm[leaving] = np.log(left[leaving]) + kernel_norm
+            log_density = logsumexp(squared, axis=1) - log_norm
             out[start:start + _CHUNK] = -log_density
         return out

@@ -25,11 +25,13 @@ from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.calibration import KINDS as CALIBRATION_KINDS
 from envad.server.detectors.calibration import LEGACY_CALIBRATION
 from envad.server.detectors.geometry import EmbeddingSpace
+from envad.server.detectors.leave_out import FitGroups
 from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.server.durable import fsync_path
 
 MANIFEST = "manifest.json"
 SPACE_FILE = "space.npz"
+FIT_GROUPS_FILE = "fit_groups.npz"
 FORMAT_VERSION = 1
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -74,6 +76,10 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
             files["kept_features.npy"] = ""
         np.savez(staging / SPACE_FILE, allow_pickle=False, **bundle.space.arrays())
         files[SPACE_FILE] = ""
+        if bundle.fit_groups is not None:
+            np.savez(staging / FIT_GROUPS_FILE, allow_pickle=False,
+                     **bundle.fit_groups.arrays())
+            files[FIT_GROUPS_FILE] = ""
         for file_name in files:
             files[file_name] = _sha256(staging / file_name)
         manifest = {
@@ -125,6 +131,10 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
     if "space" in manifest:
         with np.load(path / SPACE_FILE, allow_pickle=False) as arrays:
             space = EmbeddingSpace.from_arrays(manifest["space"], arrays)
+    fit_groups = None                   # bundles fitted without ids: no leave-out
+    if FIT_GROUPS_FILE in manifest["files"]:
+        with np.load(path / FIT_GROUPS_FILE, allow_pickle=False) as arrays:
+            fit_groups = FitGroups.from_arrays(arrays)
     return DetectorBundle(
         bundle_id=manifest["bundle_id"], model_id=manifest["model_id"], detectors=names,
         fitted={n: joblib.load(path / f"{n}.joblib") for n in names},
@@ -137,7 +147,7 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         # bundles written before score adaptation: none
         score_adaptation=parse_score_adaptation(manifest.get("score_adaptation", "none")),
         # bundles written before interpolated calibration: steps (their threshold's kind)
-        calibration=calibration,
+        calibration=calibration, fit_groups=fit_groups,
     )
 
 

@@ -250,8 +250,23 @@ class Detector:
             return X
         return (X - self.scaler_.mean_) / self.scaler_.scale_
 
-    def score(self, X: np.ndarray) -> np.ndarray:
+    def score(self, X: np.ndarray, leave_out: tuple[np.ndarray, np.ndarray] | None = None
+              ) -> np.ndarray:
         """Anomaly scores of X (float64, higher = more anomalous); X is read in the
-        detector's own precision (`DetectorSpec.float32`)."""
-        X = np.asarray(X, dtype=get(self.name).score_dtype)
-        return np.asarray(self.estimator_.decision_function(self._scaled(X)), dtype=np.float64)
+        detector's own precision (`DetectorSpec.float32`). `leave_out`: (group code per
+        row of X, group code per fit row) from leave_out.FitGroups: a detector that
+        `leaves_out` scores each row against the fit rows outside its group."""
+        spec = get(self.name)
+        X = self._scaled(np.asarray(X, dtype=spec.score_dtype))
+        if leave_out is not None and self.leaves_out:
+            scores = self.estimator_.decision_function_leaving_out(X, *leave_out)
+        else:
+            scores = self.estimator_.decision_function(X)
+        return np.asarray(scores, dtype=np.float64)
+
+    @property
+    def leaves_out(self) -> bool:
+        """Whether this detector can leave a fit row's group out when scoring it (its
+        estimator saw every fit row, in order: no fit-row cap)."""
+        return (get(self.name).max_fit_rows is None
+                and hasattr(self.estimator_, "decision_function_leaving_out"))

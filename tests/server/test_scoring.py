@@ -97,9 +97,9 @@ def test_one_bundle_call_per_micro_batch(world, monkeypatch):
     calls: list[int] = []
     original = type(bundle).score
 
-    def counting(self, X, envs=None, running=None, score_stats=None):
+    def counting(self, X, envs=None, running=None, score_stats=None, ids=None):
         calls.append(len(X))
-        return original(self, X, envs, running, score_stats)
+        return original(self, X, envs, running, score_stats, ids)
 
     monkeypatch.setattr(type(bundle), "score", counting)
     jobs = requests(bundle)

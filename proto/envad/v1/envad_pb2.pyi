@@ -266,7 +266,7 @@ class StylistOptions(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., drop_fraction: _Optional[float] = ...) -> None: ...
 
 class FitRequest(_message.Message):
-    __slots__ = ("filter", "detectors", "max_samples", "contamination", "stylist", "seed", "no_activate", "space", "min_camera_rows", "allow_few_rows", "score_adaptation")
+    __slots__ = ("filter", "detectors", "max_samples", "contamination", "stylist", "seed", "no_activate", "space", "min_camera_rows", "allow_few_rows", "score_adaptation", "event_gap_s")
     FILTER_FIELD_NUMBER: _ClassVar[int]
     DETECTORS_FIELD_NUMBER: _ClassVar[int]
     MAX_SAMPLES_FIELD_NUMBER: _ClassVar[int]
@@ -278,6 +278,7 @@ class FitRequest(_message.Message):
     MIN_CAMERA_ROWS_FIELD_NUMBER: _ClassVar[int]
     ALLOW_FEW_ROWS_FIELD_NUMBER: _ClassVar[int]
     SCORE_ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    EVENT_GAP_S_FIELD_NUMBER: _ClassVar[int]
     filter: Filter
     detectors: _containers.RepeatedScalarFieldContainer[str]
     max_samples: int
@@ -289,7 +290,8 @@ class FitRequest(_message.Message):
     min_camera_rows: int
     allow_few_rows: bool
     score_adaptation: str
-    def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., detectors: _Optional[_Iterable[str]] = ..., max_samples: _Optional[int] = ..., contamination: _Optional[float] = ..., stylist: _Optional[_Union[StylistOptions, _Mapping]] = ..., seed: _Optional[int] = ..., no_activate: _Optional[bool] = ..., space: _Optional[str] = ..., min_camera_rows: _Optional[int] = ..., allow_few_rows: _Optional[bool] = ..., score_adaptation: _Optional[str] = ...) -> None: ...
+    event_gap_s: float
+    def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., detectors: _Optional[_Iterable[str]] = ..., max_samples: _Optional[int] = ..., contamination: _Optional[float] = ..., stylist: _Optional[_Union[StylistOptions, _Mapping]] = ..., seed: _Optional[int] = ..., no_activate: _Optional[bool] = ..., space: _Optional[str] = ..., min_camera_rows: _Optional[int] = ..., allow_few_rows: _Optional[bool] = ..., score_adaptation: _Optional[str] = ..., event_gap_s: _Optional[float] = ...) -> None: ...
 
 class DetectorFitStats(_message.Message):
     __slots__ = ("detector", "fit_seconds", "n_samples")
@@ -302,7 +304,7 @@ class DetectorFitStats(_message.Message):
     def __init__(self, detector: _Optional[str] = ..., fit_seconds: _Optional[float] = ..., n_samples: _Optional[int] = ...) -> None: ...
 
 class FitResponse(_message.Message):
-    __slots__ = ("bundle_id", "stats", "n_samples", "n_features", "threshold", "activated", "provenance", "space", "score_adaptation")
+    __slots__ = ("bundle_id", "stats", "n_samples", "n_features", "threshold", "activated", "provenance", "space", "score_adaptation", "fit_groups")
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     N_SAMPLES_FIELD_NUMBER: _ClassVar[int]
@@ -312,6 +314,7 @@ class FitResponse(_message.Message):
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     SPACE_FIELD_NUMBER: _ClassVar[int]
     SCORE_ADAPTATION_FIELD_NUMBER: _ClassVar[int]
+    FIT_GROUPS_FIELD_NUMBER: _ClassVar[int]
     bundle_id: str
     stats: _containers.RepeatedCompositeFieldContainer[DetectorFitStats]
     n_samples: int
@@ -321,7 +324,8 @@ class FitResponse(_message.Message):
     provenance: Provenance
     space: str
     score_adaptation: str
-    def __init__(self, bundle_id: _Optional[str] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., activated: _Optional[bool] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ...) -> None: ...
+    fit_groups: str
+    def __init__(self, bundle_id: _Optional[str] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., activated: _Optional[bool] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ..., fit_groups: _Optional[str] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("filter", "format", "batch_size", "without_vectors")
@@ -461,7 +465,7 @@ class EnvCount(_message.Message):
     def __init__(self, env: _Optional[str] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class BundleInfo(_message.Message):
-    __slots__ = ("bundle_id", "model_id", "detectors", "n_samples", "n_features", "threshold", "created", "filter", "stats", "space", "score_adaptation", "calibration")
+    __slots__ = ("bundle_id", "model_id", "detectors", "n_samples", "n_features", "threshold", "created", "filter", "stats", "space", "score_adaptation", "calibration", "fit_groups")
     BUNDLE_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     DETECTORS_FIELD_NUMBER: _ClassVar[int]
@@ -474,6 +478,7 @@ class BundleInfo(_message.Message):
     SPACE_FIELD_NUMBER: _ClassVar[int]
     SCORE_ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     CALIBRATION_FIELD_NUMBER: _ClassVar[int]
+    FIT_GROUPS_FIELD_NUMBER: _ClassVar[int]
     bundle_id: str
     model_id: str
     detectors: _containers.RepeatedScalarFieldContainer[str]
@@ -486,7 +491,8 @@ class BundleInfo(_message.Message):
     space: str
     score_adaptation: str
     calibration: str
-    def __init__(self, bundle_id: _Optional[str] = ..., model_id: _Optional[str] = ..., detectors: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., created: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ..., calibration: _Optional[str] = ...) -> None: ...
+    fit_groups: str
+    def __init__(self, bundle_id: _Optional[str] = ..., model_id: _Optional[str] = ..., detectors: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., n_features: _Optional[int] = ..., threshold: _Optional[float] = ..., created: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., stats: _Optional[_Iterable[_Union[DetectorFitStats, _Mapping]]] = ..., space: _Optional[str] = ..., score_adaptation: _Optional[str] = ..., calibration: _Optional[str] = ..., fit_groups: _Optional[str] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
     __slots__ = ("server_version", "active_model", "bundle", "env_counts", "total_rows", "table_version", "data_dir", "hint", "index_rows")

@@ -1,0 +1,148 @@
+"""Scoring the fit rows themselves: each one's own group is left out.
+
+A Fit on a backfilled archive, and `envad scan`, score the very images the detectors
+were fitted on. A neighbour detector that scores one of its own fit rows finds the row
+itself at distance 0, and camera traps fire bursts of near-identical frames: five frames
+of an unseen species are each other's five nearest neighbours, so KNN (k=5) and a narrow
+KDE call them dense, that is normal, whatever they show.
+
+A bundle fitted with its rows' ids keeps `FitGroups`: the group of every fit row, where
+a group is an event (the frames of one camera no more than `gap_s` seconds apart, each
+to the next: the time rule of the client's `--group-events`) and a row without a
+timestamp is a group of its own. When a Score query is one of those rows (by id), the
+detectors that can leave rows out (KNN, KDE: `Detector.score`'s `leave_out`) score it
+against the fit rows outside its group, as if its event had not been fitted on. The
+calibration part is scored the same way, so calibrated scores stay on one scale. A
+query that is no fit row (a new image) is scored as before. The other detectors still
+count a fit row's own group (docs/detectors.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from envad.errors import InvalidInput
+
+#: no group: a query that is none of the fit rows
+NO_GROUP = -1
+#: frames of one camera at most this many seconds apart (each to the next) are one event
+DEFAULT_EVENT_GAP_S = 60.0
+_MICROSECONDS = 1_000_000
+
+
+def event_codes(envs, timestamps, gap_s: float) -> np.ndarray:
+    """Group code (0, 1, ...) per row: rows of one camera whose timestamps follow each
+    other by at most `gap_s` seconds share a code; a row without a timestamp (NaT), and
+    every row when `gap_s` <= 0, has a code of its own."""
+    envs = np.asarray(envs).astype(str)
+    times = np.asarray(timestamps, dtype="datetime64[us]")
+    if len(envs) != len(times):
+        raise InvalidInput(f"{len(times)} timestamps for {len(envs)} rows")
+    if not np.isfinite(gap_s):
+        raise InvalidInput(f"the event gap must be a finite number of seconds, got {gap_s}")
+    codes = np.full(len(envs), NO_GROUP, dtype=np.int64)
+    timed = np.flatnonzero(~np.isnat(times)) if gap_s > 0 else np.zeros(0, dtype=np.int64)
+    next_code = 0
+    if len(timed):
+        ticks = times[timed].astype(np.int64)
+        order = timed[np.lexsort((ticks, envs[timed]))]
+        ordered_ticks = times[order].astype(np.int64)
+        starts = np.ones(len(order), dtype=bool)
+        starts[1:] = ((envs[order][1:] != envs[order][:-1])
+                      | (np.diff(ordered_ticks) > gap_s * _MICROSECONDS))
+        codes[order] = np.cumsum(starts) - 1
+        next_code = int(starts.sum())
+    alone = np.flatnonzero(codes == NO_GROUP)
+    codes[alone] = next_code + np.arange(len(alone))
+    return codes
+
+
+@dataclass(frozen=True)
+class FitGroups:
+    """The ids and group codes of the rows a bundle knows as its own (its fit rows, and
+    their events' other rows), and the code of each row its detectors were fitted on
+    (the fit part, in its order)."""
+
+    ids: np.ndarray          # sorted unicode ids
+    codes: np.ndarray        # int64 code per id
+    fit_codes: np.ndarray    # int64 code per detector fit row
+    gap_s: float
+
+    @staticmethod
+    def of_members(member_ids, member_codes, gap_s: float) -> FitGroups:
+        """Members sorted by id (codes follow); `fit_codes` set by `with_fit_rows`."""
+        ids = np.asarray(member_ids).astype(str)
+        codes = np.asarray(member_codes, dtype=np.int64)
+        if len(ids) != len(codes):
+            raise InvalidInput(f"{len(codes)} group codes for {len(ids)} ids")
+        order = np.argsort(ids, kind="stable")
+        ids, codes = ids[order], codes[order]
+        if len(ids) > 1 and np.any(ids[1:] == ids[:-1]):
+            raise InvalidInput("the fit rows' ids repeat")
+        return FitGroups(ids, codes, np.zeros(0, dtype=np.int64), float(gap_s))
+
+    def with_fit_rows(self, fit_ids) -> FitGroups:
+        """The same members, with the detectors' fit rows given by their ids."""
+        codes = self.codes_of(fit_ids)
+        if np.any(codes == NO_GROUP):
+            raise InvalidInput("a fit row's id is not among the bundle's members")
+        return FitGroups(self.ids, self.codes, codes, self.gap_s)
+
+    def codes_of(self, query_ids) -> np.ndarray:
+        """Group code per query id (NO_GROUP for an id that is no member)."""
+        query_ids = np.asarray(query_ids).astype(str)
+        out = np.full(len(query_ids), NO_GROUP, dtype=np.int64)
+        if not len(self.ids) or not len(query_ids):
+            return out
+        at = np.minimum(np.searchsorted(self.ids, query_ids), len(self.ids) - 1)
+        found = self.ids[at] == query_ids
+        out[found] = self.codes[at[found]]
+        return out
+
+    def leave_out(self, query_ids) -> tuple[np.ndarray, np.ndarray] | None:
+        """(code per query, code per fit row) for `Detector.score`, or None when no query
+        is a member (nothing to leave out)."""
+        if query_ids is None:
+            return None
+        codes = self.codes_of(query_ids)
+        if not np.any(codes != NO_GROUP):
+            return None
+        return codes, self.fit_codes
+
+    def describe(self) -> str:
+        """How Score treats the fit rows, for a person (BundleInfo.fit_groups)."""
+        sizes = np.bincount(self.codes) if len(self.codes) else np.zeros(0, dtype=np.int64)
+        groups = int(np.count_nonzero(sizes))
+        largest = int(sizes.max()) if len(sizes) else 0
+        rule = (f"events of frames <= {self.gap_s:g} s apart" if self.gap_s > 0
+                else "each row alone")
+        return (f"a fit row scored leaves out its group ({rule}): {len(self.ids):,} rows "
+                f"in {groups:,} groups, largest {largest}")
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What persistence writes (numpy arrays, no pickles)."""
+        return {"ids": self.ids, "codes": self.codes, "fit_codes": self.fit_codes,
+                "gap_s": np.asarray(self.gap_s)}
+
+    @staticmethod
+    def from_arrays(arrays) -> FitGroups:
+        return FitGroups(np.asarray(arrays["ids"]).astype(str),
+                         np.asarray(arrays["codes"], dtype=np.int64),
+                         np.asarray(arrays["fit_codes"], dtype=np.int64),
+                         float(arrays["gap_s"]))
+
+
+
+def fit_groups_of(ids, envs, timestamps, fit_ids, gap_s: float) -> FitGroups:
+    """The groups of a Fit: events over every row it matched (`ids`, `envs`,
+    `timestamps`), kept for the rows in the same group as a row it fits on (`fit_ids`,
+    the sampled rows when the match was sampled)."""
+    ids = np.asarray(ids).astype(str)
+    codes = event_codes(envs, timestamps, gap_s)
+    fit_ids = np.asarray(fit_ids).astype(str)
+    if len(fit_ids) < len(ids):
+        kept = np.isin(codes, codes[np.isin(ids, fit_ids)])
+        ids, codes = ids[kept], codes[kept]
+    return FitGroups.of_members(ids, codes, gap_s)
