@@ -32,9 +32,11 @@ def shot_time(n: int) -> datetime:
 
 
 def make_camera_folder(root: Path, *, cameras=("cam-a", "cam-b", "cam-c"), normal: int = 120,
-                       odd: int = 4, seed: int = 1) -> Path:
+                       odd: int = 4, seed: int = 1, odd_burst_s: float | None = None) -> Path:
     """`root/<camera>/<day>/IMG_nnnn.JPG`; the odd images are `ODD_n.JPG` of the first
-    camera. Image n was taken at shot_time(n) (odd ones after every normal one)."""
+    camera. Image n was taken at shot_time(n) (odd ones after every normal one), or with
+    `odd_burst_s` the odd ones as one burst: `odd_burst_s` seconds apart, from
+    shot_time(normal)."""
     images = synthetic_images("normal", normal, seed=seed) + synthetic_images("odd", odd,
                                                                                 seed=seed + 1)
     for n, png in enumerate(images):
@@ -42,5 +44,8 @@ def make_camera_folder(root: Path, *, cameras=("cam-a", "cam-b", "cam-c"), norma
         name = f"IMG_{n:04d}.JPG" if n < normal else f"ODD_{n - normal}.JPG"
         path = root / camera / f"day{n % 2 + 1}" / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(jpeg_with_exif(png, shot_time(n)))
+        taken = shot_time(n)
+        if n >= normal and odd_burst_s is not None:
+            taken = shot_time(normal) + timedelta(seconds=odd_burst_s * (n - normal))
+        path.write_bytes(jpeg_with_exif(png, taken))
     return root

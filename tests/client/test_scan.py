@@ -166,3 +166,20 @@ def test_scan_takes_the_source_options_of_backfill(tiny_model_path, tmp_path, ca
     # without --image-root the files are looked for beside the JSON, where they are not
     assert main(["scan", str(md), *model, "--no-progress"]) == 1
     assert "could be stored" in capsys.readouterr().err
+
+
+def test_a_burst_of_new_content_in_the_archive_ranks_first(tiny_model_path, tmp_path,
+                                                          capsys) -> None:
+    """Eight odd frames taken 2 s apart, fitted on with the rest of the archive: each
+    frame's own event is left out when it is scored, so the burst ranks 1st-8th; with
+    no events (`--event-gap -1`: only the frame itself left out) its frames are each
+    other's nearest neighbours and the burst ranks last."""
+    folder = make_camera_folder(tmp_path / "cams", normal=100, odd=8, odd_burst_s=2)
+    ranks = {}
+    for gap in ("0", "-1"):
+        report = scan_json(capsys, str(folder), "--model", str(tiny_model_path),
+                           "--detectors", "KNN", "--top", "108", "--event-gap", gap)
+        assert report["fit_rows"] == 108
+        ranks[gap] = [n for n, row in enumerate(report["top"]) if "ODD_" in row["key"]]
+    assert ranks["0"] == list(range(8))
+    assert ranks["-1"] == list(range(100, 108))

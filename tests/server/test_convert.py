@@ -11,6 +11,7 @@ import pytest
 
 from envad.client import convert as client
 from envad.client import results as r
+from envad.errors import InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import (
     DEFAULT_SPLIT,
@@ -56,7 +57,9 @@ BUNDLE = BundleInfo(bundle_id="b-1", model_id="enc-a", detectors=("KNN", "PCA"),
                     n_samples=120, n_features=16, threshold=0.875, created="2026-05-01",
                     filter=RowFilter(envs=("cam-a",), splits=("train",)),
                     stats=(DetectorFitStats("KNN", 0.5, 96), DetectorFitStats("PCA", 0.25, 96)),
-                    space="center_l2(min_camera_rows=32)", calibration="interpolated")
+                    space="center_l2(min_camera_rows=32)", calibration="interpolated",
+                    fit_groups="a fit row scored leaves out its group (events of frames "
+                               "<= 60 s apart): 120 rows in 40 groups, largest 5")
 ERROR = ItemError(index=1, id="bad", code="INVALID_ARGUMENT", message="image bad: not an image")
 
 
@@ -100,6 +103,17 @@ def test_request_defaults_are_resolved_from_the_config() -> None:
             fit.activate) == (0.25, ("KNN",), 0.1, 50, False)
     export = server.export_options_from_pb(pb.ExportRequest(without_vectors=True))
     assert (export.batch_size, export.with_vectors) == (4096, False)
+
+
+def test_a_fits_event_gap_defaults_to_a_minute_and_refuses_what_is_not_a_number() -> None:
+    config = ServerConfig()
+    assert server.fit_options_from_pb(pb.FitRequest(), config).event_gap_s == 60.0
+    assert server.fit_options_from_pb(pb.FitRequest(event_gap_s=5.5), config).event_gap_s == 5.5
+    # negative: no events, each row alone
+    assert server.fit_options_from_pb(pb.FitRequest(event_gap_s=-1), config).event_gap_s == 0.0
+    for value in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(InvalidInput, match="finite"):
+            server.fit_options_from_pb(pb.FitRequest(event_gap_s=value), config)
 
 
 @pytest.mark.parametrize("field, value", [("image", b"png"), ("vector", (0.5, 1.5)),
@@ -156,7 +170,7 @@ def test_ingest_summary_search_fit_and_reset_arrive_unchanged() -> None:
     fit = client.fit_result_from_pb(server.fit_to_pb(FitOutcome(BUNDLE, True, PROVENANCE)))
     assert fit == r.FitResult(bundle_id="b-1", stats=BUNDLE.stats, n_samples=120, n_features=16,
                               threshold=0.875, activated=True, provenance=PROVENANCE,
-                              space=BUNDLE.space)
+                              space=BUNDLE.space, fit_groups=BUNDLE.fit_groups)
     reset = server.camera_stats_reset_to_pb(CameraStatsReset(("cam-z",), PROVENANCE))
     assert client.camera_stats_reset_from_pb(reset) == ("cam-z",)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from pyod.models.kde import KDE
 from pyod.models.knn import KNN
 from scipy.special import logsumexp
@@ -131,3 +132,58 @@ def test_a_data_scaled_kde_survives_pickling_with_its_fitted_bandwidth():
     loaded = pickle.loads(pickle.dumps(kde))
     assert loaded.bandwidth is None and loaded.bandwidth_ == kde.bandwidth_
     np.testing.assert_array_equal(loaded.decision_function(Q), kde.decision_function(Q))
+
+
+def groups_of(n, seed, n_groups=40):
+    return np.random.default_rng(seed).integers(0, n_groups, size=n)
+
+
+def test_knn_leaving_out_a_group_is_the_kth_distance_outside_it():
+    X, Q = data(seed=3, n=300, dim=24)
+    Q = np.vstack([Q, X[:20]])                    # fit rows among the queries
+    row_groups = groups_of(len(X), 4)
+    query_groups = np.r_[np.full(len(Q) - 20, -1), row_groups[:20]]
+    query_groups[3] = 7                           # a new image may name a group too
+    knn = ExactKNN(5).fit(X)
+    ours = knn.decision_function_leaving_out(Q, query_groups, row_groups)
+    distances = np.sqrt(((Q[:, None, :] - X[None]) ** 2).sum(-1))
+    for i, group in enumerate(query_groups):
+        outside = distances[i] if group < 0 else distances[i][row_groups != group]
+        assert ours[i] == pytest.approx(np.sort(outside)[4], rel=1e-4)
+    plain = knn.decision_function(Q)
+    np.testing.assert_array_equal(ours[query_groups < 0], plain[query_groups < 0])
+
+
+def test_knn_keeps_the_plain_score_when_a_group_leaves_fewer_than_k_rows():
+    X = np.random.default_rng(0).normal(size=(8, 3))
+    row_groups = np.array([0, 0, 0, 0, 0, 1, 1, 1])
+    knn = ExactKNN(5).fit(X)
+    np.testing.assert_array_equal(
+        knn.decision_function_leaving_out(X[:1], np.array([0]), row_groups),
+        knn.decision_function(X[:1]))
+
+
+def test_kde_leaving_out_a_group_is_the_density_of_the_rows_outside_it():
+    X, Q = data(seed=5, n=300, dim=24)
+    Q = np.vstack([Q, X[:20]])
+    row_groups = groups_of(len(X), 6)
+    query_groups = np.r_[np.full(len(Q) - 20, -1), row_groups[:20]]
+    kde = ExactKDE(bandwidth=None, bandwidth_factor=0.5).fit(X)
+    ours = kde.decision_function_leaving_out(Q, query_groups, row_groups)
+    for i, group in enumerate(query_groups):
+        rows = X if group < 0 else X[row_groups != group]
+        expected = brute_force_kde_score(rows, Q[i:i + 1], kde.bandwidth_)[0]
+        assert ours[i] == pytest.approx(expected, rel=1e-9)
+
+
+def test_kde_leaves_out_among_its_capped_reference_sample():
+    X, Q = data(seed=7, n=300, dim=12)
+    row_groups = groups_of(len(X), 8)
+    kde = ExactKDE(bandwidth=2.0, max_reference=120, random_state=3).fit(X)
+    kept = kde.reference_rows_
+    assert len(kept) == 120
+    ours = kde.decision_function_leaving_out(X[:10], row_groups[:10], row_groups)
+    for i in range(10):
+        rows = X[kept][row_groups[kept] != row_groups[i]]
+        expected = brute_force_kde_score(rows, X[i:i + 1], 2.0)[0]
+        assert ours[i] == pytest.approx(expected, rel=1e-9)

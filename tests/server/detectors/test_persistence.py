@@ -85,6 +85,34 @@ def test_space_step_round_trips(tmp_path, spec, described):
                            .score(X[:7], envs[:7]).raw["KNN"])
 
 
+def test_fit_groups_round_trip_and_older_bundles_load_without_them(tmp_path):
+    from envad.server.detectors.leave_out import FitGroups
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 6))
+    X[100:] = 4.0 + 0.01 * rng.normal(size=(20, 6))    # one burst of 20 frames
+    ids = np.array([f"img-{n:03d}" for n in range(120)])
+    codes = np.r_[np.arange(100), np.full(20, 100)]
+    bundle = fit_bundle(X, detectors=["KNN", "KDE"], ids=ids,
+                        groups=FitGroups.of_members(ids, codes, 30))
+    path = save_bundle(bundle, tmp_path)
+    loaded = load_bundle(path, tmp_path)
+    assert loaded.info().fit_groups == bundle.info().fit_groups
+    assert "events of frames <= 30 s apart" in loaded.info().fit_groups
+    expected, served = bundle.score(X, ids=ids), loaded.score(X, ids=ids)
+    for name in ("KNN", "KDE"):
+        np.testing.assert_array_equal(served.raw[name], expected.raw[name])
+    assert served.raw["KNN"][100:].min() > served.raw["KNN"][:100].max()
+    # a bundle saved before fit groups: no file, each query scored like any image
+    manifest_path = path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["files"]["fit_groups.npz"]
+    manifest_path.write_text(json.dumps(manifest))
+    older = load_bundle(path, tmp_path)
+    assert older.fit_groups is None and older.info().fit_groups == ""
+    assert older.score(X, ids=ids).raw["KNN"][100:].max() < 0.1
+
+
 def test_score_adaptation_round_trips_and_older_bundles_load_without_it(tmp_path):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(120, 6))

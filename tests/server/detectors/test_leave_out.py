@@ -1,0 +1,138 @@
+"""Fit rows' groups (server/detectors/leave_out.py): events, membership, persistence
+arrays, and what a bundle fitted with ids does when it scores its own rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from envad.errors import InvalidInput
+from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.leave_out import (
+    NO_GROUP,
+    FitGroups,
+    event_codes,
+    fit_groups_of,
+)
+
+
+def times(*seconds) -> np.ndarray:
+    """Timestamps at these offsets in seconds (None: no timestamp)."""
+    base = np.datetime64("2024-06-01T06:00:00", "us")
+    return np.array([np.datetime64("NaT", "us") if s is None
+                     else base + np.timedelta64(int(s * 1e6), "us") for s in seconds])
+
+
+def same_groups(codes) -> list[set[int]]:
+    """The rows of each group, as sets (the codes' values are arbitrary)."""
+    return sorted(({int(i) for i in np.flatnonzero(codes == c)} for c in np.unique(codes)),
+                  key=min)
+
+
+def test_events_chain_frames_of_one_camera_within_the_gap():
+    envs = ["a", "a", "a", "a", "b", "a", "a"]
+    # a: 0, 30, 80 (30 -> 80 is 50 s: chained), 200 (a new event), None (alone), 230
+    codes = event_codes(envs, times(0, 30, 80, 200, 10, None, 230), gap_s=60)
+    assert same_groups(codes) == [{0, 1, 2}, {3, 6}, {4}, {5}]
+    assert codes.min() == 0 and np.all(codes >= 0)
+
+
+def test_no_gap_makes_every_row_its_own_event():
+    codes = event_codes(["a"] * 4, times(0, 1, 2, 3), gap_s=0)
+    assert sorted(codes.tolist()) == [0, 1, 2, 3]
+
+
+def test_events_refuse_bad_input():
+    with pytest.raises(InvalidInput, match="timestamps for"):
+        event_codes(["a", "a"], times(0), gap_s=60)
+    with pytest.raises(InvalidInput, match="finite"):
+        event_codes(["a"], times(0), gap_s=float("nan"))
+
+
+def test_groups_look_up_ids_and_know_their_fit_rows():
+    groups = FitGroups.of_members(["r3", "r1", "r2"], [7, 5, 7], 60).with_fit_rows(["r2", "r1"])
+    assert groups.codes_of(["r1", "r3", "unknown", "r2"]).tolist() == [5, 7, NO_GROUP, 7]
+    assert groups.fit_codes.tolist() == [7, 5]
+    assert groups.leave_out(["unknown", "other"]) is None     # no member: nothing to do
+    assert groups.leave_out(None) is None
+    codes, fit_codes = groups.leave_out(["r3", "unknown"])
+    assert codes.tolist() == [7, NO_GROUP] and fit_codes.tolist() == [7, 5]
+    assert "3 rows in 2 groups, largest 2" in groups.describe()
+    again = FitGroups.from_arrays(groups.arrays())
+    assert again.codes_of(["r3"]).tolist() == [7] and again.gap_s == 60.0
+    assert again.fit_codes.tolist() == [7, 5]
+
+
+def test_groups_refuse_repeated_ids_and_unknown_fit_rows():
+    with pytest.raises(InvalidInput, match="repeat"):
+        FitGroups.of_members(["a", "a"], [0, 1], 60)
+    with pytest.raises(InvalidInput, match="not among"):
+        FitGroups.of_members(["a"], [0], 60).with_fit_rows(["b"])
+
+
+def test_a_sampled_fit_keeps_the_other_frames_of_its_rows_events():
+    ids = ["s0", "s1", "s2", "s3", "s4"]
+    envs = ["a"] * 5
+    # s0-s2 one event, s3 and s4 one each; only s1 and s3 were sampled
+    groups = fit_groups_of(ids, envs, times(0, 5, 10, 500, 1000), ["s1", "s3"], 60)
+    assert groups.ids.tolist() == ["s0", "s1", "s2", "s3"]
+    codes = groups.codes_of(ids)
+    assert codes[0] == codes[1] == codes[2] != codes[3] and codes[4] == NO_GROUP
+
+
+def burst_archive(seed=0):
+    """400 normal rows and a burst of 12 near-identical frames far from them."""
+    rng = np.random.default_rng(seed)
+    normal = rng.normal(size=(400, 16))
+    burst = 3.0 + rng.normal(scale=0.01, size=(12, 16))
+    X = np.concatenate([normal, burst])
+    ids = np.array([f"row-{n}" for n in range(len(X))])
+    codes = np.arange(len(X))
+    codes[400:] = 400
+    return X, ids, codes, np.r_[np.zeros(400), np.ones(12)]
+
+
+def test_a_burst_fitted_on_hides_from_knn_and_kde_unless_its_event_is_left_out():
+    X, ids, codes, positive = burst_archive()
+    detectors = ["KNN", "KDE"]
+
+    def aucs(bundle, query_ids):
+        scores = bundle.score(X, ids=query_ids)
+        return {n: roc_auc_score(positive, scores.raw[n]) for n in detectors}
+
+    without = aucs(fit_bundle(X, detectors=detectors), None)
+    alone = aucs(fit_bundle(X, detectors=detectors, ids=ids), ids)
+    events = fit_bundle(X, detectors=detectors, ids=ids,
+                        groups=FitGroups.of_members(ids, codes, 60))
+    assert max(without.values()) < 0.5 and max(alone.values()) < 0.5
+    assert min(aucs(events, ids).values()) > 0.99
+    # the calibration part was scored the same way: the burst's frames held out for
+    # calibration are far from every fit row outside their event
+    assert events.score(X, ids=ids).ensemble[400:].min() > 0.9
+
+
+def test_queries_that_are_no_fit_rows_score_as_without_ids():
+    """New images get the same raw scores; with each row its own group the calibration
+    part (held out, so nothing of its group is in the fit part) is unchanged too, and
+    so is every calibrated score. With events, held-out frames whose event has fit rows
+    are scored without them, so the calibration changes (the test above)."""
+    X, ids, codes, _ = burst_archive(seed=1)
+    queries = np.random.default_rng(5).normal(size=(30, 16))
+    new_ids = [f"new-{n}" for n in range(30)]
+    plain = fit_bundle(X, detectors=["KNN", "KDE", "PCA"]).score(queries)
+    alone = fit_bundle(X, detectors=["KNN", "KDE", "PCA"], ids=ids).score(queries, ids=new_ids)
+    events = fit_bundle(X, detectors=["KNN", "KDE", "PCA"], ids=ids,
+                        groups=FitGroups.of_members(ids, codes, 60)).score(queries, ids=new_ids)
+    for name in ("KNN", "KDE", "PCA"):
+        np.testing.assert_array_equal(alone.raw[name], plain.raw[name])
+        np.testing.assert_array_equal(events.raw[name], plain.raw[name])
+    np.testing.assert_array_equal(alone.ensemble, plain.ensemble)
+
+
+def test_ids_must_match_the_rows():
+    X = np.random.default_rng(0).normal(size=(50, 4))
+    with pytest.raises(InvalidInput, match="49 ids for 50 rows"):
+        fit_bundle(X, detectors=["KNN"], ids=[str(n) for n in range(49)])
+    with pytest.raises(InvalidInput, match="need the fit rows' ids"):
+        fit_bundle(X, detectors=["KNN"], groups=FitGroups.of_members(["a"], [0], 60))
