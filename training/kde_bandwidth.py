@@ -19,8 +19,10 @@ is the anomaly. The held-out camera is centred on its own mean where the space c
 per camera, as per-camera adaptation does once a camera has sent enough images (the
 proxy of space_selection.py). Each fold is also scored on `envad select`'s archive sets
 (selection.ARCHIVE_MIXES: the held-out camera's images with a small share of the held-out
-class, in one set as bursts of near-identical frames), the space and the detectors fitted
-on the fit rows plus the archive set, as `envad scan` fits an archive. The factor with
+class, in two sets as near-identical frames, one event per anomaly or one per frame), the
+space and the detectors fitted on the fit rows plus the archive set, as `envad scan`
+fits an archive, and each archive row scored without its own event, as Score scores fit
+rows (server/detectors/leave_out.py). The factor with
 the best criterion averaged over folds and spaces wins, the criterion being
 `envad select`'s: the mean of the clean ROC-AUC and the archive ROC-AUC averaged over the
 archive sets (ties: the smaller factor). No test camera and no anomaly image is read.
@@ -42,6 +44,7 @@ from envad.server.detectors.geometry import CameraStats, parse_space
 from envad.training.metrics import roc_auc
 from envad.training.selection import (
     QuerySet,
+    archive_fit,
     archive_sets,
     clean_and_archive,
     fold_fit_indices,
@@ -62,15 +65,21 @@ def rule_name(factor: float) -> str:
 
 
 def rule_aucs(ref: np.ndarray, q: np.ndarray, positive: np.ndarray,
-              factors=FACTORS) -> tuple[float, dict[str, float]]:
+              factors=FACTORS, leave_out: tuple[np.ndarray, np.ndarray] | None = None
+              ) -> tuple[float, dict[str, float]]:
     """The rows' neighbour scale and {rule: ROC-AUC} of queries `q` against rows `ref`
-    (both already in the space)."""
+    (both already in the space); `leave_out` (event code per query, per row of `ref`):
+    each query scored without the rows of its event, as Score scores fit rows."""
+    def auc(estimator) -> float:
+        fitted = estimator.fit(ref)
+        scores = (fitted.decision_function(q) if leave_out is None
+                  else fitted.decision_function_leaving_out(q, *leave_out))
+        return roc_auc(positive, scores)
+
     scale = neighbour_scale(ref - ref.mean(axis=0))
-    row = {KNN: roc_auc(positive, ExactKNN(5).fit(ref).decision_function(q)),
-           FIXED: roc_auc(positive, ExactKDE(1.0).fit(ref).decision_function(q))}
+    row = {KNN: auc(ExactKNN(5)), FIXED: auc(ExactKDE(1.0))}
     for factor in factors:
-        kde = ExactKDE(bandwidth=factor * scale).fit(ref)
-        row[rule_name(factor)] = roc_auc(positive, kde.decision_function(q))
+        row[rule_name(factor)] = auc(ExactKDE(bandwidth=factor * scale))
     return scale, row
 
 
@@ -89,13 +98,12 @@ def score_rules(X_fit: np.ndarray, fit_envs: np.ndarray, query: np.ndarray, came
         scale, row = rule_aucs(ref, q, positive, factors)
         out[spec] = {"neighbour_scale": scale, "auc": row}
         for mix, archive in (archives or {}).items():
-            rows = np.concatenate([X_fit, archive.X])
-            envs = np.concatenate([fit_envs, archive.envs])
+            rows, envs, _, codes = archive_fit(X_fit, fit_envs, archive)
             fitted = parse_space(spec).fit(rows, envs)
             ref, _ = fitted.transform(rows, envs)
             q, _ = fitted.transform(archive.X, archive.envs)
             out[spec].setdefault("archive", {})[mix] = rule_aucs(
-                ref, q, archive.positive, factors)[1]
+                ref, q, archive.positive, factors, (codes[len(X_fit):], codes))[1]
     return out
 
 

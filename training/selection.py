@@ -28,10 +28,13 @@ folds and the mixes is chosen ("none" wins ties within TIE_MARGIN).
 Detectors are also fitted the way `envad scan` and a Fit on a backfilled archive fit
 them: on rows that include the images being scored, new content among them. Per fold,
 each archive set (ARCHIVE_MIXES) keeps the held-out camera's images at a small anomaly
-share, optionally with each anomaly in a burst of near-identical frames as a camera trap
-fires; the detectors are fitted on the other cameras' normal rows plus the archive set
-and score the archive set. A detector that treats a small cluster of new content as
-dense (KDE with a narrow bandwidth) scores well on clean fits and fails here, so the
+share, optionally with each anomaly as near-identical frames: a burst that a camera
+trap fires on one trigger (one event, as Fit groups frames by their timestamps), or the
+same new content seen in separate events (a parked vehicle, a returning visitor); the
+detectors are fitted on the other cameras' normal rows plus the archive set and score
+the archive set the way Score scores fit rows (server/detectors/leave_out.py: each row
+without its own event). A detector that treats a small cluster of new content as dense
+(KDE with a narrow bandwidth) scores well on clean fits and fails here, so the
 selection ranks by the mean of the two (`fold_criterion`): clean, and archive averaged
 over its mixes.
 """
@@ -50,6 +53,7 @@ from tqdm import tqdm
 from envad.pipeline import COSINE, Pipeline
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S, FitGroups
 from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.training.metrics import roc_auc
 
@@ -67,9 +71,14 @@ SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64")
 POOLED_MIXES: dict[str, tuple[float, float] | None] = {
     "natural": None, "new-heavy": (0.5, 0.05), "new-light": (0.05, 0.5)}
 #: archive sets per fold: name -> (anomaly share of the held-out camera's images, frames
-#: per anomaly burst); the detectors are fitted on the scored images too
-ARCHIVE_MIXES: dict[str, tuple[float, int]] = {
-    "2%": (0.02, 1), "5%": (0.05, 1), "2% in bursts of 4": (0.02, 4)}
+#: per anomaly, whether an anomaly's frames are one event); the detectors are fitted on
+#: the scored images too
+ARCHIVE_MIXES: dict[str, tuple[float, int, bool]] = {
+    "2%": (0.02, 1, True), "5%": (0.05, 1, True), "2% in bursts of 4": (0.02, 4, True),
+    "2% seen in 4 events": (0.02, 4, False)}
+#: how archive sets are scored; a fold saved with another value is scored again
+#: (2: each archive row scored without its own event, as Score scores fit rows)
+ARCHIVE_SCORING = 2
 #: how far a burst's frames lie from their anomaly's embedding: this fraction of the
 #: rows' median 5th-neighbour distance (frames of one trigger differ far less from each
 #: other than from any other image)
@@ -133,11 +142,29 @@ def detector_sets(names: list[str]) -> list[tuple[str, ...]]:
 
 @dataclass(frozen=True)
 class QuerySet:
-    """Embeddings to score, their cameras (in arrival order) and which are anomalies."""
+    """Embeddings to score, their cameras (in arrival order), which are anomalies and,
+    optionally, each row's event (rows with one code are frames of one event; None:
+    every row an event of its own)."""
 
     X: np.ndarray
     envs: np.ndarray
     positive: np.ndarray
+    events: np.ndarray | None = None
+
+    def event_codes(self) -> np.ndarray:
+        """Each row's event code (0, 1, ...)."""
+        return np.arange(len(self.X)) if self.events is None else self.events
+
+
+def archive_fit(X_fit: np.ndarray, fit_envs: np.ndarray, archive: QuerySet
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What a Fit on the fit rows plus an archive set gets: the rows, their cameras, ids
+    (the archive's rows last) and event codes (every fit row alone, the archive's
+    events after them)."""
+    rows = np.concatenate([X_fit, archive.X])
+    envs = np.concatenate([fit_envs, archive.envs])
+    codes = np.concatenate([np.arange(len(X_fit)), len(X_fit) + archive.event_codes()])
+    return rows, envs, np.arange(len(rows)).astype(str), codes
 
 
 def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, float]:
@@ -165,11 +192,13 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
         scores = bundle.score_arrivals(query.X, query.envs)
         out["scores"][space] = _scorer_aucs(names, scores, query.positive)
         for mix, archive in (archives or {}).items():
-            fitted = fit_bundle(np.concatenate([X_fit, archive.X]),
-                                envs=np.concatenate([fit_envs, archive.envs]), space=space,
-                                seed=seed, detectors=names)
+            rows, envs, ids, codes = archive_fit(X_fit, fit_envs, archive)
+            fitted = fit_bundle(rows, envs=envs, space=space, seed=seed, detectors=names,
+                                ids=ids, groups=FitGroups.of_members(ids, codes,
+                                                                     DEFAULT_EVENT_GAP_S))
+            scores = fitted.score_arrivals(archive.X, archive.envs, ids=ids[len(X_fit):])
             out.setdefault("archive", {}).setdefault(mix, {})[space] = _scorer_aucs(
-                names, fitted.score_arrivals(archive.X, archive.envs), archive.positive)
+                names, scores, archive.positive)
         for mix, queries in (pooled or {}).items():
             out.setdefault("pooled", {}).setdefault(mix, {})[space] = {
                 adaptation: _scorer_aucs(names, replace(
@@ -200,11 +229,13 @@ def mix_rows(envs: np.ndarray, positive: np.ndarray, held_out: str,
     return np.sort(np.concatenate(kept))
 
 
-def in_bursts(query: QuerySet, burst: int, seed: int) -> QuerySet:
+def in_bursts(query: QuerySet, burst: int, seed: int, one_event: bool = True) -> QuerySet:
     """The set with its anomalies as bursts of `burst` frames: len(anomalies) // burst of
     them (at least one), each repeated `burst` times, every frame its embedding plus
     Gaussian jitter of norm about BURST_JITTER x the rows' median 5th-neighbour distance;
-    normal rows unchanged; rows in a seeded order. `burst` 1 returns the set as it is."""
+    a burst's frames one event (`one_event`) or each an event of its own; normal rows
+    unchanged, each its own event; rows in a seeded order. `burst` 1 returns the set as
+    it is."""
     from envad.server.detectors.exact import neighbour_scale
 
     if burst <= 1:
@@ -219,17 +250,21 @@ def in_bursts(query: QuerySet, burst: int, seed: int) -> QuerySet:
     X = np.concatenate([query.X[normals], frames])
     envs = np.concatenate([query.envs[normals], np.repeat(query.envs[kept], burst)])
     positive = np.concatenate([np.zeros(int(normals.sum()), bool), np.ones(len(frames), bool)])
+    n_normal = int(normals.sum())
+    frame_events = (np.repeat(np.arange(len(kept)), burst) if one_event
+                    else np.arange(len(frames)))
+    events = np.concatenate([np.arange(n_normal), n_normal + frame_events])
     order = rng.permutation(len(X))
-    return QuerySet(X[order], envs[order], positive[order])
+    return QuerySet(X[order], envs[order], positive[order], events[order])
 
 
 def archive_sets(query: QuerySet, held_out: str, seed: int) -> dict[str, QuerySet]:
     """A fold's archive sets (ARCHIVE_MIXES) drawn from its held-out camera's images."""
     sets = {}
-    for mix, (share, burst) in ARCHIVE_MIXES.items():
+    for mix, (share, burst, one_event) in ARCHIVE_MIXES.items():
         rows = mix_rows(query.envs, query.positive, held_out, (share, share), seed)
         sets[mix] = in_bursts(QuerySet(query.X[rows], query.envs[rows], query.positive[rows]),
-                              burst, seed)
+                              burst, seed, one_event)
     return sets
 
 
@@ -311,7 +346,8 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
             "n_query": len(query_idx), "n_positive": int(query.positive.sum()),
             "n_pooled": {mix: len(q.envs) for mix, q in mixes.items()},
             "n_archive": {mix: [len(a.envs), int(a.positive.sum())]
-                          for mix, a in archives.items()}, **scored}
+                          for mix, a in archives.items()},
+            "archive_scoring": ARCHIVE_SCORING, **scored}
 
 
 def choosable_scorers(single_means: dict[str, float]) -> list[str]:
@@ -392,8 +428,11 @@ def _complete(result: dict, spaces: tuple[str, ...]) -> bool:
     """Whether a fold's saved result scored every space, in every pooled and archive mix,
     with the detectors' settings of now."""
     pooled, archive = result.get("pooled", {}), result.get("archive", {})
-    # a fold scored before a detector's default changed is scored again
+    # a fold scored before a detector's default changed, or before archive sets were
+    # scored as they are now, is scored again
     if result.get("detector_settings") != registry.settings_of(registry.names()):
+        return False
+    if result.get("archive_scoring") != ARCHIVE_SCORING:
         return False
     return set(spaces) <= set(result.get("scores", {})) and all(
         isinstance(sets.get(mix), dict) and set(spaces) <= set(sets[mix])
@@ -499,6 +538,15 @@ def _shares(shares: tuple[float, float] | None) -> str:
     return "each camera's own" if shares is None else f"{shares[0]:g} / {shares[1]:g}"
 
 
+def _mix_words(share: float, frames: int, one_event: bool) -> str:
+    """An archive mix for a person: its anomaly share and how its anomalies repeat."""
+    words = f"{share:g} anomalies"
+    if frames > 1:
+        words += (f" in bursts of {frames} frames, one event each" if one_event
+                  else f" each seen in {frames} separate events")
+    return words
+
+
 def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
     """Markdown: the chosen pipeline; per candidate x space the ensemble of all detectors,
     KNN and the best detector set by mean fold criterion (with the best set's clean and
@@ -517,10 +565,9 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
              f"{summary['best'].get('archive', float('nan')):.3f})", "",
              "Criterion: the mean of the clean ROC-AUC (detectors fitted on the other "
              "cameras' normal rows) and the archive ROC-AUC (fitted on those rows plus the "
-             "scored images; mean over the archive mixes " + ", ".join(
-                 f"{mix}: {share:g} anomalies" + (f" in bursts of {burst}" if burst > 1
-                                                   else "")
-                 for mix, (share, burst) in ARCHIVE_MIXES.items()) + ").", "",
+             "scored images, each scored without its own event; mean over the archive "
+             "mixes " + ", ".join(f"{mix}: {_mix_words(*spec)}"
+                                  for mix, spec in ARCHIVE_MIXES.items()) + ").", "",
              "| candidate | space | ensemble (all) | KNN | best choosable set | its criterion "
              "| its clean | its archive |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]

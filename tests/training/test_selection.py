@@ -18,6 +18,7 @@ from envad.training.selection import (
     SPACE_CANDIDATES,
     TIE_MARGIN,
     QuerySet,
+    archive_fit,
     archive_sets,
     choosable_scorers,
     fold_criterion,
@@ -109,14 +110,25 @@ def test_in_bursts_repeats_each_kept_anomaly_as_near_identical_frames():
     nearest = np.min(np.linalg.norm(frames[:, None] - X[None, :2], axis=-1), axis=1)
     assert np.all(nearest < 3 * BURST_JITTER * scale) and np.all(nearest > 0)
     assert np.median(nearest) > 0.5 * BURST_JITTER * scale
+    # a burst's frames are one event, or with one_event=False an event each; normal
+    # rows are events of their own
+    events = burst.event_codes()
+    assert len(np.unique(events[~burst.positive])) == 51
+    assert len(np.unique(events[burst.positive])) == 2
+    assert not set(events[burst.positive]) & set(events[~burst.positive])
+    apart = in_bursts(query, 4, seed=0, one_event=False)
+    np.testing.assert_array_equal(apart.X, burst.X)
+    assert len(np.unique(apart.event_codes())) == len(apart.X)
 
 
-def test_an_archive_fit_exposes_a_detector_that_finds_a_burst_of_new_content_dense(
+def test_an_archive_fit_exposes_a_detector_that_finds_repeated_new_content_dense(
         monkeypatch):
-    """Fitted on clean rows, KDE and KNN both find new content; fitted on rows that
-    include bursts of it (as `envad scan` fits an archive), KDE with a narrow bandwidth
-    (0.25 x spacing, the factor clean fits alone chose) calls the bursts dense while KNN
-    (5 neighbours, bursts of 4) still flags them, and the criterion ranks KNN first."""
+    """Fitted on clean rows, KDE and KNN both find new content. Fitted on rows that
+    include it (as `envad scan` fits an archive) and scored as Score scores fit rows
+    (each row without its own event): bursts whose frames are one event are found by
+    both; the same content seen in 4 separate events is called dense by KDE with a
+    narrow bandwidth (0.25 x spacing, the factor clean fits alone chose) while KNN (5
+    neighbours) still flags it, and the criterion ranks KNN first."""
     monkeypatch.setattr(registry, "KDE_BANDWIDTH_FACTOR", 0.25)
     rng = np.random.default_rng(5)
     centres = rng.normal(scale=6.0, size=(5, 16))             # four known classes, one new
@@ -133,12 +145,24 @@ def test_an_archive_fit_exposes_a_detector_that_finds_a_burst_of_new_content_den
     assert set(out["archive"]) == set(ARCHIVE_MIXES)
     assert out["scores"]["raw"]["KDE"] > 0.95 and out["scores"]["raw"]["KNN"] > 0.95
     bursts = out["archive"]["2% in bursts of 4"]["raw"]
-    assert bursts["KDE"] < 0.5 < 0.9 < bursts["KNN"]
+    assert bursts["KDE"] > 0.95 and bursts["KNN"] > 0.95
+    repeated = out["archive"]["2% seen in 4 events"]["raw"]
+    assert repeated["KDE"] < 0.5 < 0.9 < repeated["KNN"]
     fold = {"scores": out["scores"], "archive": out["archive"]}
     assert fold_criterion(fold, "raw", "KNN") > fold_criterion(fold, "raw", "KDE")
     archive = np.mean([out["archive"][mix]["raw"]["KDE"] for mix in ARCHIVE_MIXES])
     assert fold_criterion(fold, "raw", "KDE") == 0.5 * (out["scores"]["raw"]["KDE"] + archive)
     assert fold_criterion({"scores": out["scores"]}, "raw", "KDE") == out["scores"]["raw"]["KDE"]
+
+
+def test_archive_fits_know_their_rows_events():
+    X_fit = np.zeros((3, 2))
+    archive = QuerySet(np.ones((4, 2)), np.array(["c"] * 4), np.array([0, 1, 1, 0], bool),
+                       np.array([0, 1, 1, 2]))
+    rows, envs, ids, codes = archive_fit(X_fit, np.array(["a"] * 3), archive)
+    assert rows.shape == (7, 2) and envs.tolist() == ["a"] * 3 + ["c"] * 4
+    assert ids.tolist() == [str(n) for n in range(7)]
+    assert codes.tolist() == [0, 1, 2, 3, 4, 4, 5]
 
 
 def test_a_mix_gives_each_camera_its_anomaly_share():
