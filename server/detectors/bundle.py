@@ -5,8 +5,10 @@ part (`calibration_fraction`, default 20%). Detectors are fitted on the fit part
 score the calibration part; a raw score's calibrated value is its place among those
 held-out scores, strictly increasing in the raw score (calibration.py). Held-out scores
 are unbiased for every detector (a KDE or KNN scoring its own training points would look
-too normal). The ensemble is the mean calibrated score; the threshold is the
-(1 - contamination) quantile of the calibration part's ensemble scores.
+too normal). A bundle fitted with its rows' ids scores a fit row, later, without its own
+event (leave_out.py), so scoring the rows it was fitted on stays on the same footing.
+The ensemble is the mean calibrated score; the threshold is the (1 - contamination)
+quantile of the calibration part's ensemble scores.
 
 A space step (geometry.py) comes first: fitted on the same rows, it maps every embedding
 into the space the detectors were fitted in (`auto`: chosen on the fitting rows by

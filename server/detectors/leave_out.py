@@ -116,10 +116,11 @@ class FitGroups:
         sizes = np.bincount(self.codes) if len(self.codes) else np.zeros(0, dtype=np.int64)
         groups = int(np.count_nonzero(sizes))
         largest = int(sizes.max()) if len(sizes) else 0
-        rule = (f"events of frames <= {self.gap_s:g} s apart" if self.gap_s > 0
-                else "each row alone")
-        return (f"a fit row scored leaves out its group ({rule}): {len(self.ids):,} rows "
-                f"in {groups:,} groups, largest {largest}")
+        if self.gap_s <= 0:
+            return f"scoring a fit row leaves that row out ({len(self.ids):,} rows)"
+        return (f"scoring a fit row leaves its event out (frames of a camera <= "
+                f"{self.gap_s:g} s apart): {len(self.ids):,} rows in {groups:,} events, "
+                f"largest {largest}")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """What persistence writes (numpy arrays, no pickles)."""

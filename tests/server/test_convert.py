@@ -58,8 +58,8 @@ BUNDLE = BundleInfo(bundle_id="b-1", model_id="enc-a", detectors=("KNN", "PCA"),
                     filter=RowFilter(envs=("cam-a",), splits=("train",)),
                     stats=(DetectorFitStats("KNN", 0.5, 96), DetectorFitStats("PCA", 0.25, 96)),
                     space="center_l2(min_camera_rows=32)", calibration="interpolated",
-                    fit_groups="a fit row scored leaves out its group (events of frames "
-                               "<= 60 s apart): 120 rows in 40 groups, largest 5")
+                    fit_groups="scoring a fit row leaves its event out (frames of a camera "
+                               "<= 60 s apart): 120 rows in 40 events, largest 5")
 ERROR = ItemError(index=1, id="bad", code="INVALID_ARGUMENT", message="image bad: not an image")
 
 

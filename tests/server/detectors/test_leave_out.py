@@ -58,7 +58,9 @@ def test_groups_look_up_ids_and_know_their_fit_rows():
     assert groups.leave_out(None) is None
     codes, fit_codes = groups.leave_out(["r3", "unknown"])
     assert codes.tolist() == [7, NO_GROUP] and fit_codes.tolist() == [7, 5]
-    assert "3 rows in 2 groups, largest 2" in groups.describe()
+    assert "<= 60 s apart): 3 rows in 2 events, largest 2" in groups.describe()
+    assert FitGroups.of_members(["a"], [0], 0).describe() == (
+        "scoring a fit row leaves that row out (1 rows)")
     again = FitGroups.from_arrays(groups.arrays())
     assert again.codes_of(["r3"]).tolist() == [7] and again.gap_s == 60.0
     assert again.fit_codes.tolist() == [7, 5]
