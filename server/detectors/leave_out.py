@@ -72,11 +72,13 @@ class FitGroups:
 
     @staticmethod
     def of_members(member_ids, member_codes, gap_s: float) -> FitGroups:
-        """Members sorted by id (codes follow); `fit_codes` set by `with_fit_rows`."""
+        """Members sorted by id, their codes renumbered 0..groups-1 (so per-group
+        counts stay as small as the bundle); `fit_codes` set by `with_fit_rows`."""
         ids = np.asarray(member_ids).astype(str)
         codes = np.asarray(member_codes, dtype=np.int64)
         if len(ids) != len(codes):
             raise InvalidInput(f"{len(codes)} group codes for {len(ids)} ids")
+        codes = np.unique(codes, return_inverse=True)[1].astype(np.int64).reshape(-1)
         order = np.argsort(ids, kind="stable")
         ids, codes = ids[order], codes[order]
         if len(ids) > 1 and np.any(ids[1:] == ids[:-1]):

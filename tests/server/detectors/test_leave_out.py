@@ -51,19 +51,20 @@ def test_events_refuse_bad_input():
 
 
 def test_groups_look_up_ids_and_know_their_fit_rows():
+    # codes are renumbered 0..groups-1 in their order (5 -> 0, 7 -> 1)
     groups = FitGroups.of_members(["r3", "r1", "r2"], [7, 5, 7], 60).with_fit_rows(["r2", "r1"])
-    assert groups.codes_of(["r1", "r3", "unknown", "r2"]).tolist() == [5, 7, NO_GROUP, 7]
-    assert groups.fit_codes.tolist() == [7, 5]
+    assert groups.codes_of(["r1", "r3", "unknown", "r2"]).tolist() == [0, 1, NO_GROUP, 1]
+    assert groups.fit_codes.tolist() == [1, 0]
     assert groups.leave_out(["unknown", "other"]) is None     # no member: nothing to do
     assert groups.leave_out(None) is None
     codes, fit_codes = groups.leave_out(["r3", "unknown"])
-    assert codes.tolist() == [7, NO_GROUP] and fit_codes.tolist() == [7, 5]
+    assert codes.tolist() == [1, NO_GROUP] and fit_codes.tolist() == [1, 0]
     assert "<= 60 s apart): 3 rows in 2 events, largest 2" in groups.describe()
     assert FitGroups.of_members(["a"], [0], 0).describe() == (
         "scoring a fit row leaves that row out (1 rows)")
     again = FitGroups.from_arrays(groups.arrays())
-    assert again.codes_of(["r3"]).tolist() == [7] and again.gap_s == 60.0
-    assert again.fit_codes.tolist() == [7, 5]
+    assert again.codes_of(["r3"]).tolist() == [1] and again.gap_s == 60.0
+    assert again.fit_codes.tolist() == [1, 0]
 
 
 def test_groups_refuse_repeated_ids_and_unknown_fit_rows():
