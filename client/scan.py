@@ -84,6 +84,7 @@ class ScanReport:
     top: list[dict] = field(default_factory=list)
     scores_out: str = ""
     warnings: list[str] = field(default_factory=list)
+    fit_groups: str = ""  # how a scored fit image leaves its event out (FitResult.fit_groups)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -95,6 +96,8 @@ class ScanReport:
                  f"{self.threshold:.3f}",
                  f"embedded {self.embedded}, scored {self.scored}, anomalies "
                  f"{self.anomalies}, failed {self.failed}, skipped {self.skipped}"]
+        if self.fit_groups:
+            lines.append(self.fit_groups)
         if self.scores_out:
             lines.append(f"scores -> {self.scores_out}")
         if self.top:
@@ -195,6 +198,7 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
         fit_rows=fit.n_samples, bundle_id=fit.bundle_id, threshold=fit.threshold,
         scores_out=str(scores_out) if options.scores_out or options.data_dir else "",
         warnings=[f"envad: {warning}"] if warning else [], embedded=embedded(),
+        fit_groups=fit.fit_groups,
     )
     _summarise(report, _score_records(client, source, score_options, score_checkpoint),
                options.top)
