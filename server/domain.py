@@ -170,7 +170,9 @@ class FitOptions:
     seed: int = 0
     activate: bool = True
     allow_few_rows: bool = False   # fit on fewer than MIN_FIT_ROWS rows
-    event_gap_s: float = 0.0       # fit rows' events (detectors/leave_out.py); 0: none
+    # the fit rows' event gap, resolved (the wire's 0 is 60 s by now; leave_out.py);
+    # 0: each row an event of its own
+    event_gap_s: float = 0.0
 
 
 @dataclass(frozen=True)
