@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envad.training.algorithms.base import Algorithm
+from envad.training.algorithms.base import Algorithm, OptimHparams
 from envad.training.algorithms.registry import register
 
 
 @dataclass(frozen=True)
-class RandomHparams:
-    """No hyperparameters: nothing is trained."""
+class RandomHparams(OptimHparams):
+    """Nothing is trained, so none of these is used; the settings every trained
+    algorithm shares are accepted, so that one pipeline's hyperparameters (the default
+    pipeline's cosine schedule) apply to a whole grid, the untrained reference included."""
 
 
 @register

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from envad.pipeline import DEFAULT_PIPELINE
 from envad.training.algorithms import REGISTRY, Algorithm, get, names, register
+from envad.training.algorithms.base import make_hparams
 
 
 def test_all_algorithms_registered():
@@ -12,6 +14,17 @@ def test_all_algorithms_registered():
                        "mocov3", "ea_mocov3"]
     for name in names():
         assert issubclass(get(name), Algorithm) and get(name).name == name
+
+
+def test_every_algorithm_takes_the_default_pipelines_hyperparameters():
+    """`envad evaluate --pipeline default --algorithms A` works for every A: the shipped
+    pipeline's hyperparameters (its schedule) are valid for each algorithm's dataclass,
+    the untrained `random` reference included (it refused them before)."""
+    assert DEFAULT_PIPELINE.hparams
+    for name in names():
+        hparams = make_hparams(get(name).hparams_class, dict(DEFAULT_PIPELINE.hparams))
+        for key, value in DEFAULT_PIPELINE.hparams.items():
+            assert getattr(hparams, key) == value
 
 
 def test_duplicate_and_unknown_names():
