@@ -188,6 +188,40 @@ def test_fit_over_its_sample_cap_reads_only_the_sampled_vectors_and_fits_as_on_a
     assert np.array_equal(served.ensemble, reference.score(queries).ensemble)
 
 
+def test_a_sampled_fit_leaves_out_each_burst_frames_whole_event(engine, config):
+    """A burst of 30 odd frames (2 s apart) among 150 normal images (10 minutes apart),
+    fitted on a sample of 60: every burst frame, the unsampled ones included (they
+    belong to sampled frames' events), is scored without its event and stands out;
+    with every row its own event (gap 0) the burst's sampled frames hide it."""
+    from datetime import datetime, timedelta, timezone
+
+    build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+    engine.start()
+    start = datetime(2024, 6, 1, 6, tzinfo=timezone.utc)
+    normal = [ImageInput(data=d, id=f"n-{i:03d}", env=("cam-a", "cam-b")[i % 2],
+                         timestamp=start + timedelta(minutes=10 * i))
+              for i, d in enumerate(synthetic_images("normal", 150, seed=1))]
+    burst = [ImageInput(data=d, id=f"b-{i:03d}", env="cam-a",
+                        timestamp=start + timedelta(days=2, seconds=2 * i))
+             for i, d in enumerate(synthetic_images("odd", 30, seed=2))]
+    engine.ingest([[IngestInput(image, split="train") for image in normal + burst]])
+    knn = {}
+    for gap in (60.0, 0.0):
+        fitted = engine.fit(FitOptions(
+            row_filter=RowFilter(splits=("train",)), detectors=("KNN",), max_samples=60,
+            contamination=0.05, stylist_drop_fraction=None, space="l2", min_camera_rows=32,
+            seed=3, event_gap_s=gap)).bundle
+        assert fitted.n_samples == 60
+        scored = engine.score(normal[:40] + burst,
+                              ScoreOptions(top_k=1, split="x", reuse_stored=True))
+        knn[gap] = np.array([r.raw["KNN"] for r in scored.results])
+        if gap:
+            assert fitted.fit_groups.endswith("largest 30")
+    with_events, alone = knn[60.0], knn[0.0]
+    assert with_events[40:].min() > 10 * with_events[:40].max()
+    assert np.median(alone[40:]) < np.median(alone[:40])
+
+
 def test_score_reuses_the_stored_embedding_of_a_stored_image(config):
     """reuse_stored: an image stored under its id with the same content is scored from
     its stored row without going through the encoder, with the scores and evidence it
