@@ -453,11 +453,12 @@ class Engine:
             # only the sampled rows' vectors are read: memory and time stay flat in the
             # store's size (the sample is the one fit_bundle would draw from all rows)
             table = table.take(fit_sample(matched, options.max_samples, options.seed))
+        fit_ids = table.column("id").to_numpy(zero_copy_only=False)
         groups = fit_groups_of(
             all_rows.column("id").to_numpy(zero_copy_only=False),
             all_rows.column("env").to_numpy(zero_copy_only=False),
             all_rows.column("timestamp").to_numpy(zero_copy_only=False),
-            table.column("id").to_numpy(zero_copy_only=False), options.event_gap_s)
+            fit_ids, options.event_gap_s)
         vectors = space.store.vectors_for(table.column("id"))
         envs = np.asarray(table.column("env").to_pylist(), dtype=object)
         labels = np.asarray([v or "" for v in table.column("label").to_pylist()], dtype=object)
@@ -468,7 +469,7 @@ class Engine:
             envs=envs, model_id=space.model_id, fit_filter=options.row_filter.as_dict(),
             space=options.space, labels=labels, min_camera_rows=options.min_camera_rows,
             score_adaptation=options.score_adaptation, sampled_from=matched,
-            ids=table.column("id").to_numpy(zero_copy_only=False), groups=groups,
+            ids=fit_ids, groups=groups,
         )
         self.bundles.save(bundle)
         if options.activate:

@@ -100,10 +100,10 @@ def score_rules(X_fit: np.ndarray, fit_envs: np.ndarray, query: np.ndarray, came
         for mix, archive in (archives or {}).items():
             rows, envs, _, codes = archive_fit(X_fit, fit_envs, archive)
             fitted = parse_space(spec).fit(rows, envs)
-            ref, _ = fitted.transform(rows, envs)
-            q, _ = fitted.transform(archive.X, archive.envs)
+            ref, _ = fitted.transform(rows, envs)   # the archive's rows last, as scored
             out[spec].setdefault("archive", {})[mix] = rule_aucs(
-                ref, q, archive.positive, factors, (codes[len(X_fit):], codes))[1]
+                ref, ref[len(X_fit):], archive.positive, factors,
+                (codes[len(X_fit):], codes))[1]
     return out
 
 
