@@ -3,8 +3,8 @@
 A camera trap fires a burst of frames per trigger; reviewing them one by one repeats
 the same decision. An event is the Camtrap DP `eventID` of an image when its package
 names one, else a run of images of the same camera (environment) with no gap longer
-than `gap_s` seconds between consecutive timestamps. Images without a timestamp are
-events of their own. Each record gets:
+than `gap_s` seconds between consecutive timestamps (`envad.event_rule`, the rule the
+server's Fit leaves out too). Images without a timestamp are events of their own. Each record gets:
 
 - `event`: the event's id (the eventID, else "<env>@<first timestamp>");
 - `event_size`: the event's number of records;
@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import datetime, timezone
+
+import numpy as np
 
 from envad.client.sources.base import parse_timestamp
 from envad.errors import InvalidInput
+from envad.event_rule import event_codes
 
 EVENT_FIELDS = ("event", "event_size", "event_ensemble", "event_is_anomaly")
 
@@ -49,7 +53,7 @@ def group_events(records: Iterable[dict], gap_s: float) -> list[dict]:
 def _assign(records: list[dict], gap_s: float) -> dict[int, str]:
     """Record index -> event id."""
     event_of: dict[int, str] = {}
-    timed: dict[str, list[tuple]] = defaultdict(list)
+    timed: list[tuple[int, str, datetime]] = []
     for n, record in enumerate(records):
         named = (record.get("source") or {}).get("eventID")
         taken = parse_timestamp(record.get("timestamp")) if record.get("timestamp") else None
@@ -58,14 +62,16 @@ def _assign(records: list[dict], gap_s: float) -> dict[int, str]:
         elif taken is None:
             event_of[n] = str(record.get("key"))
         else:
-            timed[str(record.get("env") or "")].append((taken, n))
-    for env, frames in timed.items():
-        frames.sort()
-        start, previous = None, None
-        for taken, n in frames:
-            if previous is None or (taken - previous).total_seconds() > gap_s:
-                start = taken
-            previous = taken
-            assert start is not None
-            event_of[n] = f"{env}@{start.isoformat()}"
+            timed.append((n, str(record.get("env") or ""), taken))
+    if not timed:
+        return event_of
+    utc = [taken.astimezone(timezone.utc).replace(tzinfo=None) for _, _, taken in timed]
+    codes = event_codes([env for _, env, _ in timed], np.array(utc, dtype="datetime64[us]"),
+                        gap_s).tolist()
+    first: dict[int, datetime] = {}           # event code -> its first frame's time
+    for code, (_, _, taken) in zip(codes, timed, strict=True):
+        if code not in first or taken < first[code]:
+            first[code] = taken
+    for code, (n, env, _) in zip(codes, timed, strict=True):
+        event_of[n] = f"{env}@{first[code].isoformat()}"
     return event_of

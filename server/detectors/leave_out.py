@@ -8,8 +8,8 @@ KDE call them dense, that is normal, whatever they show.
 
 A bundle fitted with its rows' ids keeps `FitGroups`: the group of every fit row, where
 a group is an event (the frames of one camera no more than `gap_s` seconds apart, each
-to the next: the time rule of the client's `--group-events`) and a row without a
-timestamp is a group of its own. When a Score query is one of those rows (by id), the
+to the next: `envad.event_rule`, the rule of the client's `--group-events` too) and a row
+without a timestamp is a group of its own. When a Score query is one of those rows (by id), the
 detectors that can leave rows out (KNN, KDE: `Detector.score`'s `leave_out`) score it
 against the fit rows outside its group, as if its event had not been fitted on. The
 calibration part is scored the same way, so calibrated scores stay on one scale. A
@@ -24,39 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from envad.errors import InvalidInput
+from envad.event_rule import event_codes
 
 #: no group: a query that is none of the fit rows
 NO_GROUP = -1
 #: frames of one camera at most this many seconds apart (each to the next) are one event
 DEFAULT_EVENT_GAP_S = 60.0
-_MICROSECONDS = 1_000_000
-
-
-def event_codes(envs, timestamps, gap_s: float) -> np.ndarray:
-    """Group code (0, 1, ...) per row: rows of one camera whose timestamps follow each
-    other by at most `gap_s` seconds share a code; a row without a timestamp (NaT), and
-    every row when `gap_s` <= 0, has a code of its own."""
-    envs = np.asarray(envs).astype(str)
-    times = np.asarray(timestamps, dtype="datetime64[us]")
-    if len(envs) != len(times):
-        raise InvalidInput(f"{len(times)} timestamps for {len(envs)} rows")
-    if not np.isfinite(gap_s):
-        raise InvalidInput(f"the event gap must be a finite number of seconds, got {gap_s}")
-    codes = np.full(len(envs), NO_GROUP, dtype=np.int64)
-    timed = np.flatnonzero(~np.isnat(times)) if gap_s > 0 else np.zeros(0, dtype=np.int64)
-    next_code = 0
-    if len(timed):
-        ticks = times[timed].astype(np.int64)
-        order = timed[np.lexsort((ticks, envs[timed]))]
-        ordered_ticks = times[order].astype(np.int64)
-        starts = np.ones(len(order), dtype=bool)
-        starts[1:] = ((envs[order][1:] != envs[order][:-1])
-                      | (np.diff(ordered_ticks) > gap_s * _MICROSECONDS))
-        codes[order] = np.cumsum(starts) - 1
-        next_code = int(starts.sum())
-    alone = np.flatnonzero(codes == NO_GROUP)
-    codes[alone] = next_code + np.arange(len(alone))
-    return codes
 
 
 @dataclass(frozen=True)

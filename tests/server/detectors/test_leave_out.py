@@ -1,5 +1,6 @@
-"""Fit rows' groups (server/detectors/leave_out.py): events, membership, persistence
-arrays, and what a bundle fitted with ids does when it scores its own rows."""
+"""Fit rows' groups (server/detectors/leave_out.py): membership, persistence arrays, and
+what a bundle fitted with ids does when it scores its own rows (the event rule itself:
+tests/test_events.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.leave_out import (
     NO_GROUP,
     FitGroups,
-    event_codes,
     fit_groups_of,
 )
 
@@ -28,26 +28,6 @@ def same_groups(codes) -> list[set[int]]:
     """The rows of each group, as sets (the codes' values are arbitrary)."""
     return sorted(({int(i) for i in np.flatnonzero(codes == c)} for c in np.unique(codes)),
                   key=min)
-
-
-def test_events_chain_frames_of_one_camera_within_the_gap():
-    envs = ["a", "a", "a", "a", "b", "a", "a"]
-    # a: 0, 30, 80 (30 -> 80 is 50 s: chained), 200 (a new event), None (alone), 230
-    codes = event_codes(envs, times(0, 30, 80, 200, 10, None, 230), gap_s=60)
-    assert same_groups(codes) == [{0, 1, 2}, {3, 6}, {4}, {5}]
-    assert codes.min() == 0 and np.all(codes >= 0)
-
-
-def test_no_gap_makes_every_row_its_own_event():
-    codes = event_codes(["a"] * 4, times(0, 1, 2, 3), gap_s=0)
-    assert sorted(codes.tolist()) == [0, 1, 2, 3]
-
-
-def test_events_refuse_bad_input():
-    with pytest.raises(InvalidInput, match="timestamps for"):
-        event_codes(["a", "a"], times(0), gap_s=60)
-    with pytest.raises(InvalidInput, match="finite"):
-        event_codes(["a"], times(0), gap_s=float("nan"))
 
 
 def test_groups_look_up_ids_and_know_their_fit_rows():
