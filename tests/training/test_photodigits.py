@@ -1,9 +1,11 @@
-"""PhotoDigits: deterministic, in the folder format, with the BENCHMARK.md recipe."""
+"""PhotoDigits: deterministic, in the folder format, with the BENCHMARK.md recipe (and
+the holdout recipe beside it)."""
 
 from __future__ import annotations
 
 import csv
 import filecmp
+import hashlib
 import json
 from collections import Counter
 
@@ -11,13 +13,10 @@ import numpy as np
 import pytest
 
 from envad.training.data import load_folder
-from envad.training.photodigits import (
-    ANOMALIES,
-    TEST_CAMERAS,
-    TRAIN_CAMERAS,
-    generate,
-    load_content,
-)
+from envad.training.photodigits import HOLDOUT, RECIPES, STANDARD, generate, load_content
+
+TRAIN_CAMERAS, TEST_CAMERAS, ANOMALIES = (STANDARD.train_cameras, STANDARD.test_cameras,
+                                          STANDARD.anomalies)
 
 
 def _files(root):
@@ -102,3 +101,51 @@ def test_size_64_and_bad_arguments(tmp_path):
     (tmp_path / "busy" / "keep.txt").write_text("user data")
     with pytest.raises(FileExistsError):
         generate(tmp_path / "busy", 32)
+
+
+def test_the_standard_recipe_stays_the_benchmark(tiny_photodigits):
+    """The standard recipe draws exactly what it drew when every reported number was
+    measured: the same images, labels and splits (sha256 of metadata.csv and of the
+    digits behind the images, for seed 0 at the tiny counts)."""
+    assert STANDARD.anomalies == (6, 7, 8, 9)
+    metadata = hashlib.sha256((tiny_photodigits / "metadata.csv").read_bytes()).hexdigest()
+    assert metadata == "ee3086c2198f4f117198a1d314272b83b1ddb697fc6150da17804de8629c204c"
+    with np.load(tiny_photodigits / "digits.npz") as data:
+        digits = hashlib.sha256(data["digits"].tobytes()).hexdigest()
+    assert digits == "943dcc8536746c4b8e0182e2c404d96a41d86007a6b8f54514d258ff249fcdb5"
+
+
+def test_the_holdout_recipe_shares_nothing_but_the_layout(tmp_path):
+    root = generate(tmp_path / "holdout", 32, 0, progress=False, train_per_camera=20,
+                    test_per_camera=10, recipe="holdout")
+    ds = load_folder(root)
+    assert ds.envs("train") == sorted(c.env for c in HOLDOUT.train_cameras)
+    assert ds.envs("test") == sorted(c.env for c in HOLDOUT.test_cameras)
+    standard_photos = {c.photo for c in STANDARD.cameras}
+    assert len({c.photo for c in HOLDOUT.cameras}) == 9
+    assert not standard_photos & {c.photo for c in HOLDOUT.cameras}
+    assert set(HOLDOUT.normal_a + HOLDOUT.normal_b).isdisjoint(HOLDOUT.anomalies)
+    assert len(HOLDOUT.anomalies) == 4 and HOLDOUT.anomalies != STANDARD.anomalies
+    # the folder says which digits are normal: loaders need no recipe
+    spec = json.loads((root / "ad_spec.json").read_text())
+    assert spec == {"normal_a": ["1", "4", "7"], "normal_b": ["0", "8", "9"]}
+    assert not any(r.is_anomaly for r in ds.records if r.split in ("train", "val"))
+    assert all((int(r.label) in HOLDOUT.anomalies) == r.is_anomaly for r in ds.records)
+    assert sum(r.is_anomaly for r in ds.records if r.split == "test") == 3 * 4
+    buckets = ds.buckets(ds.indices("train", normal_only=True))
+    labels = np.array([int(ds.records[i].label) for i in ds.indices("train", normal_only=True)])
+    assert set(labels[buckets == 0]) <= set(HOLDOUT.normal_a)
+    assert set(labels[buckets == 1]) <= set(HOLDOUT.normal_b)
+    meta = json.loads((root / "photodigits.json").read_text())
+    assert meta["recipe"] == "holdout" and meta["name"] == "photodigits-holdout-32"
+    assert ds.images([0], 32).shape == (1, 32, 32, 3)
+    again = generate(tmp_path / "again", 32, 0, progress=False, train_per_camera=20,
+                     test_per_camera=10, recipe="holdout")
+    assert (again / "metadata.csv").read_bytes() == (root / "metadata.csv").read_bytes()
+
+
+def test_an_unknown_recipe_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown PhotoDigits recipe 'nope'; known: "
+                                         + ", ".join(RECIPES)):
+        generate(tmp_path / "x", 32, recipe="nope")
+    assert not (tmp_path / "x").exists()

@@ -28,6 +28,13 @@ def test_cli_lists_the_tasks_and_augmentations():
     assert AUX == AUX_LOSSES
 
 
+def test_cli_lists_the_photodigits_recipes():
+    from envad.training.cli import RECIPE_NAMES
+    from envad.training.photodigits import RECIPES
+
+    assert list(RECIPE_NAMES) == list(RECIPES)
+
+
 def test_help_does_not_import_torch():
     code = ("import sys; from envad.client.cli import build_parser; build_parser(); "
             "assert 'torch' not in sys.modules, 'torch imported'")
