@@ -4,7 +4,8 @@ A camera trap fires a burst of frames per trigger; reviewing them one by one rep
 the same decision. An event is the Camtrap DP `eventID` of an image when its package
 names one, else a run of images of the same camera (environment) with no gap longer
 than `gap_s` seconds between consecutive timestamps (`envad.event_rule`, the rule the
-server's Fit leaves out too). Images without a timestamp are events of their own. Each record gets:
+server's Fit leaves out too). Images without a timestamp are events of their own. Each
+record gets:
 
 - `event`: the event's id (the eventID, else "<env>@<first timestamp>");
 - `event_size`: the event's number of records;
