@@ -4,22 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from event_times import same_groups, times
 
 from envad.errors import InvalidInput
 from envad.event_rule import event_codes
-
-
-def times(*seconds) -> np.ndarray:
-    """Timestamps at these offsets in seconds (None: no timestamp)."""
-    base = np.datetime64("2024-06-01T06:00:00", "us")
-    return np.array([np.datetime64("NaT", "us") if s is None
-                     else base + np.timedelta64(int(s * 1e6), "us") for s in seconds])
-
-
-def same_groups(codes) -> list[set[int]]:
-    """The rows of each event, as sets (the codes' values are arbitrary)."""
-    return sorted(({int(i) for i in np.flatnonzero(codes == c)} for c in np.unique(codes)),
-                  key=min)
 
 
 def test_events_chain_frames_of_one_camera_within_the_gap():

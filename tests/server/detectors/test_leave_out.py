@@ -1,11 +1,12 @@
 """Fit rows' groups (server/detectors/leave_out.py): membership, persistence arrays, and
 what a bundle fitted with ids does when it scores its own rows (the event rule itself:
-tests/test_events.py)."""
+tests/test_event_rule.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from event_times import times
 from sklearn.metrics import roc_auc_score
 
 from envad.errors import InvalidInput
@@ -15,19 +16,6 @@ from envad.server.detectors.leave_out import (
     FitGroups,
     fit_groups_of,
 )
-
-
-def times(*seconds) -> np.ndarray:
-    """Timestamps at these offsets in seconds (None: no timestamp)."""
-    base = np.datetime64("2024-06-01T06:00:00", "us")
-    return np.array([np.datetime64("NaT", "us") if s is None
-                     else base + np.timedelta64(int(s * 1e6), "us") for s in seconds])
-
-
-def same_groups(codes) -> list[set[int]]:
-    """The rows of each group, as sets (the codes' values are arbitrary)."""
-    return sorted(({int(i) for i in np.flatnonzero(codes == c)} for c in np.unique(codes)),
-                  key=min)
 
 
 def test_groups_look_up_ids_and_know_their_fit_rows():
