@@ -63,6 +63,13 @@ def test_data_photodigits_command(tmp_path, capsys):
     assert len(ds.indices(split="test")) == 900
     with pytest.raises(SystemExit):
         build_parser().parse_args(["data", "photodigits", "--out", "x", "--size", "48"])
+    parsed = build_parser().parse_args(["data", "photodigits", "--out", "x"])
+    assert parsed.recipe == "standard"
+    parsed = build_parser().parse_args(["data", "photodigits", "--out", "x", "--recipe",
+                                        "holdout"])
+    assert parsed.recipe == "holdout"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["data", "photodigits", "--out", "x", "--recipe", "nope"])
 
 
 def test_train_resume_and_export(tiny_photodigits, tmp_path, capsys):
