@@ -27,17 +27,6 @@ from typing import Any
 
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline, resolve_pipeline
 
-DESCRIPTION = (
-    "What this measures: detectors are fit on embeddings of normal images from the "
-    "training cameras (PhotoDigits: digits 0-5 from 6 cameras), then score the images of "
-    "cameras never seen in training (PhotoDigits: 900 images from 3 cameras, 40% showing "
-    "unseen content, digits 6-9). ROC-AUC: 0.5 = chance, 1.0 = perfect; anomalies are the "
-    "positive class. 'per camera' averages the ROC-AUC of each unseen camera. 'ensemble' is "
-    "the bundle's mean calibrated score. 'with space' scores in the pipeline's space step "
-    "with its score adaptation (each camera's scores on the fit set's scale); 'raw' in the "
-    "encoder's raw output, unadapted (the paper's setting), both with the same encoder."
-)
-
 
 def log(message: str) -> None:
     print(f"[demo] {message}", flush=True)
@@ -58,6 +47,8 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     from envad.client.backfill_plan import BackfillOptions
     from envad.client.demo_report import (
         auc_table,
+        dataset_facts,
+        describe_measurement,
         format_comparison,
         format_table,
         load_scores,
@@ -192,7 +183,7 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     }
     (workdir / "report.json").write_text(json.dumps(report, indent=2))
     print()
-    print(DESCRIPTION)
+    print(describe_measurement(dataset_facts(data)))
     print()
     print(f"The pipeline as served ({pipeline.describe()}):")
     print(format_table(rows))

@@ -19,6 +19,59 @@ ENSEMBLE = "ensemble"
 
 
 @dataclass(frozen=True)
+class DatasetFacts:
+    """What the demo's description says about the dataset it ran on."""
+
+    name: str
+    normal_labels: tuple[str, ...]     # the labels of the training cameras' normal images
+    train_cameras: int
+    test_images: int
+    test_cameras: int
+    test_anomalies: int
+    anomaly_labels: tuple[str, ...]    # the labels of the test images that are anomalies
+
+
+def dataset_facts(data: str | Path) -> DatasetFacts:
+    """The facts of a folder-format dataset (read with the training reader)."""
+    from envad.training.data import load_dataset
+
+    dataset = load_dataset(data)
+    train = [r for r in dataset.records if r.split in ("train", "val")]
+    test = [r for r in dataset.records if r.split == "test"]
+    return DatasetFacts(
+        name=dataset.name,
+        normal_labels=_sorted_labels(r.label for r in train if not r.is_anomaly),
+        train_cameras=len({r.env for r in train}), test_images=len(test),
+        test_cameras=len({r.env for r in test}),
+        test_anomalies=sum(r.is_anomaly for r in test),
+        anomaly_labels=_sorted_labels(r.label for r in test if r.is_anomaly))
+
+
+def _sorted_labels(labels: Iterable[str]) -> tuple[str, ...]:
+    """Distinct labels, numbers in numeric order first, then the others."""
+    distinct = set(labels)
+    return tuple(sorted(distinct, key=lambda x: (not x.isdigit(), int(x) if x.isdigit() else 0,
+                                                  x)))
+
+
+def describe_measurement(facts: DatasetFacts) -> str:
+    """The paragraph printed above the demo's tables: what was fitted and scored."""
+    share = round(100 * facts.test_anomalies / facts.test_images) if facts.test_images else 0
+    return (
+        f"What this measures: detectors are fit on embeddings of normal images (labels "
+        f"{', '.join(facts.normal_labels)}) from the {facts.train_cameras} training cameras "
+        f"of {facts.name}, then score the {facts.test_images} images of the "
+        f"{facts.test_cameras} cameras never seen in training ({facts.test_anomalies} of "
+        f"them, {share}%, anomalies: labels {', '.join(facts.anomaly_labels) or 'none'}). "
+        "ROC-AUC: 0.5 = chance, 1.0 = perfect; anomalies are the "
+        "positive class. 'per camera' averages the ROC-AUC of each unseen camera. "
+        "'ensemble' is the bundle's mean calibrated score. 'with space' scores in the "
+        "pipeline's space step with its score adaptation (each camera's scores on the fit "
+        "set's scale); 'raw' in the encoder's raw output, unadapted (the paper's setting), "
+        "both with the same encoder.")
+
+
+@dataclass(frozen=True)
 class ScoredSet:
     """Scores of the images that have a known truth and were scored."""
 

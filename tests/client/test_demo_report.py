@@ -59,3 +59,27 @@ def test_needs_truth_and_both_classes(tmp_path) -> None:
     (tmp_path / "one.jsonl").write_text(json.dumps(line) + "\n")
     with pytest.raises(ValueError, match="both"):
         auc_table(load_scores(tmp_path / "one.jsonl"))
+
+
+def test_the_description_states_the_dataset_it_ran_on(tmp_path) -> None:
+    from envad.client.demo_report import dataset_facts, describe_measurement
+    from envad.training.photodigits import generate
+
+    standard = generate(tmp_path / "standard", 32, 0, progress=False, train_per_camera=20,
+                        test_per_camera=10)
+    facts = dataset_facts(standard)
+    assert facts.normal_labels == ("0", "1", "2", "3", "4", "5")
+    assert (facts.train_cameras, facts.test_images, facts.test_cameras,
+            facts.test_anomalies) == (6, 30, 3, 12)
+    text = describe_measurement(facts)
+    assert ("normal images (labels 0, 1, 2, 3, 4, 5) from the 6 training cameras of "
+            "standard, then score the 30 images of the 3 cameras never seen in training "
+            "(12 of them, 40%, anomalies: labels ") in text
+    assert set(text.split("anomalies: labels ")[1].split(")")[0].split(", ")) <= \
+        {"6", "7", "8", "9"}
+    holdout = dataset_facts(generate(tmp_path / "holdout", 32, 0, progress=False,
+                                     train_per_camera=20, test_per_camera=10,
+                                     recipe="holdout"))
+    assert holdout.normal_labels == ("0", "1", "4", "7", "8", "9")
+    assert set(holdout.anomaly_labels) <= {"2", "3", "5", "6"}
+    assert "labels 0, 1, 4, 7, 8, 9" in describe_measurement(holdout)
