@@ -22,7 +22,9 @@ import torch
 
 from envad.errors import InvalidInput
 from envad.server.encoder import OnnxEncoder
+from envad.training.batches import class_targets
 from envad.training.data import load_dataset
+from envad.training.evaluate import embed
 from envad.training.multienv import MultiEnvDataset
 from envad.training.validation import knn_accuracy
 
@@ -43,9 +45,9 @@ class Probe:
 
 
 def _codes(dataset: MultiEnvDataset, indices: np.ndarray, field: str) -> np.ndarray:
+    """Index of each record's `field` value among the sorted distinct values."""
     values = [getattr(dataset.records[int(i)], field) for i in indices]
-    names = sorted(set(values))
-    return np.array([names.index(v) for v in values], dtype=np.int64)
+    return class_targets(values, sorted(set(values)))
 
 
 def probe(dataset: MultiEnvDataset, encoders: list[Path], seed: int = 0,
@@ -61,15 +63,9 @@ def probe(dataset: MultiEnvDataset, encoders: list[Path], seed: int = 0,
     both = np.concatenate([reference, val])
     labels, cameras = _codes(dataset, both, "label"), _codes(dataset, both, "env")
     split = len(reference)
-    results, pixels = [], {}
+    results = []
     for path in encoders:
-        encoder = OnnxEncoder(path)
-        size = encoder.input_size
-        if size not in pixels:
-            pixels[size] = dataset.images(both, size)
-        embeddings = torch.from_numpy(np.concatenate(
-            [encoder.embed(pixels[size][start:start + 256])
-             for start in range(0, len(both), 256)]))
+        embeddings = torch.from_numpy(embed(OnnxEncoder(path), dataset, both))
         ref, query = embeddings[:split], embeddings[split:]
         results.append(Probe(
             encoder=str(path),
