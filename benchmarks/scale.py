@@ -82,6 +82,7 @@ def write_store(db_dir: Path, rows: int, model_id: str = MODEL_ID) -> None:
             "sha256": [f"{i:064x}" for i in numbers], "model_id": [model_id] * count,
             "ingested_at": [None] * count,
             "vector": pa.FixedSizeListArray.from_arrays(pa.array(block.ravel()), DIM),
+            "event": [""] * count,
         }, schema=make_schema(DIM))
         store.append(table)
 

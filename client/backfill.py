@@ -190,7 +190,7 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
             item = replace(item, timestamp=exif_timestamp(data))
         sha = sha256_hex(data)
         image = ImageInput(data=data, id=item.id or sha, env=item.env,
-                           timestamp=item.timestamp, uri=item.uri)
+                           timestamp=item.timestamp, uri=item.uri, event=item.event)
         duplicate = duplicate_outcome(content, item, sha, image.id)
         if duplicate is not None and not options.scores:
             batch.outcomes.append(duplicate)

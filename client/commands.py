@@ -208,8 +208,8 @@ def register(subparsers) -> None:
         "export-embeddings", parents=[conn(None)], formatter_class=formatter,
         help="export stored embeddings and metadata to Parquet",
         description="Stream the active encoder's stored rows (id, env, label, split, "
-                    "timestamp, uri, sha256, model_id, ingested_at, vector) into a Parquet "
-                    "file, for offline retraining jobs.")
+                    "timestamp, uri, sha256, model_id, ingested_at, event, vector) into a "
+                    "Parquet file, for offline retraining jobs.")
     p.add_argument("--out", type=Path, required=True, metavar="FILE.parquet",
                    help="output Parquet file (written atomically)")
     add_filter_flags(p)

@@ -31,7 +31,8 @@ def timestamp_from_pb(ts: Timestamp, present: bool) -> datetime | None:
 
 
 def image_to_pb(image: r.ImageInput) -> pb.Image:
-    msg = pb.Image(data=image.data, id=image.id, env=image.env, uri=image.uri)
+    msg = pb.Image(data=image.data, id=image.id, env=image.env, uri=image.uri,
+                   event=image.event)
     ts = timestamp_to_pb(image.timestamp)
     if ts is not None:
         msg.timestamp.CopyFrom(ts)
@@ -272,6 +273,7 @@ def row_to_dict(row: pb.Row, with_vector: bool) -> dict:
         "sha256": row.sha256,
         "model_id": row.model_id,
         "ingested_at": timestamp_from_pb(row.ingested_at, row.HasField("ingested_at")),
+        "event": row.event,
     }
     if with_vector:
         out["vector"] = list(row.vector)

@@ -2,10 +2,10 @@
 
 A camera trap fires a burst of frames per trigger; reviewing them one by one repeats
 the same decision. An event is the Camtrap DP `eventID` of an image when its package
-names one, else a run of images of the same camera (environment) with no gap longer
-than `gap_s` seconds between consecutive timestamps (`envad.event_rule`, the rule the
-server's Fit leaves out too). Images without a timestamp are events of their own. Each
-record gets:
+names one (within its camera), else a run of images of the same camera (environment)
+with no gap longer than `gap_s` seconds between consecutive timestamps
+(`envad.event_rule`, the rule the server's Fit leaves out too). Images with neither are
+events of their own. Each record gets:
 
 - `event`: the event's id (the eventID, else "<env>@<first timestamp>");
 - `event_size`: the event's number of records;
@@ -36,14 +36,14 @@ def group_events(records: Iterable[dict], gap_s: float) -> list[dict]:
     if gap_s <= 0:
         raise InvalidInput(f"the event gap must be > 0 seconds, got {gap_s}")
     records = [dict(r) for r in records]
-    event_of = _assign(records, gap_s)
-    members: dict[str, list[dict]] = defaultdict(list)
-    for n, record in enumerate(records):
-        members[event_of[n]].append(record)
-    for n, record in enumerate(records):
-        group = members[event_of[n]]
+    codes, names = _assign(records, gap_s)
+    members: dict[int, list[dict]] = defaultdict(list)
+    for code, record in zip(codes, records, strict=True):
+        members[code].append(record)
+    for code, record in zip(codes, records, strict=True):
+        group = members[code]
         scored = [r for r in group if r.get("status") == "ok" and r.get("ensemble") is not None]
-        record["event"] = event_of[n]
+        record["event"] = names[code]
         record["event_size"] = len(group)
         record["event_ensemble"] = max((float(r["ensemble"]) for r in scored), default=None)
         record["event_is_anomaly"] = any(bool(r.get("is_anomaly")) for r in scored) \
@@ -51,28 +51,29 @@ def group_events(records: Iterable[dict], gap_s: float) -> list[dict]:
     return records
 
 
-def _assign(records: list[dict], gap_s: float) -> dict[int, str]:
-    """Record index -> event id."""
-    event_of: dict[int, str] = {}
-    timed: list[tuple[int, str, datetime]] = []
-    for n, record in enumerate(records):
-        named = (record.get("source") or {}).get("eventID")
+def _assign(records: list[dict], gap_s: float) -> tuple[list[int], dict[int, str]]:
+    """The event code of each record (`envad.event_rule`), and each event's id."""
+    envs, times, named = [], [], []
+    for record in records:
         taken = parse_timestamp(record.get("timestamp")) if record.get("timestamp") else None
-        if named:
-            event_of[n] = str(named)
+        envs.append(str(record.get("env") or ""))
+        times.append(taken)
+        named.append(str((record.get("source") or {}).get("eventID") or ""))
+    stamps = np.array([np.datetime64(t.astimezone(timezone.utc).replace(tzinfo=None), "us")
+                       if t else np.datetime64("NaT", "us") for t in times],
+                      dtype="datetime64[us]")
+    codes = event_codes(envs, stamps, gap_s, named).tolist()
+    names: dict[int, str] = {}
+    first: dict[int, datetime] = {}           # chained event -> its first frame's time
+    for n, code in enumerate(codes):
+        taken = times[n]
+        if named[n]:
+            names[code] = named[n]
         elif taken is None:
-            event_of[n] = str(record.get("key"))
-        else:
-            timed.append((n, str(record.get("env") or ""), taken))
-    if not timed:
-        return event_of
-    utc = [taken.astimezone(timezone.utc).replace(tzinfo=None) for _, _, taken in timed]
-    codes = event_codes([env for _, env, _ in timed], np.array(utc, dtype="datetime64[us]"),
-                        gap_s).tolist()
-    first: dict[int, datetime] = {}           # event code -> its first frame's time
-    for code, (_, _, taken) in zip(codes, timed, strict=True):
-        if code not in first or taken < first[code]:
+            names[code] = str(records[n].get("key"))
+        elif code not in first or taken < first[code]:
             first[code] = taken
-    for code, (n, env, _) in zip(codes, timed, strict=True):
-        event_of[n] = f"{env}@{first[code].isoformat()}"
-    return event_of
+    for n, code in enumerate(codes):
+        if code in first:
+            names[code] = f"{envs[n]}@{first[code].isoformat()}"
+    return codes, names

@@ -182,15 +182,9 @@ def _ensure_table(target: RayTarget) -> None:
     """Create the model's table with the server's schema when it does not exist yet."""
     import lancedb
 
-    from envad.server.store import make_schema, table_name
+    from envad.server.store import open_table
 
-    db = lancedb.connect(str(target.data_dir / "lancedb"))
-    table = db.create_table(table_name(target.model_id), schema=make_schema(target.dim),
-                            exist_ok=True)
-    stored = table.schema.field("vector").type.list_size
-    if stored != target.dim:
-        raise InvalidInput(f"table {table_name(target.model_id)} holds {stored}-d vectors, "
-                           f"{target.model_file.name} makes {target.dim}-d")
+    open_table(lancedb.connect(str(target.data_dir / "lancedb")), target.model_id, target.dim)
 
 
 def _content_index(target: RayTarget) -> ContentIndex:
@@ -211,7 +205,7 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayO
     if not chunk:
         return [], 0
     rows = [{"key": i.key, "id": i.id, "uri": i.uri, "env": i.env, "label": i.label,
-             "split": i.split,
+             "split": i.split, "event": i.event,
              "timestamp": i.timestamp.isoformat() if i.timestamp else ""} for i in chunk]
     batches = -(-len(rows) // ray_options.batch_size)
     blocks = max(1, min(batches, 4 * ray_options.workers))
@@ -336,7 +330,7 @@ def write_fragments_batch(batch: pa.Table, uri: str, dim: int, model_id: str,
     vectors = vectors_of(kept)
     rows = [Row(id=r["id"], vector=vector, env=r["env"], label=r["label"], split=r["split"],
                 timestamp=datetime.fromisoformat(r["timestamp"]) if r["timestamp"] else None,
-                uri=r["uri"], sha256=r["sha256"])
+                uri=r["uri"], sha256=r["sha256"], event=r["event"])
             for r, vector in zip(kept.drop_columns(["vector"]).to_pylist(), vectors,
                                      strict=True)]
     fragments = write_fragments(rows_table(rows, model_id, dim), uri, schema=make_schema(dim))

@@ -82,7 +82,8 @@ def image_from_pb(msg: pb.Image, *extra_problems: str | None) -> ImageInput:
     fails with its reason, the rest of the request goes on."""
     problems = [text_problem("id", msg.id, MAX_ID_CHARS),
                 text_problem("env", msg.env, MAX_NAME_CHARS),
-                text_problem("uri", msg.uri, MAX_URI_CHARS), *extra_problems]
+                text_problem("uri", msg.uri, MAX_URI_CHARS),
+                text_problem("event", msg.event, MAX_NAME_CHARS), *extra_problems]
     timestamp = None
     if msg.HasField("timestamp"):
         try:
@@ -94,7 +95,8 @@ def image_from_pb(msg: pb.Image, *extra_problems: str | None) -> ImageInput:
     if problem:
         return RejectedImage(data=msg.data, id=msg.id[:MAX_ID_CHARS],
                              env=msg.env[:MAX_NAME_CHARS], problem=problem)
-    return ImageInput(data=msg.data, id=msg.id, env=msg.env, timestamp=timestamp, uri=msg.uri)
+    return ImageInput(data=msg.data, id=msg.id, env=msg.env, timestamp=timestamp, uri=msg.uri,
+                      event=msg.event)
 
 
 def images_from_pb(msgs: Iterable[pb.Image]) -> list[ImageInput]:

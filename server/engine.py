@@ -432,7 +432,7 @@ class Engine:
     def fit(self, options: FitOptions) -> FitOutcome:
         space = self.require_space()
         table = fit_rows(space.store, options.row_filter,
-                         columns=("id", "env", "label", "timestamp"),
+                         columns=("id", "env", "label", "timestamp", "event"),
                          anomaly_labels=self.config.anomaly_label_set, with_vectors=False)
         # by id, so the bundle's fit/calibration split never follows arrival order
         table = table.sort_by("id")
@@ -458,7 +458,8 @@ class Engine:
             all_rows.column("id").to_numpy(zero_copy_only=False),
             all_rows.column("env").to_numpy(zero_copy_only=False),
             all_rows.column("timestamp").to_numpy(zero_copy_only=False),
-            fit_ids, options.event_gap_s)
+            fit_ids, options.event_gap_s,
+            all_rows.column("event").to_numpy(zero_copy_only=False))
         vectors = space.store.vectors_for(table.column("id"))
         envs = np.asarray(table.column("env").to_pylist(), dtype=object)
         labels = np.asarray([v or "" for v in table.column("label").to_pylist()], dtype=object)
@@ -531,7 +532,7 @@ def _row(image: ImageInput, vector: np.ndarray, label: str, split: str) -> Row:
     """The store row of an embedded image."""
     return Row(id=image.resolved_id(), vector=vector, env=image.env, label=label,
                split=split, timestamp=image.timestamp, uri=image.uri,
-               sha256=image.sha256)
+               sha256=image.sha256, event=image.event)
 
 
 def _score_job(bundle, images: Sequence[ImageInput], indices: Sequence[int],

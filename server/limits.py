@@ -114,6 +114,8 @@ def limits_table_markdown() -> str:
          "same rule as filter values, so every stored value can be filtered on"),
         ("item `uri`", f"{MAX_URI_CHARS} characters, no control character",
          "that item fails"),
+        ("item `event`", f"{MAX_NAME_CHARS} characters, no control character",
+         "that item fails"),
         ("item `timestamp`", "0001-01-01 .. 9999-12-31", "that item fails"),
         ("`Filter` (envs, splits, labels)", f"{MAX_FILTER_VALUES} values per field, each "
          "a valid name", "the request fails (`INVALID_ARGUMENT`)"),

@@ -1,8 +1,8 @@
 """Export's ROWS format encoded straight from Arrow columns into RowBatch wire bytes.
 
-The wire format of a RowBatch is simple: per row, its string fields, two Timestamps and
-one packed float field, whose bytes are the vector's little-endian float32 bytes as
-stored. This module builds those bytes column by column, never row by row: each field
+The wire format of a RowBatch is simple: per row, its string fields, two Timestamps, one
+packed float field, whose bytes are the vector's little-endian float32 bytes as stored,
+and the event string. This module builds those bytes column by column, never row by row: each field
 becomes a binary column of its per-row bytes (tag, length, value; empty where proto3
 writes nothing), Arrow joins the columns element-wise, and the joined column's data
 buffer is the RowBatch. `rows_chunk_bytes` wraps it (and `arrow_chunk_bytes` an Arrow
@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 _STRINGS_BEFORE_TIMESTAMP = ((1, "id", False), (2, "env", True), (3, "label", True),
                              (4, "split", True))
 _STRINGS_AFTER_TIMESTAMP = ((6, "uri", False), (7, "sha256", False), (8, "model_id", True))
+_STRINGS_AFTER_VECTOR = ((11, "event", True),)     # a burst's frames share one
 _TIMESTAMP, _INGESTED_AT, _VECTOR = 5, 9, 10
 _LENGTH_DELIMITED, _VARINT = 2, 0
 _ROWBATCH_ROWS = 1
@@ -177,6 +178,8 @@ def _row_batch(batch: pa.RecordBatch) -> pa.Buffer:
     fields += _timestamp_field(_INGESTED_AT, batch.column("ingested_at"))
     if "vector" in batch.schema.names:
         fields += _vector_field(batch.column("vector"))
+    for field, name, categorical in _STRINGS_AFTER_VECTOR:
+        fields += _text_field(field, batch.column(name), categorical)
     length = np.sum([_lengths(field) for field in fields], axis=0)
     return _data(_join([_varints(length, _key(_ROWBATCH_ROWS)), *fields]))
 

@@ -29,7 +29,10 @@ from envad.server.limits import MAX_NAME_CHARS, text_problem
 PRIMARY_KEY_METADATA = {"lance-schema:unenforced-primary-key": "true"}
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 METADATA_COLUMNS = ("id", "env", "label", "split", "timestamp", "uri", "sha256", "model_id",
-                    "ingested_at")
+                    "ingested_at", "event")
+#: columns added to the schema after its first release, each with the SQL value its
+#: existing rows get when a table without it is opened (`open_table`)
+ADDED_COLUMNS = {"event": "''"}
 
 
 def table_name(model_id: str) -> str:
@@ -52,7 +55,43 @@ def make_schema(dim: int) -> pa.Schema:
         pa.field("model_id", pa.string()),
         pa.field("ingested_at", TIMESTAMP),
         pa.field("vector", pa.list_(pa.float32(), dim)),
+        # never null: a migrated table's column is filled with "" and not nullable
+        pa.field("event", pa.string(), nullable=False),
     ])
+
+
+def open_table(db, model_id: str, dim: int):
+    """`model_id`'s table in a LanceDB connection, created with the store schema when it
+    does not exist, and brought up to it when it lacks a column added since
+    (ADDED_COLUMNS: one commit per column, its existing rows given the column's value).
+    Refused when the table holds vectors of another dimension."""
+    name = table_name(model_id)
+    try:
+        table = db.open_table(name)
+    except ValueError:  # not created yet
+        table = db.create_table(name, schema=make_schema(dim), exist_ok=True)
+    stored = table.schema.field("vector").type.list_size
+    if stored != dim:
+        raise FailedPrecondition(
+            f"store table {name} holds {stored}-d vectors but model {model_id!r} embeds "
+            f"{dim}-d ones: give a retrained encoder its own model id"
+        )
+    return upgrade_table(table)
+
+
+def upgrade_table(table):
+    """Add the columns of ADDED_COLUMNS that `table` lacks, one commit each; a column
+    another process added first (its commit won) is taken as added."""
+    for column, value in ADDED_COLUMNS.items():
+        if column in table.schema.names:
+            continue
+        try:
+            table.add_columns({column: value})
+        except Exception:  # lance refuses the commit when a concurrent one added it
+            table.checkout_latest()
+            if column not in table.schema.names:
+                raise
+    return table
 
 
 def where_clause(row_filter: RowFilter) -> str | None:
@@ -85,6 +124,7 @@ class Row:
     timestamp: dt.datetime | None = None
     uri: str = ""
     sha256: str = ""
+    event: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,6 +152,7 @@ def rows_table(rows: Sequence[Row], model_id: str, dim: int) -> pa.Table:
         "model_id": pa.repeat(pa.scalar(model_id, pa.string()), len(rows)),
         "ingested_at": pa.repeat(pa.scalar(now, TIMESTAMP), len(rows)),
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+        "event": [r.event for r in rows],
     }
     return pa.table(columns, schema=make_schema(dim))
 
@@ -124,18 +165,8 @@ class EmbeddingStore:
         self.dim = dim
         self._env_counts: tuple[int, dict[str, int]] | None = None
         self._db = lancedb.connect(str(db_dir), read_consistency_interval=dt.timedelta(0))
-        name = table_name(model_id)
-        try:
-            self._table = self._db.open_table(name)
-        except ValueError:  # not created yet
-            self._table = self._db.create_table(name, schema=make_schema(dim), exist_ok=True)
+        self._table = open_table(self._db, model_id, dim)
         self._read_version()
-        stored = self._table.schema.field("vector").type.list_size
-        if stored != dim:
-            raise FailedPrecondition(
-                f"store table {name} holds {stored}-d vectors but model {model_id!r} embeds "
-                f"{dim}-d ones: give a retrained encoder its own model id"
-            )
 
     @property
     def version(self) -> int:

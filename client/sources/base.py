@@ -46,6 +46,9 @@ class SourceItem:
     label: str = ""
     split: str = "archive"
     timestamp: datetime | None = None
+    #: the event (burst) the image belongs to within its camera, such as a Camtrap DP
+    #: eventID; stored with the row, so Fit's leave-out follows it ("" for none)
+    event: str = ""
     skip_reason: str = ""
     extra: Mapping[str, object] = field(default_factory=dict)
 

@@ -103,6 +103,7 @@ class CamtrapDPSource(Source):
                 label=labels.label(deployment, media, timestamp),
                 split=self._split(None),
                 timestamp=timestamp,
+                event=event,
                 skip_reason=self._skip_reason(mediatype, public),
                 extra=extra,
             )

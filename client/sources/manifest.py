@@ -1,5 +1,5 @@
 """A manifest of stored rows: a Parquet file with `id` and `uri` columns (and env,
-label, split, timestamp when present), such as `envad export-embeddings
+label, split, timestamp, event when present), such as `envad export-embeddings
 --without-vectors` writes. Used to re-embed an archive with a new encoder under the same
 ids (the retraining job), without going back to the original archive's index."""
 
@@ -13,7 +13,7 @@ from envad.client.sources.base import Source, SourceItem, register_source
 from envad.errors import InvalidInput
 
 REQUIRED_COLUMNS = ("id", "uri")
-OPTIONAL_COLUMNS = ("env", "label", "split", "timestamp")
+OPTIONAL_COLUMNS = ("env", "label", "split", "timestamp", "event")
 BATCH_ROWS = 8192
 
 
@@ -60,4 +60,5 @@ class ManifestSource(Source):
                     label=row.get("label") or "",
                     split=self._split(row.get("split")),
                     timestamp=ts,
+                    event=row.get("event") or "",
                 )

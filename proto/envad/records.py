@@ -66,6 +66,8 @@ class ImageInput:
     env: str = ""
     timestamp: datetime | None = None
     uri: str = ""
+    #: the event (burst) within its camera, e.g. a Camtrap DP eventID; "" for none
+    event: str = ""
 
     @classmethod
     def from_path(cls, path: str | Path, env: str = "", id: str = "") -> ImageInput:

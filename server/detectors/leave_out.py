@@ -7,9 +7,10 @@ of an unseen species are each other's five nearest neighbours, so KNN (k=5) and 
 KDE call them dense, that is normal, whatever they show.
 
 A bundle fitted with its rows' ids keeps `FitGroups`: the group of every fit row, where
-a group is an event (the frames of one camera no more than `gap_s` seconds apart, each
-to the next: `envad.event_rule`, the rule of the client's `--group-events` too) and a row
-without a timestamp is a group of its own. When a Score query is one of those rows (by id), the
+a group is an event (the frames of one camera ingested with the same event id, such as
+a Camtrap DP eventID; else those no more than `gap_s` seconds apart, each to the next:
+`envad.event_rule`, the rule of the client's `--group-events` too) and a row with
+neither is a group of its own. When a Score query is one of those rows (by id), the
 detectors that can leave rows out (KNN, KDE: `Detector.score`'s `leave_out`) score it
 against the fit rows outside its group, as if its event had not been fitted on. The
 calibration part is scored the same way, so calibrated scores stay on one scale. A
@@ -93,9 +94,9 @@ class FitGroups:
         largest = int(sizes.max()) if len(sizes) else 0
         if self.gap_s <= 0:
             return f"scoring a fit row leaves that row out ({len(self.ids):,} rows)"
-        return (f"scoring a fit row leaves its event out (frames of a camera <= "
-                f"{self.gap_s:g} s apart): {len(self.ids):,} rows in {groups:,} events, "
-                f"largest {largest}")
+        return (f"scoring a fit row leaves its event out (frames of a camera with one "
+                f"event id, else <= {self.gap_s:g} s apart): {len(self.ids):,} rows in "
+                f"{groups:,} events, largest {largest}")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """What persistence writes (numpy arrays, no pickles)."""
@@ -111,12 +112,13 @@ class FitGroups:
 
 
 
-def fit_groups_of(ids, envs, timestamps, fit_ids, gap_s: float) -> FitGroups:
+def fit_groups_of(ids, envs, timestamps, fit_ids, gap_s: float, events=None) -> FitGroups:
     """The groups of a Fit: events over every row it matched (`ids`, `envs`,
-    `timestamps`), kept for the rows in the same group as a row it fits on (`fit_ids`,
-    the sampled rows when the match was sampled)."""
+    `timestamps`, and the events the rows were ingested with, `events`), kept for the
+    rows in the same group as a row it fits on (`fit_ids`, the sampled rows when the
+    match was sampled)."""
     ids = np.asarray(ids).astype(str)
-    codes = event_codes(envs, timestamps, gap_s)
+    codes = event_codes(envs, timestamps, gap_s, events)
     fit_ids = np.asarray(fit_ids).astype(str)
     if len(fit_ids) < len(ids):
         kept = np.isin(codes, codes[np.isin(ids, fit_ids)])

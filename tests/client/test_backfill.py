@@ -58,6 +58,10 @@ def test_each_source_kind(envad_server, tmp_path, kind) -> None:
         assert sorted(ids) == ["dep1/m0", "dep1/m1", "dep2/m2", "dep2/m3"]
         info = EnvadClient(envad_server.address).info()
         assert info.env_counts == {"locA": 2, "Ridge": 2}
+        with EnvadClient(envad_server.address) as client:   # the package's eventIDs stored
+            events = {row["id"]: row["event"] for b in client.export(with_vectors=False)
+                      for row in b.to_pylist()}
+        assert events == {"dep1/m0": "e1", "dep1/m1": "e1", "dep2/m2": "", "dep2/m3": ""}
 
 
 def test_killed_backfill_resumes_to_exactly_once(envad_server, tmp_path) -> None:

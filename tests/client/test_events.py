@@ -60,6 +60,7 @@ def test_camtrap_source_names_the_event_of_each_image(tmp_path) -> None:
     items = {i.key: i for i in open_source(make_camtrap_dp(tmp_path / "pkg"))}
     assert items["dep1/m0"].extra["eventID"] == items["dep1/m1"].extra["eventID"] == "e1"
     assert "eventID" not in items["dep2/m3"].extra
+    assert [items[k].event for k in ("dep1/m0", "dep1/m1", "dep2/m3")] == ["e1", "e1", ""]
 
 
 def test_a_backfill_writes_events_and_the_report_shows_one_image_per_event(

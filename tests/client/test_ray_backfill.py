@@ -120,8 +120,9 @@ def test_ray_stores_an_image_once_across_sources_like_the_service(local_ray, env
     assert first.inserted == 3 and first.skipped[DUPLICATE_REASON] == 1   # (and a video)
     second = ray_backfill(tmp_path / "copies", "copies")
     assert second.inserted == 1 and second.skipped == {DUPLICATE_REASON: 3}  # m0's old bytes
-    rows = lance.dataset(target.table_uri).to_table(columns=["id", "env"]).to_pylist()
+    rows = lance.dataset(target.table_uri).to_table(columns=["id", "env", "event"]).to_pylist()
     assert len(rows) == 4 and {r["env"] for r in rows} == {"locA", "Ridge", "siteZ"}
+    assert {r["id"]: r["event"] for r in rows if r["env"] == "locA"} == {"dep1/m0": "e1"}
     with EnvadClient(envad_server.address) as client:         # the service engine agrees
         wait_for_rows(client, 4)
         service = run_backfill(client, open_source(tmp_path / "copies"),

@@ -133,6 +133,7 @@ def test_manifest_round_trip(tmp_path) -> None:
         "label": [i.label for i in items],
         "split": [i.split for i in items],
         "timestamp": pa.array([i.timestamp for i in items], pa.timestamp("us", tz="UTC")),
+        "event": [f"burst-{n // 2}" for n in range(len(items))],
     })
     pq.write_table(table, tmp_path / "rows.parquet")
     manifest = list(open_source(tmp_path / "rows.parquet"))
@@ -140,6 +141,7 @@ def test_manifest_round_trip(tmp_path) -> None:
     assert [m.key for m in manifest] == [m.id for m in manifest]
     assert [(m.env, m.label, m.split, m.timestamp) for m in manifest] == [
         (i.env, i.label, i.split, i.timestamp) for i in items]
+    assert [m.event for m in manifest] == table.column("event").to_pylist()
 
 
 def test_unknown_kind_and_missing_path(tmp_path) -> None:

@@ -199,7 +199,8 @@ def test_export_chunks_arrive_as_the_stored_rows(export_format) -> None:
         "sha256": ["00" * 32, "11" * 32], "model_id": ["enc-a", "enc-a"],
         "ingested_at": [WHEN, WHEN],
         "vector": pa.FixedSizeListArray.from_arrays(
-            pa.array(np.arange(6, dtype=np.float32)), dim)}, schema=make_schema(dim))
+            pa.array(np.arange(6, dtype=np.float32)), dim),
+        "event": ["burst-7", ""]}, schema=make_schema(dim))
     outcome = ExportOutcome(iter(table.to_batches(max_chunksize=1)), PROVENANCE)
     chunks = [pb.ExportChunk.FromString(c)
               for c in server.export_chunks_to_wire(outcome, export_format)]
@@ -211,3 +212,4 @@ def test_export_chunks_arrive_as_the_stored_rows(export_format) -> None:
     assert rows[0]["timestamp"] == WHEN and rows[1]["timestamp"] is None
     assert [list(row["vector"]) for row in rows] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     assert rows[0]["label"] == "deer" and rows[1]["label"] in ("", None)
+    assert [row["event"] for row in rows] == ["burst-7", ""]

@@ -21,7 +21,8 @@ def reference(batch) -> pb.RowBatch:
     for i, row_id in enumerate(data["id"]):
         row = out.rows.add(id=row_id, env=data["env"][i] or "", label=data["label"][i] or "",
                            split=data["split"][i] or "", uri=data["uri"][i] or "",
-                           sha256=data["sha256"][i] or "", model_id=data["model_id"][i] or "")
+                           sha256=data["sha256"][i] or "", model_id=data["model_id"][i] or "",
+                           event=data["event"][i] or "")
         for name in ("timestamp", "ingested_at"):
             if data[name][i] is not None:
                 getattr(row, name).FromDatetime(data[name][i])
@@ -38,7 +39,8 @@ def sample_rows() -> list[Row]:
     return [Row(id=f"row-{i}-é✓", vector=rng.standard_normal(300).astype(np.float32),
                 env="" if i % 2 else f"cam {i}", label="ø" * (i * 40), split="train",
                 timestamp=stamps[i % len(stamps)], uri="" if i % 3 else f"file:///{i}.jpg",
-                sha256=f"{i:064x}") for i in range(25)]
+                sha256=f"{i:064x}", event=f"burst {i // 5}" if i % 4 else "")
+            for i in range(25)]
 
 
 @pytest.mark.parametrize("with_vectors", [True, False])
@@ -73,7 +75,7 @@ def test_export_chunks_of_a_real_store_hold_its_rows(tmp_path):
 def test_columns_empty_in_every_row_are_left_out_as_the_message_leaves_them():
     rows = sample_rows()
     for row in rows:
-        row.uri, row.label, row.timestamp = "", "", None
+        row.uri, row.label, row.timestamp, row.event = "", "", None, ""
     batch = rows_table(rows, "model-x", 300).to_batches()[0]
     assert row_batch_bytes(batch) == reference(batch).SerializeToString()
 

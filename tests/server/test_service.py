@@ -363,3 +363,45 @@ def test_activating_another_model_does_not_drop_requests(envad_server):
     assert set(dims) == {8, 16}
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     assert info.active_model.model_id == "other" and info.active_model.embedding_dim == 8
+
+
+def test_events_are_stored_exported_and_leave_a_burst_out_of_its_own_scores(envad_server):
+    """Image.event: stored by Ingest (a hostile one fails its item alone), exported in
+    both formats, and Fit takes frames that share one as one event, timestamps or not:
+    a burst of 10 odd frames scored as fit rows stands out only with its event left out."""
+    stub = stub_for(envad_server)
+    normal = synthetic_images("normal", 110, seed=1)
+    burst = synthetic_images("odd", 10, seed=2)
+    items = [pb.IngestItem(image=pb.Image(data=d, id=f"n-{i:02d}", env=NORMAL_ENVS[i % 2]),
+                           split="train") for i, d in enumerate(normal)]
+    items += [pb.IngestItem(image=pb.Image(data=d, id=f"b-{i:02d}", env="cam-a",
+                                           event="burst-1"), split="train")
+              for i, d in enumerate(burst)]
+    items.append(pb.IngestItem(image=pb.Image(data=normal[0], id="hostile", event="e\n1"),
+                               split="train"))
+    summary = stub.Ingest(iter([pb.IngestRequest(items=items)]), timeout=60)
+    assert (summary.inserted, summary.failed) == (120, 1)
+    assert "event" in summary.failures[0].message
+    rows = [r for c in stub.Export(pb.ExportRequest(format=pb.EXPORT_FORMAT_ROWS,
+                                                    without_vectors=True), timeout=30)
+            for r in c.rows.rows]
+    events = {r.id: r.event for r in rows}
+    assert {events[f"b-{i:02d}"] for i in range(10)} == {"burst-1"}
+    assert {events[f"n-{i:02d}"] for i in range(110)} == {""}
+    arrow = pa.concat_tables([pa.ipc.open_stream(io.BytesIO(c.arrow_ipc)).read_all()
+                              for c in stub.Export(pb.ExportRequest(), timeout=30)])
+    assert dict(zip(arrow.column("id").to_pylist(), arrow.column("event").to_pylist(),
+                    strict=True)) == events
+    knn = {}
+    for gap in (0.0, -1.0):       # the default gap (60 s), then every row its own event
+        fit = stub.Fit(pb.FitRequest(detectors=["KNN"], space="l2", event_gap_s=gap),
+                       timeout=120)
+        assert ("largest 10" in fit.fit_groups) == (gap == 0.0), fit.fit_groups
+        scored = stub.Score(pb.ScoreRequest(
+            images=[pb.Image(data=d, id=f"n-{i:02d}") for i, d in enumerate(normal[:20])]
+            + [pb.Image(data=d, id=f"b-{i:02d}") for i, d in enumerate(burst)],
+            reuse_stored=True), timeout=60)
+        knn[gap] = np.array([r.detectors[0].raw for r in scored.results])
+    grouped, alone = knn[0.0], knn[-1.0]
+    assert grouped[20:].min() > grouped[:20].max()
+    assert np.median(alone[20:]) < np.median(grouped[20:]) / 2

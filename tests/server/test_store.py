@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import lancedb
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.records import RowFilter
 from envad.server.store import (
+    ADDED_COLUMNS,
     EmbeddingStore,
     Row,
     make_schema,
+    open_table,
+    rows_table,
     table_name,
+    upgrade_table,
     vectors_of,
     where_clause,
 )
@@ -109,3 +115,38 @@ def test_batches_are_exact_across_fragments_and_filtered(tmp_path):
                                        with_vectors=False))
     assert sum(b.num_rows for b in filtered) == store.count(RowFilter(envs=("e0",)))
     assert "vector" not in filtered[0].schema.names
+
+
+def _table_of_the_first_schema(db_dir, n: int):
+    """A table as the first release wrote it (no column of ADDED_COLUMNS), with n rows."""
+    first = pa.schema([f for f in make_schema(4) if f.name not in ADDED_COLUMNS])
+    table = lancedb.connect(str(db_dir)).create_table(table_name("m"), schema=first)
+    table.add(rows_table(rows(n), "m", 4).select(first.names))
+    return table
+
+
+def test_a_table_without_the_event_column_is_brought_up_to_the_schema(tmp_path):
+    _table_of_the_first_schema(tmp_path, 6)
+    store = EmbeddingStore(tmp_path, "m", 4)
+    assert store.read(with_vectors=False).column("event").to_pylist() == [""] * 6
+    assert store.count() == 6 and vectors_of(store.read()).shape == (6, 4)
+    burst = [Row(id=f"b{i}", vector=np.ones(4, np.float32), env="e0", event="burst-1")
+             for i in range(2)]
+    assert store.insert(burst).inserted == 2
+    again = EmbeddingStore(tmp_path, "m", 4)       # a restart: no second migration
+    assert again.version == store.version
+    events = dict(zip(*again.read(with_vectors=False, columns=("id", "event")).to_pydict()
+                      .values(), strict=True))
+    assert events["b0"] == events["b1"] == "burst-1" and events["r0"] == ""
+
+
+def test_a_process_that_adds_the_column_second_finds_it_added(tmp_path):
+    """Two processes open the old table at once: the one whose commit loses sees the
+    column the other added, and goes on."""
+    _table_of_the_first_schema(tmp_path, 3)
+    late = lancedb.connect(str(tmp_path)).open_table(table_name("m"))
+    first = open_table(lancedb.connect(str(tmp_path)), "m", 4)
+    assert "event" in first.schema.names and "event" not in late.schema.names
+    assert "event" in upgrade_table(late).schema.names
+    assert EmbeddingStore(tmp_path, "m", 4).count() == 3
+

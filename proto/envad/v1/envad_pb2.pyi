@@ -20,18 +20,20 @@ EXPORT_FORMAT_ARROW_IPC: ExportFormat
 EXPORT_FORMAT_ROWS: ExportFormat
 
 class Image(_message.Message):
-    __slots__ = ("data", "id", "env", "timestamp", "uri")
+    __slots__ = ("data", "id", "env", "timestamp", "uri", "event")
     DATA_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     URI_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     id: str
     env: str
     timestamp: _timestamp_pb2.Timestamp
     uri: str
-    def __init__(self, data: _Optional[bytes] = ..., id: _Optional[str] = ..., env: _Optional[str] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uri: _Optional[str] = ...) -> None: ...
+    event: str
+    def __init__(self, data: _Optional[bytes] = ..., id: _Optional[str] = ..., env: _Optional[str] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uri: _Optional[str] = ..., event: _Optional[str] = ...) -> None: ...
 
 class Filter(_message.Message):
     __slots__ = ("envs", "splits", "labels")
@@ -340,7 +342,7 @@ class ExportRequest(_message.Message):
     def __init__(self, filter: _Optional[_Union[Filter, _Mapping]] = ..., format: _Optional[_Union[ExportFormat, str]] = ..., batch_size: _Optional[int] = ..., without_vectors: _Optional[bool] = ...) -> None: ...
 
 class Row(_message.Message):
-    __slots__ = ("id", "env", "label", "split", "timestamp", "uri", "sha256", "model_id", "ingested_at", "vector")
+    __slots__ = ("id", "env", "label", "split", "timestamp", "uri", "sha256", "model_id", "ingested_at", "vector", "event")
     ID_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
@@ -351,6 +353,7 @@ class Row(_message.Message):
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     INGESTED_AT_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     env: str
     label: str
@@ -361,7 +364,8 @@ class Row(_message.Message):
     model_id: str
     ingested_at: _timestamp_pb2.Timestamp
     vector: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, id: _Optional[str] = ..., env: _Optional[str] = ..., label: _Optional[str] = ..., split: _Optional[str] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uri: _Optional[str] = ..., sha256: _Optional[str] = ..., model_id: _Optional[str] = ..., ingested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., vector: _Optional[_Iterable[float]] = ...) -> None: ...
+    event: str
+    def __init__(self, id: _Optional[str] = ..., env: _Optional[str] = ..., label: _Optional[str] = ..., split: _Optional[str] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uri: _Optional[str] = ..., sha256: _Optional[str] = ..., model_id: _Optional[str] = ..., ingested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., vector: _Optional[_Iterable[float]] = ..., event: _Optional[str] = ...) -> None: ...
 
 class RowBatch(_message.Message):
     __slots__ = ("rows",)
