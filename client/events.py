@@ -1,13 +1,13 @@
 """One decision per burst: group score records into events.
 
 A camera trap fires a burst of frames per trigger; reviewing them one by one repeats
-the same decision. An event is the Camtrap DP `eventID` of an image when its package
-names one (within its camera), else a run of images of the same camera (environment)
-with no gap longer than `gap_s` seconds between consecutive timestamps
-(`envad.event_rule`, the rule the server's Fit leaves out too). Images with neither are
-events of their own. Each record gets:
+the same decision. An event is the one the archive names for an image (Camtrap DP
+`eventID`, COCO Camera Traps `seq_id`; within its camera), else a run of images of the
+same camera (environment) with no gap longer than `gap_s` seconds between consecutive
+timestamps (`envad.event_rule`, the rule the server's Fit leaves out too). Images with
+neither are events of their own. Each record gets:
 
-- `event`: the event's id (the eventID, else "<env>@<first timestamp>");
+- `event`: the event's id (the archive's, else "<env>@<first timestamp>");
 - `event_size`: the event's number of records;
 - `event_ensemble`: the highest ensemble score among the event's scored records;
 - `event_is_anomaly`: whether any of them is an anomaly.
@@ -29,6 +29,8 @@ from envad.errors import InvalidInput
 from envad.event_rule import event_codes
 
 EVENT_FIELDS = ("event", "event_size", "event_ensemble", "event_is_anomaly")
+#: the source values that name an image's event in its archive, by source kind
+ARCHIVE_EVENT_KEYS = ("eventID", "seq_id")     # Camtrap DP, COCO Camera Traps
 
 
 def group_events(records: Iterable[dict], gap_s: float) -> list[dict]:
@@ -51,6 +53,12 @@ def group_events(records: Iterable[dict], gap_s: float) -> list[dict]:
     return records
 
 
+def archive_event(source_values: dict) -> str:
+    """The event an archive names for an image ("" when it names none)."""
+    return next((str(source_values[k]) for k in ARCHIVE_EVENT_KEYS if source_values.get(k)),
+                "")
+
+
 def _assign(records: list[dict], gap_s: float) -> tuple[list[int], dict[int, str]]:
     """The event code of each record (`envad.event_rule`), and each event's id."""
     envs, times, named = [], [], []
@@ -58,7 +66,7 @@ def _assign(records: list[dict], gap_s: float) -> tuple[list[int], dict[int, str
         taken = parse_timestamp(record.get("timestamp")) if record.get("timestamp") else None
         envs.append(str(record.get("env") or ""))
         times.append(taken)
-        named.append(str((record.get("source") or {}).get("eventID") or ""))
+        named.append(archive_event(record.get("source") or {}))
     stamps = np.array([np.datetime64(t.astimezone(timezone.utc).replace(tzinfo=None), "us")
                        if t else np.datetime64("NaT", "us") for t in times],
                       dtype="datetime64[us]")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 #: --source-format's choices: "auto" and the names of envad.client.sources.SOURCES
 #: (written out so that building the parser imports no source; a test compares them)
-FORMATS = ("auto", "camtrap-dp", "folder", "image-tree", "manifest", "megadetector")
+FORMATS = ("auto", "camtrap-dp", "coco-camera-traps", "folder", "image-tree", "manifest",
+           "megadetector")
 
 
 def add_source_arguments(parser, *, set_split: bool = True) -> None:
@@ -31,8 +32,8 @@ def add_source_arguments(parser, *, set_split: bool = True) -> None:
                    help="Camtrap DP: skip media with filePublic=false (people, by the "
                         "package's rules) instead of scoring them with a flag")
     g.add_argument("--image-root", type=Path,
-                   help="MegaDetector: folder the 'file' paths are relative to (default: "
-                        "the JSON's folder)")
+                   help="MegaDetector, COCO Camera Traps: folder the 'file' / 'file_name' "
+                        "paths are relative to (default: the JSON's folder)")
     g.add_argument("--env-level", type=int,
                    help="MegaDetector: folder level of 'file' that is the environment (0)")
     g.add_argument("--skip-empty", action="store_true",

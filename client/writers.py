@@ -9,10 +9,10 @@ Record fields: key, id, env, label, split, uri, timestamp (ISO 8601 or None), st
 ({name: {"raw": float, "adapted": float, "calibrated": float}}), model_id, bundle_id,
 space (the bundle's space step), adaptation (how it placed the camera: fit, camera,
 global), score_adaptation (the bundle's, e.g. camera(prior_rows=16)), camera_weight (the
-weight of the camera's own score statistics in "adapted"), source (the
-source's extra values, e.g. {"is_anomaly": true}, MegaDetector "detections", Camtrap DP
-"deploymentID", "mediaID", "eventID" and "filePublic"), and when grouped into events
-(envad.client.events) event, event_size, event_ensemble, event_is_anomaly.
+weight of the camera's own score statistics in "adapted"), source (the source's extra
+values, e.g. {"is_anomaly": true}, MegaDetector "detections", Camtrap DP "deploymentID",
+"mediaID", "eventID" and "filePublic", COCO Camera Traps "seq_id"), and when grouped
+into events (envad.client.events) event, event_size, event_ensemble, event_is_anomaly.
 
 The MegaDetector format (Timelapse, AddaxAI) is written by
 envad.client.writers_megadetector, Camtrap DP observations by envad.client.writers_camtrap.

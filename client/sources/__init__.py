@@ -1,7 +1,8 @@
 """Archive sources for backfill: one module per kind, behind one registry.
 
 `open_source(path)` picks the kind by looking at the path (Camtrap DP package, folder
-format, MegaDetector JSON, Parquet manifest, else a plain image tree) unless `kind` names
+format, COCO Camera Traps JSON, MegaDetector JSON, Parquet manifest, else a plain image
+tree) unless `kind` names
 one of `SOURCES`.
 """
 
@@ -9,7 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envad.client.sources import camtrap_dp, folder, image_tree, manifest, megadetector
+from envad.client.sources import (
+    camtrap_dp,
+    coco_camera_traps,
+    folder,
+    image_tree,
+    manifest,
+    megadetector,
+)
 from envad.client.sources.base import SOURCES, Source, SourceItem, read_uri, register_source
 from envad.errors import InvalidInput
 
@@ -17,6 +25,7 @@ from envad.errors import InvalidInput
 DETECTION_ORDER = (
     camtrap_dp.CamtrapDPSource,
     folder.FolderSource,
+    coco_camera_traps.CocoCameraTrapsSource,
     megadetector.MegaDetectorSource,
     manifest.ManifestSource,
     image_tree.ImageTreeSource,

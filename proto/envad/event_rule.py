@@ -1,13 +1,12 @@
 """The camera-trap event rule, one owner for both sides of the wire.
 
 A camera trap fires a burst of frames per trigger. Frames of one camera that name the
-same event (a Camtrap DP eventID, a COCO Camera Traps seq_id) are one event; of the
-others, frames of one camera whose timestamps follow each other by at most `gap_s`
-seconds (each to the next, so a long burst chains) are one event, and a frame without a
-timestamp is an event of its own. The server leaves a
-fit row's whole event out when it scores that row (`envad.server.detectors.leave_out`);
-the client groups score records into events for one decision per burst
-(`envad.client.events`). Both call `event_codes`.
+same event (such as a Camtrap DP eventID) are one event; of the others, frames of one
+camera whose timestamps follow each other by at most `gap_s` seconds (each to the next,
+so a long burst chains) are one event, and a frame without a timestamp is an event of
+its own. The server leaves a fit row's whole event out when it scores that row
+(`envad.server.detectors.leave_out`); the client groups score records into events for
+one decision per burst (`envad.client.events`). Both call `event_codes`.
 """
 
 from __future__ import annotations

@@ -108,6 +108,41 @@ def make_camtrap_dp(root: Path) -> Path:
     return root
 
 
+def make_coco_camera_traps(root: Path) -> Path:
+    """Five images at two locations, as a public camera-trap dataset ships them: a burst
+    of two (one seq_id), an image with two annotations, an empty frame, an image
+    whose datetime does not parse, integer locations and ids."""
+    (root / "images" / "loc7").mkdir(parents=True, exist_ok=True)
+    (root / "images" / "loc9").mkdir(parents=True, exist_ok=True)
+    images = []
+    for n, (location, when, seq) in enumerate([(7, "2019-06-01 05:10:00", "s1"),
+                                                (7, "2019-06-01 05:10:01", "s1"),
+                                                (9, "2019:06:02 22:00:00", "s2"),
+                                                (9, "2019-06-03 12:00:00", "s3"),
+                                                (9, "not a date", None)]):
+        name = f"images/loc{location}/{n}.png"
+        (root / name).write_bytes(png_bytes(400 + n))
+        image = {"id": 100 + n, "file_name": name, "location": location, "datetime": when,
+                 "width": 8, "height": 8}
+        if seq is not None:
+            image["seq_id"] = seq
+        images.append(image)
+    data = {
+        "info": {"version": "1.0", "description": "test"},
+        "images": images,
+        "annotations": [{"id": "a0", "image_id": 100, "category_id": 1},
+                        {"id": "a1", "image_id": 101, "category_id": 1},
+                        {"id": "a2", "image_id": 102, "category_id": 2},
+                        {"id": "a3", "image_id": 102, "category_id": 1},
+                        {"id": "a4", "image_id": 103, "category_id": 0}],
+        "categories": [{"id": 0, "name": "empty"}, {"id": 1, "name": "fox"},
+                       {"id": 2, "name": "deer"}],
+    }
+    path = root / "cct.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
 def make_megadetector_json(root: Path) -> Path:
     """Four files in two camera folders: one animal, one empty, one weak, one failure."""
     for n, rel in enumerate(["camA/a1.png", "camA/a2.png", "camB/b1.png"]):

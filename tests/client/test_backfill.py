@@ -16,6 +16,7 @@ import pytest
 
 from client_archives import (
     make_camtrap_dp,
+    make_coco_camera_traps,
     make_folder_dataset,
     make_image_tree,
     make_megadetector_json,
@@ -32,6 +33,7 @@ ARCHIVES = {
     "folder": (make_folder_dataset, 6, 0),
     "image-tree": (make_image_tree, 4, 0),
     "camtrap-dp": (make_camtrap_dp, 4, 1),      # the video is skipped
+    "coco-camera-traps": (make_coco_camera_traps, 5, 0),
     "megadetector": (make_megadetector_json, 3, 1),  # the MegaDetector failure is skipped
 }
 
@@ -62,6 +64,13 @@ def test_each_source_kind(envad_server, tmp_path, kind) -> None:
             events = {row["id"]: row["event"] for b in client.export(with_vectors=False)
                       for row in b.to_pylist()}
         assert events == {"dep1/m0": "e1", "dep1/m1": "e1", "dep2/m2": "", "dep2/m3": ""}
+    if kind == "coco-camera-traps":                   # seq_ids stored as events
+        with EnvadClient(envad_server.address) as client:
+            rows = {row["id"]: row for b in client.export(with_vectors=False)
+                    for row in b.to_pylist()}
+        assert {i: r["event"] for i, r in rows.items()} == {
+            "100": "s1", "101": "s1", "102": "s2", "103": "s3", "104": ""}
+        assert rows["102"]["label"] == "deer;fox" and rows["104"]["timestamp"] is None
 
 
 def test_killed_backfill_resumes_to_exactly_once(envad_server, tmp_path) -> None:

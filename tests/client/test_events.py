@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from client_archives import make_camtrap_dp, make_folder_dataset
+from client_archives import make_camtrap_dp, make_coco_camera_traps, make_folder_dataset
 from envad.client import EnvadClient
 from envad.client.backfill import run_backfill
 from envad.client.backfill_plan import BackfillOptions
@@ -112,3 +112,16 @@ def test_bad_event_options_are_refused_before_the_run(fitted_server, tmp_path) -
                              BackfillOptions(scores=True, store=False), scores_out=out,
                              progress=False, event_gap_s=gap)
     assert not (tmp_path / "ck.jsonl").exists()
+
+
+def test_coco_camera_traps_sequences_are_the_events(tmp_path) -> None:
+    items = list(open_source(make_coco_camera_traps(tmp_path / "cct")))
+    records = [{"key": i.key, "env": i.env, "status": "ok", "ensemble": float(n),
+                "timestamp": i.timestamp.isoformat() if i.timestamp else None,
+                "source": dict(i.extra)} for n, i in enumerate(items)]
+    grouped = {r["key"]: r for r in group_events(records, gap_s=3600 * 48)}
+    # 102 and 103 are 14 hours apart on one camera: chained by time, but their
+    # sequences keep them apart
+    assert [grouped[k]["event"] for k in ("100", "101", "102", "103")] == ["s1", "s1", "s2", "s3"]
+    assert grouped["100"]["event_size"] == 2 and grouped["100"]["event_ensemble"] == 1.0
+    assert grouped["104"]["event"] == "104"

@@ -10,6 +10,7 @@ import pytest
 
 from client_archives import (
     make_camtrap_dp,
+    make_coco_camera_traps,
     make_folder_dataset,
     make_image_tree,
     make_megadetector_json,
@@ -22,6 +23,7 @@ MAKERS = {
     "folder": lambda root: make_folder_dataset(root),
     "image-tree": lambda root: make_image_tree(root),
     "camtrap-dp": lambda root: make_camtrap_dp(root),
+    "coco-camera-traps": lambda root: make_coco_camera_traps(root),
     "megadetector": lambda root: make_megadetector_json(root),
     "manifest": None,  # built from another source in its own test
 }
@@ -67,6 +69,43 @@ def test_folder_split_override_and_missing_columns(tmp_path) -> None:
     (root / "metadata.csv").write_text("path,env\na.png,cam0\n")
     with pytest.raises(InvalidInput, match="missing column"):
         list(open_source(root))
+
+
+def test_coco_camera_traps_fields(tmp_path, caplog) -> None:
+    path = make_coco_camera_traps(tmp_path / "cct")
+    items = list(open_source(path))
+    assert [(i.key, i.id, i.env) for i in items] == [
+        ("100", "100", "7"), ("101", "101", "7"), ("102", "102", "9"), ("103", "103", "9"),
+        ("104", "104", "9")]
+    assert [i.event for i in items] == ["s1", "s1", "s2", "s3", ""]
+    assert [i.label for i in items] == ["fox", "fox", "deer;fox", "empty", ""]
+    assert items[0].timestamp == datetime(2019, 6, 1, 5, 10, tzinfo=timezone.utc)
+    assert items[2].timestamp == datetime(2019, 6, 2, 22, tzinfo=timezone.utc)   # EXIF style
+    assert items[4].timestamp is None and "1 image(s) have a datetime" in caplog.text
+    assert items[0].uri == str((path.parent / "images/loc7/0.png").resolve())
+    assert {i.split for i in items} == {"archive"}
+    moved = tmp_path / "elsewhere.json"
+    moved.write_text(path.read_text())
+    assert list(open_source(moved, image_root=path.parent))[0].uri == items[0].uri
+
+
+def test_coco_camera_traps_refuses_what_it_cannot_map(tmp_path) -> None:
+    import json
+
+    path = make_coco_camera_traps(tmp_path / "cct")
+    data = json.loads(path.read_text())
+    data["images"].append(dict(data["images"][0]))
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidInput, match="image id '100' appears twice"):
+        open_source(path)
+    data["images"].pop()
+    data["annotations"].append({"id": "x", "image_id": 100, "category_id": 42})
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidInput, match="category 42"):
+        open_source(path)
+    path.write_text('{"images": [{"file_name": "a.png"}]}')
+    with pytest.raises(InvalidInput, match="lacks an id"):
+        open_source(path)
 
 
 def test_image_tree_env_is_first_folder(tmp_path) -> None:
