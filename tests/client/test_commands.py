@@ -69,9 +69,11 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     assert code == 0 and fit["n_samples"] == 30 and fit["activated"]
     assert fit["space"] == "center_l2(min_camera_rows=2)"
     assert fit["score_adaptation"] == "camera(prior_rows=8)"
-    # the folder dataset's images carry no timestamps: every row is an event of its own
+    # the folder dataset's images carry no timestamps nor events: every row is an event
+    # of its own
     assert fit["fit_groups"] == ("scoring a fit row leaves its event out (frames of a camera "
-                                 "<= 30 s apart): 30 rows in 30 events, largest 1")
+                                 "with one event id, else <= 30 s apart): 30 rows in 30 "
+                                 "events, largest 1")
     code, out = run(capsys, "info", *server)
     assert "cam0" in out and fit["bundle_id"] in out and "center_l2" in out
     assert "adaptation   camera(prior_rows=8)" in out and "calibration  interpolated" in out
