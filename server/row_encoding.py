@@ -2,14 +2,14 @@
 
 The wire format of a RowBatch is simple: per row, its string fields, two Timestamps, one
 packed float field, whose bytes are the vector's little-endian float32 bytes as stored,
-and the event string. This module builds those bytes column by column, never row by row: each field
-becomes a binary column of its per-row bytes (tag, length, value; empty where proto3
-writes nothing), Arrow joins the columns element-wise, and the joined column's data
-buffer is the RowBatch. `rows_chunk_bytes` wraps it (and `arrow_chunk_bytes` an Arrow
-IPC stream) into a whole serialized ExportChunk, which the server sends as it is
-(`interceptors.PreSerializedResponses`): no message is built, copied or re-serialized.
-tests/server/test_row_encoding.py checks the bytes against the message built field by
-field.
+and the event string. This module builds those bytes column by column, never row by
+row: each field becomes a binary column of its per-row bytes (tag, length, value; empty
+where proto3 writes nothing), Arrow joins the columns element-wise, and the joined
+column's data buffer is the RowBatch. `rows_chunk_bytes` wraps it (and
+`arrow_chunk_bytes` an Arrow IPC stream) into a whole serialized ExportChunk, which the
+server sends as it is (`interceptors.PreSerializedResponses`): no message is built,
+copied or re-serialized. tests/server/test_row_encoding.py checks the bytes against the
+message built field by field.
 """
 
 from __future__ import annotations
