@@ -1,5 +1,5 @@
 """The envad folder format: `DIR/metadata.csv` (path, env, label, split; optional id,
-timestamp, is_anomaly) and optionally `DIR/ad_spec.json` ({"normal_a": [...],
+timestamp, event, is_anomaly) and optionally `DIR/ad_spec.json` ({"normal_a": [...],
 "normal_b": [...]}: every other label is an anomaly). PhotoDigits is written this way.
 
 Read here with the csv module rather than through envad.training.data, so that the
@@ -80,6 +80,7 @@ class FolderSource(Source):
             label=row["label"],
             split=self._split(row["split"]),
             timestamp=parse_timestamp(row.get("timestamp"), where),
+            event=(row.get("event") or "").strip(),
             extra=extra,
         )
 

@@ -63,6 +63,16 @@ def test_folder_format_fields(tmp_path) -> None:
     assert first.uri == str((root / "cam0/img0.png").resolve())
 
 
+def test_folder_format_event_column(tmp_path) -> None:
+    root = make_folder_dataset(tmp_path / "ds")
+    lines = (root / "metadata.csv").read_text().splitlines()
+    rows = [lines[0] + ",event"] + [f"{line},{'b1' if n < 2 else ''}"
+                                    for n, line in enumerate(lines[1:])]
+    (root / "metadata.csv").write_text("\n".join(rows) + "\n")
+    assert [i.event for i in open_source(root)][:3] == ["b1", "b1", ""]
+    assert [i.event for i in open_source(make_folder_dataset(tmp_path / "plain"))][0] == ""
+
+
 def test_folder_split_override_and_missing_columns(tmp_path) -> None:
     root = make_folder_dataset(tmp_path / "ds")
     assert {i.split for i in open_source(root, split="archive")} == {"archive"}
