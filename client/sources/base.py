@@ -75,6 +75,18 @@ def resolve_uri(base: Path, location: str) -> str:
     return str(path if path.is_absolute() else (base / path).resolve())
 
 
+def json_head(path: Path, size: int = 1 << 16) -> str:
+    """The first `size` characters of a `.json` file, for telling JSON sources apart
+    without parsing a large file ("" for anything else or an unreadable file)."""
+    if not (path.is_file() and path.suffix.lower() == ".json"):
+        return ""
+    try:
+        with path.open(encoding="utf-8") as f:
+            return f.read(size)
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
 def parse_timestamp(text: str | None, where: str = "") -> datetime | None:
     """An ISO 8601 timestamp ("" -> None); naive times are taken as UTC."""
     if text is None or not text.strip():

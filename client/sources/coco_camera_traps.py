@@ -30,16 +30,16 @@ from pathlib import Path
 from envad.client.sources.base import (
     Source,
     SourceItem,
+    json_head,
     parse_timestamp,
     register_source,
     resolve_uri,
 )
 from envad.errors import InvalidInput
 
-#: what the first 64 KiB of a COCO Camera Traps file shows (a MegaDetector output names
+#: what the first 64 KiB of a COCO Camera Traps file show (a MegaDetector output names
 #: its images by "file", not "file_name")
 _SIGNATURE = ('"images"', '"file_name"')
-_HEAD_BYTES = 1 << 16
 _EXIF_DATE = re.compile(r"^(\d{4}):(\d{2}):(\d{2})")
 log = logging.getLogger(__name__)
 
@@ -52,13 +52,7 @@ class CocoCameraTrapsSource(Source):
 
     @classmethod
     def detect(cls, path: Path) -> bool:
-        if not (path.is_file() and path.suffix.lower() == ".json"):
-            return False
-        try:
-            with path.open(encoding="utf-8") as f:
-                head = f.read(_HEAD_BYTES)
-        except (OSError, UnicodeDecodeError):
-            return False
+        head = json_head(path)
         return all(mark in head for mark in _SIGNATURE)
 
     def __init__(self, path: str | Path, *, split: str | None = None,

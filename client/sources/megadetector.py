@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from envad.client.sources.base import Source, SourceItem, register_source
+from envad.client.sources.base import Source, SourceItem, json_head, register_source
 from envad.client.sources.crops import CropItem, parse_bbox
 from envad.errors import InvalidInput
 
@@ -41,13 +41,7 @@ class MegaDetectorSource(Source):
 
     @classmethod
     def detect(cls, path: Path) -> bool:
-        if not (path.is_file() and path.suffix.lower() == ".json"):
-            return False
-        try:
-            with path.open(encoding="utf-8") as f:
-                head = f.read(1 << 16)
-        except OSError:
-            return False
+        head = json_head(path)
         return '"images"' in head and ('"detection_categories"' in head or '"file"' in head)
 
     def __init__(
