@@ -2,8 +2,7 @@
 
 `open_source(path)` picks the kind by looking at the path (Camtrap DP package, folder
 format, COCO Camera Traps JSON, MegaDetector JSON, Parquet manifest, else a plain image
-tree) unless `kind` names
-one of `SOURCES`.
+tree) unless `kind` names one of `SOURCES`.
 """
 
 from __future__ import annotations
