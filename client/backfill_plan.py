@@ -165,11 +165,12 @@ def item_outcome(item: SourceItem, status: str, id: str = "", code: str = "",
                  reason: str = "", score: dict | None = None,
                  keep_item: bool = False) -> Outcome:
     """One checkpoint line for `item`; with `keep_item` (score jobs) it also keeps what
-    the score outputs need (metadata and the source's extra fields)."""
+    the score outputs need (metadata, the archive's event and the source's extra
+    fields)."""
     kept = {}
     if keep_item:
         kept = {"env": item.env, "label": item.label, "split": item.split, "uri": item.uri,
                 "timestamp": item.timestamp.isoformat() if item.timestamp else None,
-                "source": dict(item.extra)}
+                "event": item.event, "source": dict(item.extra)}
     return Outcome(key=item.key, status=status, id=id or item.id, code=code, reason=reason,
                    score=score, item=kept)

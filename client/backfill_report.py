@@ -102,6 +102,19 @@ def _reason_class(outcome: Outcome) -> str:
     return f"{outcome.code or 'ERROR'}: {first}"[:120]
 
 
+#: where checkpoints written before items kept their event ("event" in the item) had
+#: it: the source values of Camtrap DP (eventID) and COCO Camera Traps (seq_id) items
+LEGACY_EVENT_KEYS = ("eventID", "seq_id")
+
+
+def archive_event(item: dict) -> str:
+    """The event the archive names for a checkpointed item ("" when it names none)."""
+    if "event" in item:
+        return str(item["event"] or "")
+    source = item.get("source") or {}
+    return next((str(source[k]) for k in LEGACY_EVENT_KEYS if source.get(k)), "")
+
+
 def score_records(outcomes: Iterable[Outcome]) -> Iterator[dict]:
     """Checkpoint outcomes as the records the score writers take (envad.client.writers)."""
     for outcome in outcomes:
@@ -115,6 +128,7 @@ def score_records(outcomes: Iterable[Outcome]) -> Iterator[dict]:
             "split": item.get("split", ""),
             "uri": item.get("uri", ""),
             "timestamp": item.get("timestamp"),
+            "archive_event": archive_event(item),
             "status": outcome.status,
             "code": outcome.code,
             "reason": outcome.reason,

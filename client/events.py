@@ -1,8 +1,9 @@
 """One decision per burst: group score records into events.
 
 A camera trap fires a burst of frames per trigger; reviewing them one by one repeats
-the same decision. An event is the one the archive names for an image (Camtrap DP
-`eventID`, COCO Camera Traps `seq_id`; within its camera), else a run of images of the
+the same decision. An event is the one the archive names for an image (the record's
+`archive_event`: a Camtrap DP eventID, a COCO Camera Traps seq_id, a manifest's or
+folder's `event` column; within its camera), else a run of images of the
 same camera (environment) with no gap longer than `gap_s` seconds between consecutive
 timestamps (`envad.event_rule`, the rule the server's Fit leaves out too). Images with
 neither are events of their own. Each record gets:
@@ -29,8 +30,6 @@ from envad.errors import InvalidInput
 from envad.event_rule import event_codes
 
 EVENT_FIELDS = ("event", "event_size", "event_ensemble", "event_is_anomaly")
-#: the source values that name an image's event in its archive, by source kind
-ARCHIVE_EVENT_KEYS = ("eventID", "seq_id")     # Camtrap DP, COCO Camera Traps
 
 
 def group_events(records: Iterable[dict], gap_s: float) -> list[dict]:
@@ -53,12 +52,6 @@ def group_events(records: Iterable[dict], gap_s: float) -> list[dict]:
     return records
 
 
-def archive_event(source_values: dict) -> str:
-    """The event an archive names for an image ("" when it names none)."""
-    return next((str(source_values[k]) for k in ARCHIVE_EVENT_KEYS if source_values.get(k)),
-                "")
-
-
 def _assign(records: list[dict], gap_s: float) -> tuple[list[int], dict[int, str]]:
     """The event code of each record (`envad.event_rule`), and each event's id."""
     envs, times, named = [], [], []
@@ -66,7 +59,7 @@ def _assign(records: list[dict], gap_s: float) -> tuple[list[int], dict[int, str
         taken = parse_timestamp(record.get("timestamp")) if record.get("timestamp") else None
         envs.append(str(record.get("env") or ""))
         times.append(taken)
-        named.append(archive_event(record.get("source") or {}))
+        named.append(str(record.get("archive_event") or ""))
     stamps = np.array([np.datetime64(t.astimezone(timezone.utc).replace(tzinfo=None), "us")
                        if t else np.datetime64("NaT", "us") for t in times],
                       dtype="datetime64[us]")

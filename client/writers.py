@@ -4,14 +4,16 @@ Camtrap DP observations (envad.client.writers_camtrap).
 Every writer takes the same score records (plain dicts, see `ScoreRecord` fields below)
 and writes atomically (temporary file + rename), so a reader never sees half a file.
 
-Record fields: key, id, env, label, split, uri, timestamp (ISO 8601 or None), status
+Record fields: key, id, env, label, split, uri, timestamp (ISO 8601 or None),
+archive_event (the event the archive names for the image, stored with its row: a
+Camtrap DP eventID, a COCO Camera Traps seq_id, a manifest's `event`; "" for none), status
 ("ok", "failed", "skipped"), code, reason, ensemble, is_anomaly, threshold, detectors
 ({name: {"raw": float, "adapted": float, "calibrated": float}}), model_id, bundle_id,
 space (the bundle's space step), adaptation (how it placed the camera: fit, camera,
 global), score_adaptation (the bundle's, e.g. camera(prior_rows=16)), camera_weight (the
 weight of the camera's own score statistics in "adapted"), source (the source's extra
 values, e.g. {"is_anomaly": true}, MegaDetector "detections", Camtrap DP "deploymentID",
-"mediaID", "eventID" and "filePublic", COCO Camera Traps "seq_id"), and when grouped
+"mediaID" and "filePublic"), and when grouped
 into events (envad.client.events) event, event_size, event_ensemble, event_is_anomaly.
 
 The MegaDetector format (Timelapse, AddaxAI) is written by
@@ -31,7 +33,8 @@ from envad.errors import InvalidInput
 
 ScoreRecord = dict
 BASE_COLUMNS = (
-    "key", "id", "env", "label", "split", "uri", "timestamp", "status", "code", "reason",
+    "key", "id", "env", "label", "split", "uri", "timestamp", "archive_event", "status",
+    "code", "reason",
     "ensemble", "is_anomaly", "threshold", "model_id", "bundle_id", "space", "adaptation",
     "score_adaptation", "camera_weight",
 )

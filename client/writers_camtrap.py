@@ -76,7 +76,7 @@ def observation_row(record: ScoreRecord, classified_at: str) -> dict[str, object
         "observationID": f"{OBSERVATION_ID_PREFIX}{source['mediaID']}",
         "deploymentID": source["deploymentID"],
         "mediaID": source["mediaID"],
-        "eventID": str(record.get("event") or source.get("eventID") or ""),
+        "eventID": str(record.get("event") or record.get("archive_event") or ""),
         "eventStart": _camtrap_time(taken),
         "eventEnd": _camtrap_time(taken),
         "observationLevel": "media",

@@ -10,8 +10,8 @@ observations.csv when present.
   (e.g. "blank", "human"); "" when nothing was observed;
 - media that are not images (fileMediatype not image/*) are listed as skipped;
 - event: the `eventID` of the image's observations (media-level, or the event-level one
-  whose window holds its timestamp), kept among the item's source values for
-  grouping bursts (envad.client.events);
+  whose window holds its timestamp): stored with the row (Fit's leave-out), grouped by
+  `--group-events` (envad.client.events) and written back in Camtrap DP observations;
 - non-public media (`filePublic` false: typically people) are flagged in the score outputs
   (`filePublic: false` among the item's source values) and, with `skip_non_public`,
   listed as skipped instead of being read.
@@ -91,8 +91,6 @@ class CamtrapDPSource(Source):
             public = _file_public(row.get("filePublic"), where)
             extra: dict[str, object] = {"deploymentID": deployment, "mediaID": media}
             event = labels.event(deployment, media, timestamp)
-            if event:
-                extra["eventID"] = event
             if public is not None:
                 extra["filePublic"] = public
             yield SourceItem(

@@ -13,7 +13,7 @@ The file holds `images` (each with `id`, `file_name`, and usually `location`,
   image without a timestamp rather than refusing the archive (public datasets carry
   some); a warning counts them;
 - event: `seq_id`, the burst the image belongs to (stored, so Fit leaves a burst out
-  as a whole; also a source value, so `--group-events` groups by it);
+  as a whole; `--group-events` groups by it);
 - label: the names of its annotations' categories, sorted and joined by ";" ("" for an
   image without annotation).
 """
@@ -102,7 +102,6 @@ class CocoCameraTrapsSource(Source):
                 split=self._split(None),
                 timestamp=self._timestamp(image.get("datetime")),
                 event=event,
-                extra={"seq_id": event} if event else {},
             )
         if self.bad_timestamps:
             log.warning("%s: %d image(s) have a datetime that does not parse; they are "

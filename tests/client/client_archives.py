@@ -27,8 +27,10 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def make_folder_dataset(root: Path, envs=("cam0", "cam1"), per_env: int = 3) -> Path:
-    """Folder format with metadata.csv + ad_spec.json; label "6" is an anomaly."""
+def make_folder_dataset(root: Path, envs=("cam0", "cam1"), per_env: int = 3,
+                        events: dict[str, str] | None = None) -> Path:
+    """Folder format with metadata.csv + ad_spec.json; label "6" is an anomaly.
+    `events` ({path: event}) adds the optional event column ("" for the other rows)."""
     rows = []
     seed = 0
     for env in envs:
@@ -39,6 +41,8 @@ def make_folder_dataset(root: Path, envs=("cam0", "cam1"), per_env: int = 3) -> 
             label = "6" if i == per_env - 1 else str(i % 3)
             rows.append({"path": rel, "env": env, "label": label, "split": "train",
                          "timestamp": f"2024-05-{1 + i % 28:02d}T10:00:00Z"})
+            if events is not None:
+                rows[-1]["event"] = events.get(rel, "")
             seed += 1
     write_csv(root / "metadata.csv", rows)
     (root / "ad_spec.json").write_text(json.dumps({"normal_a": [0, 1], "normal_b": [2]}))

@@ -1,5 +1,6 @@
-"""One decision per burst: events from Camtrap DP eventIDs or time gaps, applied to the
-score outputs of a backfill through a real server, and to the review page."""
+"""One decision per burst: events from the archive's own event ids (Camtrap DP eventIDs,
+COCO Camera Traps seq_ids, a folder's or manifest's event column) or time gaps, applied
+to the score outputs of a backfill through a real server, and to the review page."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from envad.client.sources import open_source
 from envad.errors import InvalidInput
 
 
-def record(key, env, timestamp, ensemble=0.5, anomaly=False, **source):
+def record(key, env, timestamp, ensemble=0.5, anomaly=False, archive_event=""):
     return {"key": key, "env": env, "timestamp": timestamp, "status": "ok",
-            "ensemble": ensemble, "is_anomaly": anomaly, "source": source}
+            "ensemble": ensemble, "is_anomaly": anomaly, "archive_event": archive_event,
+            "source": {}}
 
 
 def test_time_gaps_split_bursts_per_camera() -> None:
@@ -47,8 +49,8 @@ def test_time_gaps_split_bursts_per_camera() -> None:
 
 
 def test_camtrap_event_ids_win_over_time_gaps() -> None:
-    records = [record("m0", "locA", "2024-01-02T10:00:00+00:00", 0.2, eventID="e1"),
-               record("m1", "locA", "2024-01-02T11:00:00+00:00", 0.7, eventID="e1"),
+    records = [record("m0", "locA", "2024-01-02T10:00:00+00:00", 0.2, archive_event="e1"),
+               record("m1", "locA", "2024-01-02T11:00:00+00:00", 0.7, archive_event="e1"),
                record("m2", "locA", "2024-01-02T10:00:01+00:00", 0.4)]
     grouped = {r["key"]: r for r in group_events(records, gap_s=60)}
     assert grouped["m0"]["event"] == grouped["m1"]["event"] == "e1"
@@ -58,8 +60,7 @@ def test_camtrap_event_ids_win_over_time_gaps() -> None:
 
 def test_camtrap_source_names_the_event_of_each_image(tmp_path) -> None:
     items = {i.key: i for i in open_source(make_camtrap_dp(tmp_path / "pkg"))}
-    assert items["dep1/m0"].extra["eventID"] == items["dep1/m1"].extra["eventID"] == "e1"
-    assert "eventID" not in items["dep2/m3"].extra
+    assert not any("eventID" in i.extra for i in items.values())   # one owner: .event
     assert [items[k].event for k in ("dep1/m0", "dep1/m1", "dep2/m3")] == ["e1", "e1", ""]
 
 
@@ -103,6 +104,49 @@ def test_group_events_flag(fitted_server, tmp_path, capsys) -> None:
     assert events["dep1/m0"] == events["dep1/m1"] == "e1"
 
 
+def test_a_folder_event_column_groups_the_scores(fitted_server, tmp_path) -> None:
+    """The folder format's (and a manifest's) `event` column is what --group-events
+    groups by, as a Camtrap DP eventID is: two frames of cam0 days apart, one event."""
+    dataset = make_folder_dataset(tmp_path / "ds", per_env=3,
+                                  events={"cam0/img0.png": "b7", "cam0/img2.png": "b7"})
+    out = tmp_path / "scores.jsonl"
+    with EnvadClient(fitted_server.address) as client:
+        run_backfill(client, open_source(dataset), tmp_path / "ck.jsonl",
+                     BackfillOptions(scores=True, store=False), scores_out=out,
+                     progress=False, event_gap_s=60)
+    records = {r["key"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert records["cam0/img0.png"]["event"] == records["cam0/img2.png"]["event"] == "b7"
+    assert records["cam0/img0.png"]["event_size"] == 2
+    assert records["cam0/img0.png"]["archive_event"] == "b7"
+    assert records["cam0/img1.png"]["event"] != "b7"
+    assert records["cam0/img1.png"]["archive_event"] == ""
+
+
+def test_a_checkpoint_of_the_earlier_format_keeps_its_events(fitted_server, tmp_path) -> None:
+    """Checkpoints written before items kept their event had the Camtrap DP eventID only
+    among the source values; resuming one still groups by it."""
+    package = make_camtrap_dp(tmp_path / "pkg")
+    checkpoint = tmp_path / "ck.jsonl"
+    options = BackfillOptions(scores=True, store=False)
+    with EnvadClient(fitted_server.address) as client:
+        run_backfill(client, open_source(package), checkpoint, options,
+                     scores_out=tmp_path / "first.jsonl", progress=False)
+        lines = [json.loads(x) for x in checkpoint.read_text().splitlines()]
+        for line in lines[1:]:                 # rewrite the items as the earlier format
+            item = line.get("item") or {}
+            event = item.pop("event", "")
+            if event:
+                item["source"]["eventID"] = event
+        assert any("eventID" in (x.get("item") or {}).get("source", {}) for x in lines[1:])
+        checkpoint.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        out = tmp_path / "resumed.jsonl"
+        summary = run_backfill(client, open_source(package), checkpoint, options,
+                               scores_out=out, progress=False, event_gap_s=60, resume=True)
+    assert summary.already_done == len(lines) - 1
+    events = {r["key"]: r["event"] for r in map(json.loads, out.read_text().splitlines())}
+    assert events["dep1/m0"] == events["dep1/m1"] == "e1"
+
+
 def test_bad_event_options_are_refused_before_the_run(fitted_server, tmp_path) -> None:
     package = make_camtrap_dp(tmp_path / "pkg")
     with EnvadClient(fitted_server.address) as client:
@@ -118,7 +162,8 @@ def test_coco_camera_traps_sequences_are_the_events(tmp_path) -> None:
     items = list(open_source(make_coco_camera_traps(tmp_path / "cct")))
     records = [{"key": i.key, "env": i.env, "status": "ok", "ensemble": float(n),
                 "timestamp": i.timestamp.isoformat() if i.timestamp else None,
-                "source": dict(i.extra)} for n, i in enumerate(items)]
+                "archive_event": i.event, "source": dict(i.extra)}
+               for n, i in enumerate(items)]
     grouped = {r["key"]: r for r in group_events(records, gap_s=3600 * 48)}
     # 102 and 103 are 14 hours apart on one camera: chained by time, but their
     # sequences keep them apart

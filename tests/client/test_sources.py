@@ -64,11 +64,9 @@ def test_folder_format_fields(tmp_path) -> None:
 
 
 def test_folder_format_event_column(tmp_path) -> None:
-    root = make_folder_dataset(tmp_path / "ds")
-    lines = (root / "metadata.csv").read_text().splitlines()
-    rows = [lines[0] + ",event"] + [f"{line},{'b1' if n < 2 else ''}"
-                                    for n, line in enumerate(lines[1:])]
-    (root / "metadata.csv").write_text("\n".join(rows) + "\n")
+    root = make_folder_dataset(tmp_path / "ds",
+                               events={"cam0/img0.png": "b1", "cam0/img1.png": "b1"})
+    assert "event" in (root / "metadata.csv").read_text().splitlines()[0]
     assert [i.event for i in open_source(root)][:3] == ["b1", "b1", ""]
     assert [i.event for i in open_source(make_folder_dataset(tmp_path / "plain"))][0] == ""
 
