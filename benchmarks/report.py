@@ -70,8 +70,26 @@ def _detector_set(names: str) -> str:
     return "the paper's eight" if names == "+".join(PAPER_DETECTORS) else names or "?"
 
 
+def one_image_floor(records: list[dict]) -> list[str]:
+    """What a one-image Score cannot do without, against what it takes."""
+    rows = [r for r in records if r["benchmark"] == "one_image_floor"]
+    if not rows:
+        return []
+    lines = ["", "| input px | detectors | raw batch 1 ms | decode ms | empty gRPC call ms | "
+             "floor ms (sum) | 1-client Score ms | rest ms | highest reachable ratio "
+             "(raw ÷ floor) | ratio (raw ÷ Score) |", "| --- |" + " --- |" * 9]
+    for r in sorted(rows, key=lambda r: -r["size"]):
+        lines.append(f"| {r['size']} | {_detector_set(r['detectors'])} | "
+                     f"{_f(r['raw_batch1_ms'], 2)} | {_f(r['decode_ms'], 2)} | "
+                     f"{_f(r['empty_call_ms'], 2)} | {_f(r['floor_ms'], 2)} | "
+                     f"{_f(r['served_ms'], 2)} | {_f(r['rest_ms'], 2)} | "
+                     f"{_f(r['ceiling_ratio_over_raw'], 2)} | "
+                     f"{_f(r['ratio_served_over_raw'], 2)} |")
+    return lines
+
+
 def serving_all(records: list[dict]) -> list[str]:
-    return serving(records) + one_image(records)
+    return serving(records) + one_image(records) + one_image_floor(records)
 
 
 def threads(records: list[dict]) -> list[str]:
@@ -257,6 +275,7 @@ def camera_stats(records: list[dict]) -> list[str]:
 
 RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
+             "one_image_floor": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
              "threads": threads, "scale": scale, "server_scale": server_scale,
              "store_write": store_write,

@@ -9,6 +9,11 @@ BENCHMARK.md items 1, 2, 4 and 6, one JSON line each:
   and from 16 concurrent clients ÷ raw ONNX Runtime batch 32 (what the micro-batcher can
   reach when it coalesces them); with the paper's eight detectors, then again with the
   set a Fit naming no detector fits (the default pipeline's);
+- one_image_floor: what one one-image Score cannot do without, each part timed alone in
+  the same run: raw ONNX Runtime at batch 1, decoding the request's JPEG to the input
+  size, and an empty call through the same server (gRPC health Check, through the
+  server's interceptors); their sum bounds a one-image Score from below, and raw ÷ floor
+  is the highest ratio to raw any served one-image path could reach here;
 - score_latency: single-image Score p50/p99 ÷ raw single-image ONNX Runtime latency;
 - ingest: Ingest throughput ÷ Embed throughput (both through gRPC);
 - hardware_limit: the encoder's achieved GFLOP/s (ResNet-18 at 224 px = 1.82 GFLOP per
@@ -30,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from PIL import Image
 
 from benchmarks.common import best_time, emit, gemm_gflops, log, percentile_ms
@@ -96,8 +102,10 @@ def paired(raw: Callable[[], float], served: Callable[[], float], rounds: int
 
 
 def one_image_rows(stub, images: list[bytes], raw_rate: Callable[[int], Callable[[], float]],
-                   size: int, seconds: float, rounds: int, extra: dict) -> None:
-    """One image per Score from 1 client against raw batch 1, from 16 against batch 32."""
+                   size: int, seconds: float, rounds: int, extra: dict) -> float:
+    """One image per Score from 1 client against raw batch 1, from 16 against batch 32;
+    returns the 1-client images/s."""
+    one_client = 0.0
     for n_clients, raw_batch in ((1, 1), (16, 32)):
         one, raw_one = paired(
             raw_rate(raw_batch),
@@ -106,6 +114,31 @@ def one_image_rows(stub, images: list[bytes], raw_rate: Callable[[int], Callable
               "served_images_per_s": one, "raw_batch": raw_batch,
               "raw_onnx_images_per_s": raw_one, "ratio_served_over_raw": one / raw_one,
               **extra})
+        one_client = one if n_clients == 1 else one_client
+    return one_client
+
+
+def one_image_floor(channel, image: bytes, encoder: OnnxEncoder, size: int, rounds: int,
+                    served_images_per_s: float, detectors: str) -> None:
+    """The parts a one-image Score cannot do without, each the best of `rounds` timings
+    taken in turn (raw batch 1, decode, empty call), against the 1-client served rate."""
+    health = health_pb2_grpc.HealthStub(channel)
+    pixels = decode_image(image, size)[None]
+    parts = {"raw_batch1_ms": lambda: encoder.embed(pixels),
+             "decode_ms": lambda: decode_image(image, size),
+             "empty_call_ms": lambda: health.Check(health_pb2.HealthCheckRequest(), timeout=10)}
+    best = dict.fromkeys(parts, float("inf"))
+    for _ in range(rounds):
+        for name, call in parts.items():
+            best[name] = min(best[name], 1000 * best_time(call, repeats=1, min_seconds=0.5))
+    floor_ms = sum(best.values())
+    served_ms = 1000 / served_images_per_s
+    emit({"benchmark": "one_image_floor", "size": size, "detectors": detectors,
+          **{name: round(ms, 3) for name, ms in best.items()},
+          "floor_ms": round(floor_ms, 3), "served_ms": round(served_ms, 3),
+          "rest_ms": round(served_ms - floor_ms, 3),
+          "ceiling_ratio_over_raw": best["raw_batch1_ms"] / floor_ms,
+          "ratio_served_over_raw": best["raw_batch1_ms"] / served_ms})
 
 
 def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: float,
@@ -157,8 +190,10 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
         # the same one-image calls against what a Fit naming no detector fits (the
         # default pipeline's set)
         stub.Fit(pb.FitRequest(allow_few_rows=True), timeout=600)
-        one_image_rows(stub, images, raw_rate, size, seconds, rounds,
-                       {**extra, "detectors": "+".join(default_fit_detectors())})
+        default_set = "+".join(default_fit_detectors())
+        one_client = one_image_rows(stub, images, raw_rate, size, seconds, rounds,
+                                    {**extra, "detectors": default_set})
+        one_image_floor(channel, images[0], encoder, size, rounds, one_client, default_set)
     emit({"benchmark": "score_latency", "size": size,
           "p50_ms": percentile_ms(latencies, 50), "p99_ms": percentile_ms(latencies, 99),
           "raw_p50_ms": percentile_ms(raw_latencies, 50),

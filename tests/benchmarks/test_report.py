@@ -113,6 +113,21 @@ def test_one_image_rows_follow_the_serving_table(tmp_path):
                           "| 32 | 16 | 300.0 | 32 | 400.0 | 0.75 |"]
 
 
+def test_the_one_image_floor_follows_the_one_image_rows(tmp_path):
+    path = _write(tmp_path, "serving.jsonl", [
+        {"benchmark": "one_image_floor", "size": 32, "detectors": "KNN",
+         "raw_batch1_ms": 3.0, "decode_ms": 0.7, "empty_call_ms": 0.6, "floor_ms": 4.3,
+         "served_ms": 7.5, "rest_ms": 3.2, "ceiling_ratio_over_raw": 3.0 / 4.3,
+         "ratio_served_over_raw": 0.4},
+        {"benchmark": "one_image_score", "size": 32, "clients": 1,
+         "served_images_per_s": 60.0, "raw_batch": 1, "raw_onnx_images_per_s": 100.0,
+         "ratio_served_over_raw": 0.6}])
+    lines = report.render(path).splitlines()
+    assert lines[-5] == "| 32 | 1 | 60.0 | 1 | 100.0 | 0.60 |"
+    assert lines[-3].startswith("| input px | detectors | raw batch 1 ms | decode ms |")
+    assert lines[-1] == "| 32 | KNN | 3.00 | 0.70 | 0.60 | 4.30 | 7.50 | 3.20 | 0.70 | 0.40 |"
+
+
 def test_the_caption_says_when_other_work_shared_the_machine(tmp_path):
     path = tmp_path / "threads.jsonl"
     records = [{"benchmark": "threads", "setting": name, "rounds": 2, "size": 32,
