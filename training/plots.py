@@ -105,8 +105,13 @@ def write_plots(out: Path, tables: dict, detectors: list[str], algorithms: list[
     first = {}
     for algorithm in algorithms:
         seeds = sorted(r["seed"] for r in results if r["algorithm"] == algorithm)
-        archive = np.load(out / "results" / f"{algorithm}-s{seeds[0]}.npz")
+        path = out / "results" / f"{algorithm}-s{seeds[0]}.npz"
+        if not path.is_file():      # a merged report of reports that kept no arrays
+            continue
+        archive = np.load(path)
         first[algorithm] = {"labels": archive["labels"], "envs": archive["envs"],
                             "scores": archive[f"score:{ENSEMBLE}"]}
+    if not first:
+        return
     roc_curves(out / "roc.png", {a: (d["labels"], d["scores"]) for a, d in first.items()})
     camera_histograms(out / "camera_histograms.png", first)

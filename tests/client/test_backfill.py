@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +31,7 @@ from envad.client.results import RowFilter
 from envad.client.sources import open_source
 from envad.errors import InvalidInput
 
-ARCHIVES = {
+ARCHIVES: dict[str, tuple[Callable[[Path], Path], int, int]] = {
     "folder": (make_folder_dataset, 6, 0),
     "image-tree": (make_image_tree, 4, 0),
     "camtrap-dp": (make_camtrap_dp, 4, 1),      # the video is skipped

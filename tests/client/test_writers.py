@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -130,7 +132,7 @@ def test_unknown_suffix_is_a_clear_error(tmp_path) -> None:
 
 # ------------------------------------------------------------------ through a real server
 
-ARCHIVES = {
+ARCHIVES: dict[str, Callable[[Path], Path]] = {
     "folder": make_folder_dataset,
     "image-tree": make_image_tree,
     "camtrap-dp": make_camtrap_dp,

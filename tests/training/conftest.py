@@ -19,6 +19,21 @@ def tiny_photodigits(tmp_path_factory) -> Path:
                     train_per_camera=20, test_per_camera=10)
 
 
+@pytest.fixture(scope="session")
+def smoke_report(tiny_photodigits, tmp_path_factory):
+    """(config, out) of a smoke evaluation: random and ERM (1 epoch), seed 0, every
+    detector, 32 px, on tiny PhotoDigits."""
+    from envad.server.detectors import registry
+    from envad.training.evaluate import EvalConfig, run_evaluation
+
+    out = tmp_path_factory.mktemp("report")
+    config = EvalConfig(data=str(tiny_photodigits), algorithms=("random", "erm"),
+                        detectors=tuple(registry.names()), seeds=(0,), out=out, size=32,
+                        epochs=1, batch_size=16)
+    run_evaluation(config, progress=False)
+    return config, out
+
+
 @pytest.fixture
 def folder_dataset(tmp_path) -> Path:
     return write_folder_dataset(tmp_path / "ds", folder_rows())

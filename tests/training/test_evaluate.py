@@ -14,17 +14,7 @@ from envad.training.data import load_dataset
 from envad.training.evaluate import EvalConfig, choose_stylist_fraction, run_evaluation
 from envad.training.protocol import ENSEMBLE, fit_indices
 
-ALGORITHMS = ("random", "erm")
-
-
-@pytest.fixture(scope="module")
-def smoke_report(tiny_photodigits, tmp_path_factory):
-    out = tmp_path_factory.mktemp("report")
-    config = EvalConfig(data=str(tiny_photodigits), algorithms=ALGORITHMS,
-                        detectors=tuple(registry.names()), seeds=(0,), out=out, size=32,
-                        epochs=1, batch_size=16)
-    run_evaluation(config, progress=False)
-    return config, out
+ALGORITHMS = ("random", "erm")      # the smoke report's (conftest.py)
 
 
 def test_report_files_and_structure(smoke_report):
@@ -240,7 +230,6 @@ def test_runs_are_named_as_the_demo_names_them_with_every_training_setting(tmp_p
     import dataclasses
 
     from envad.pipeline import DEFAULT_PIPELINE
-    from envad.training.evaluate import EvalConfig
 
     pipeline = DEFAULT_PIPELINE
     config = EvalConfig(data="d", algorithms=("erm",), detectors=("KNN",), seeds=(0,),
