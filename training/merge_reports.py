@@ -43,7 +43,14 @@ def read_report(report_dir: Path) -> dict:
     path = Path(report_dir) / "results.json"
     if not path.is_file():
         raise InvalidInput(f"{report_dir}: no results.json (not an `envad evaluate` report)")
-    return json.loads(path.read_text())
+    try:
+        report = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{path}: not JSON ({exc})") from exc
+    if not isinstance(report, dict) or not {"config", "dataset", "runs"} <= report.keys():
+        raise InvalidInput(f"{path}: not the results.json of an `envad evaluate` report "
+                           "(it needs config, dataset and runs)")
+    return report
 
 
 def shared_identity(reports: dict[Path, dict]) -> dict:

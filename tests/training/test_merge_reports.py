@@ -114,3 +114,14 @@ def test_fewer_than_two_reports_or_a_folder_without_results_are_refused(tmp_path
     (tmp_path / "b").mkdir()
     with pytest.raises(InvalidInput, match="no results.json"):
         merge_reports([tmp_path / "a", tmp_path / "b"], tmp_path / "merged")
+
+
+def test_a_results_file_that_is_not_a_report_is_refused_by_name(tmp_path):
+    for name, text in (("broken", "{not json"), ("other", '{"runs": []}')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(text)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InvalidInput, match="broken/results.json: not JSON"):
+        merge_reports([tmp_path / "broken", tmp_path / "empty"], tmp_path / "merged")
+    with pytest.raises(InvalidInput, match="other/results.json: not the results.json"):
+        merge_reports([tmp_path / "other", tmp_path / "empty"], tmp_path / "merged")
