@@ -228,11 +228,13 @@ def machines(report: dict) -> str:
 
 
 def _training_settings(config: dict) -> str:
-    """'; task class, augment style, ...' for settings other than the paper's."""
-    extra = [f"{key} {config[key]}" for key in ("task", "augment", "aux") if key in config]
+    """'; task bucket, augment style, ...': the task always (reports leave the paper's
+    bucket task out of their config), the other settings when not the paper's."""
+    extra = [f"task {config.get('task', 'bucket')}"]
+    extra += [f"{key} {config[key]}" for key in ("augment", "aux") if key in config]
     if config.get("hparams"):
         extra.append(f"hparams {json.dumps(config['hparams'], sort_keys=True)}")
-    return "; " + ", ".join(extra) if extra else ""
+    return "; " + ", ".join(extra)
 
 
 def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,

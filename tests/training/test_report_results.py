@@ -95,6 +95,21 @@ def test_results_document_from_a_report_dir(tmp_path):
     assert (img / "pd32-heatmap.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_the_training_task_is_always_named(tmp_path):
+    """Reports leave the paper's bucket task out of their config; the section names it."""
+    report_dir, report = _report(tmp_path)
+    out = tmp_path / "RESULTS.md"
+    rr.main(["--report", str(report_dir), "--out", str(out), "--img-dir",
+             str(tmp_path / "img")])
+    assert "pretrainings: random, erm, fish, irm, lisa, mocov3, ea_mocov3; task bucket\n" \
+        in out.read_text()
+    report["config"].update(task="class", augment="style")
+    (report_dir / "results.json").write_text(json.dumps(report))
+    rr.main(["--report", str(report_dir), "--out", str(out), "--img-dir",
+             str(tmp_path / "img")])
+    assert "; task class, augment style\n" in out.read_text()
+
+
 def test_machine_and_training_time_come_from_the_recorded_runs(tmp_path):
     report_dir, report = _report(tmp_path)
     for run in report["runs"]:
