@@ -38,12 +38,19 @@ from envad.server.encoder import OnnxEncoder
 from envad.training.algorithms import names as algorithm_names
 from envad.training.data import load_dataset
 from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
-from envad.training.protocol import ENSEMBLE, VARIANTS, fit_indices, space_variant
+from envad.training.protocol import ENSEMBLE, VARIANTS, fit_indices, result_name, space_variant
 from envad.training.report import write_report
 from envad.training.run import DEFAULT_BATCH_SIZE, TrainConfig, check_trained_hparams, train
 from envad.training.run_files import ENCODER_FILE, read_run
 
 log = logging.getLogger(__name__)
+
+
+#: settings an evaluation identity leaves out at these values (their defaults), so that
+#: results scored before a setting existed stay valid
+IDENTITY_DEFAULTS: dict[str, Any] = {"task": "bucket", "augment": "none", "aux": "none",
+                                     "hparams": {}, "spaces": (),
+                                     "score_adaptation": "none"}
 
 
 @dataclass(frozen=True)
@@ -78,9 +85,7 @@ class EvalConfig:
         # the detectors' own settings: results scored before a detector's default changed
         # are not these (scoring again costs seconds; training is reused)
         data["detector_settings"] = registry.settings_of(self.detectors)
-        for key, default in (("task", "bucket"), ("augment", "none"), ("aux", "none"),
-                             ("hparams", {}),
-                             ("spaces", ()), ("score_adaptation", "none")):
+        for key, default in IDENTITY_DEFAULTS.items():
             if data[key] == default:
                 data.pop(key)
         return json.loads(json.dumps(data, default=str))
@@ -227,6 +232,16 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
                     **{f"score:{k}": v for k, v in raw_scores.items()}}
 
 
+def save_result(results_dir: Path, result: dict) -> Path:
+    """Write one (algorithm, seed)'s result where a resumed evaluation finds it, whole
+    or not at all (temporary file + rename)."""
+    path = results_dir / f"{result_name(result['algorithm'], result['seed'])}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(path)
+    return path
+
+
 def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
     """Evaluate every (algorithm, seed), resuming finished ones; write the report."""
     unknown = [a for a in config.algorithms if a not in algorithm_names()]
@@ -241,7 +256,7 @@ def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
     jobs = [(a, s) for s in config.seeds for a in config.algorithms]
     results = []
     for algorithm, seed in tqdm(jobs, desc="evaluate", disable=not progress):
-        path = results_dir / f"{algorithm}-s{seed}.json"
+        path = results_dir / f"{result_name(algorithm, seed)}.json"
         if path.is_file():
             cached = json.loads(path.read_text())
             if cached.get("config") == identity:
@@ -255,10 +270,8 @@ def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
                 continue
         result, scores = evaluate_run(config, dataset, algorithm, seed, progress)
         result["config"] = identity
-        np.savez_compressed(results_dir / f"{algorithm}-s{seed}.npz", **scores)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        tmp.replace(path)
+        np.savez_compressed(results_dir / f"{result_name(algorithm, seed)}.npz", **scores)
+        save_result(results_dir, result)
         results.append(result)
     write_report(config, dataset, results, out)
     return out

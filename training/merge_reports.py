@@ -24,18 +24,18 @@ were (committed reports leave them out).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from envad.errors import InvalidInput
 from envad.training.data import load_dataset
-from envad.training.evaluate import EvalConfig
+from envad.training.evaluate import IDENTITY_DEFAULTS, EvalConfig, save_result
+from envad.training.protocol import result_name
 from envad.training.report import write_report
 
-#: identity keys left out at their defaults (`EvalConfig.identity`)
-_DEFAULTS = {"task": "bucket", "augment": "none", "aux": "none", "hparams": {},
-             "spaces": [], "score_adaptation": "none"}
 _NOT_IDENTITY = ("algorithms", "seeds")
 
 
@@ -61,7 +61,8 @@ def shared_identity(reports: dict[Path, dict]) -> dict:
     first_dir, first = next(iter(identities.items()))
     for report_dir, identity in identities.items():
         for key in sorted(first.keys() | identity.keys()):
-            if first.get(key, _DEFAULTS.get(key)) != identity.get(key, _DEFAULTS.get(key)):
+            default = IDENTITY_DEFAULTS.get(key)
+            if first.get(key, default) != identity.get(key, default):
                 raise InvalidInput(
                     f"{report_dir} was scored with other settings than {first_dir} "
                     f"({key}: {identity.get(key)!r} against {first.get(key)!r}); only "
@@ -97,17 +98,14 @@ def merged_runs(reports: dict[Path, dict]) -> tuple[list[dict], list[str], list[
 
 def eval_config(identity: dict, data: str, algorithms: list[str], seeds: list[int],
                 out: Path) -> EvalConfig:
-    """The EvalConfig whose identity is `identity` (checked: a detector whose settings
-    changed since the reports were scored makes them results of another evaluation)."""
-    values = {**_DEFAULTS, **identity}
-    config = EvalConfig(
-        data=data, algorithms=tuple(algorithms), detectors=tuple(values["detectors"]),
-        seeds=tuple(seeds), out=out, size=values["size"], epochs=values["epochs"],
-        batch_size=values["batch_size"],
-        stylist_fractions=tuple(values["stylist_fractions"]), max_fit=values["max_fit"],
-        task=values["task"], augment=values["augment"], aux=values["aux"],
-        hparams=dict(values["hparams"]), spaces=tuple(values["spaces"]),
-        score_adaptation=values["score_adaptation"])
+    """The EvalConfig whose identity is `identity`: its recorded settings, the others at
+    their defaults (checked: a detector whose settings changed since the reports were
+    scored makes them results of another evaluation)."""
+    fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"data", "out"}
+    settings: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
+                                for key, value in identity.items() if key in fields}
+    config = EvalConfig(data=data, out=out, algorithms=tuple(algorithms),
+                        seeds=tuple(seeds), **settings)
     rebuilt = {**config.identity(), "data": identity.get("data")}
     for key in sorted(rebuilt.keys() | identity.keys()):
         if rebuilt.get(key) != identity.get(key):
@@ -137,11 +135,10 @@ def merge_reports(report_dirs: list[Path], out: Path, data: str | None = None) -
     first_references = next(iter(reports)) / "references.json"
     if first_references.is_file() and not (out / "references.json").is_file():
         shutil.copy(first_references, out / "references.json")
-    for report_dir in reports:
-        for run in reports[report_dir]["runs"]:
-            name = f"{run['algorithm']}-s{run['seed']}"
-            (results_dir / f"{name}.json").write_text(json.dumps(run, indent=1))
-            arrays = report_dir / "results" / f"{name}.npz"
+    for report_dir, report in reports.items():
+        for run in report["runs"]:
+            save_result(results_dir, run)
+            arrays = report_dir / "results" / f"{result_name(run['algorithm'], run['seed'])}.npz"
             if arrays.is_file():
                 shutil.copy(arrays, results_dir / arrays.name)
     write_report(config, dataset, runs, out)

@@ -9,7 +9,7 @@ import numpy as np
 
 from envad.training.curves import pyplot
 from envad.training.metrics import roc_auc, roc_curve_points
-from envad.training.protocol import ENSEMBLE, MEAN_AD
+from envad.training.protocol import ENSEMBLE, MEAN_AD, result_name
 
 
 def heatmap(path: Path, cells: dict, rows: list[str], algorithms: list[str]) -> None:
@@ -105,7 +105,7 @@ def write_plots(out: Path, tables: dict, detectors: list[str], algorithms: list[
     first = {}
     for algorithm in algorithms:
         seeds = sorted(r["seed"] for r in results if r["algorithm"] == algorithm)
-        path = out / "results" / f"{algorithm}-s{seeds[0]}.npz"
+        path = out / "results" / f"{result_name(algorithm, seeds[0])}.npz"
         if not path.is_file():      # a merged report of reports that kept no arrays
             continue
         archive = np.load(path)

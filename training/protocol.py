@@ -29,6 +29,12 @@ def space_variant(space: str, score_adaptation: str = "none") -> str:
     return f"space:{space_label(space, score_adaptation)}"
 
 
+def result_name(algorithm: str, seed: int) -> str:
+    """The file stem of one (algorithm, seed)'s result in a report's `results/` folder
+    (`.json`: its numbers; `.npz`: its score arrays)."""
+    return f"{algorithm}-s{seed}"
+
+
 def fit_indices(dataset) -> np.ndarray:
     """Rows detectors are fitted on: normal `train` images of the training cameras."""
     return dataset.indices(split="train", normal_only=True)
