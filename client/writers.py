@@ -34,9 +34,8 @@ from envad.errors import InvalidInput
 ScoreRecord = dict
 BASE_COLUMNS = (
     "key", "id", "env", "label", "split", "uri", "timestamp", "archive_event", "status",
-    "code", "reason",
-    "ensemble", "is_anomaly", "threshold", "model_id", "bundle_id", "space", "adaptation",
-    "score_adaptation", "camera_weight",
+    "code", "reason", "ensemble", "is_anomaly", "threshold", "model_id", "bundle_id",
+    "space", "adaptation", "score_adaptation", "camera_weight",
 )
 SCORE_SEMANTICS = (
     "higher = more anomalous; 'raw' is the detector's own score, 'adapted' that score on "
