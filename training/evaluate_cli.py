@@ -83,6 +83,38 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=Path, required=True, help="selection directory")
     parser.set_defaults(func=run_select)
 
+    parser = subparsers.add_parser(
+        "sweep", help="choose each algorithm's hyperparameters on the training cameras' val",
+        description="Per-algorithm hyperparameter sweep chosen by training-domain "
+                    "validation (DomainBed's rule): each algorithm is trained at each of "
+                    "its sweep points (training/sweep.py's SWEEP_POINTS, the current "
+                    "default first) with the pipeline's recipe, and the point with the "
+                    "best accuracy on the training cameras' val split at the last epoch "
+                    "is chosen (k-NN accuracy for self-supervised algorithms; within "
+                    "0.5 points of the best, the default wins). Test cameras are never "
+                    "read. Writes sweep.json and sweep.md; runs are reused and resumed.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--data", required=True,
+                        help="folder-format dataset DIR or iwildcam:ROOT (needs a val split)")
+    parser.add_argument("--algorithms", type=_list, default=None,
+                        help="comma-separated algorithms (default: every swept one)")
+    parser.add_argument("--pipeline", default="default",
+                        help="the training recipe the points share (default, paper, or a "
+                             "selection.json)")
+    parser.add_argument("--points", type=Path, default=None,
+                        help="JSON file {algorithm: [{hparam: value}, ...]}, the default "
+                             "{} first (default: training/sweep.py's SWEEP_POINTS)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="epochs per run (default: the pipeline's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, default=32, help="input size in px")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--runs-dir", type=Path, default=None,
+                        help="where trained runs are kept and reused (default OUT/runs; "
+                             "var/demo/runs reuses the demo's run of the default point)")
+    parser.add_argument("--out", type=Path, required=True, help="sweep directory")
+    parser.set_defaults(func=run_sweep)
+
 
 def run(args) -> int:
     # imported when a command runs, not when the CLI is built: the CLI (and its --help)
@@ -136,4 +168,24 @@ def run_select(args) -> int:
                             fit_rows=args.fit_rows)
     print((Path(args.out) / "selection.md").read_text())
     print(f"chosen pipeline: {json.dumps(summary['chosen'])}")
+    return 0
+
+
+def run_sweep(args) -> int:
+    from envad.pipeline import resolve_pipeline
+    from envad.training import sweep
+
+    points = None
+    if args.points:
+        points = {name: tuple(values) for name, values in
+                  json.loads(Path(args.points).read_text()).items()}
+    algorithms = args.algorithms or list(points or sweep.SWEEP_POINTS)
+    config = sweep.SweepConfig(data=args.data, out=args.out, algorithms=tuple(algorithms),
+                               pipeline=resolve_pipeline(args.pipeline), size=args.size,
+                               seed=args.seed, epochs=args.epochs, device=args.device,
+                               runs_dir=args.runs_dir, points=points)
+    summary = sweep.run_sweep(config)
+    print((Path(args.out) / sweep.SWEEP_MD).read_text())
+    for algorithm, result in summary["algorithms"].items():
+        print(f"{algorithm}: {result['chosen_label']}")
     return 0

@@ -280,6 +280,17 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
     return "\n".join(p for p in parts if p)
 
 
+def sweep_section(sweep_dir: Path) -> str:
+    """An `envad sweep` output's part of RESULTS.md: its sweep.md under a heading that
+    names the directory, each algorithm a subsection."""
+    text = (sweep_dir / "sweep.md").read_text()
+    title, _, body = text.partition("\n")
+    heading = title.lstrip("# ").strip()
+    body = body.replace("\n## ", "\n### ")
+    return (f"## {heading} ({sweep_dir.name})\n\n- every number below: "
+            f"`{sweep_dir}/sweep.json` and `sweep.md`\n{body}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--report", type=Path, action="append", required=True,
@@ -291,6 +302,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--machine", default="",
                         help="where the reports were computed (default: the machine "
                              "recorded with each run)")
+    parser.add_argument("--sweep", type=Path, action="append", default=[],
+                        help="an `envad sweep` output directory (repeatable), placed "
+                             "after the reports")
     parser.add_argument("--intro", type=Path, help="Markdown placed after the title")
     parser.add_argument("--out", type=Path, default=Path("docs/RESULTS.md"))
     parser.add_argument("--img-dir", type=Path, default=Path("docs/img"))
@@ -304,6 +318,7 @@ def main(argv: list[str] | None = None) -> None:
         wall = args.wall_time[k] if k < len(args.wall_time) else ""
         parts.append(report_section(report_dir, args.out, args.img_dir, command, wall,
                                     args.machine))
+    parts += [sweep_section(sweep_dir) for sweep_dir in args.sweep]
     args.out.write_text("\n".join(parts))
     print(f"wrote {args.out}")
 

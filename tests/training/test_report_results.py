@@ -175,3 +175,32 @@ def test_comparisons_pair_the_pretrainings_seed_by_seed(tmp_path):
            "(paired -1.0 ± 0.0, ahead on 0 of 3 seeds)" in text
     assert "- IRM > ERM in space raw (Mean AD)" in text
     assert rr.paired({0: 1.0}, {1: 2.0}) == "no common seed"
+
+
+def test_a_sweep_is_placed_after_the_reports_with_its_algorithms_as_subsections(tmp_path):
+    from envad.training.sweep import sweep_markdown
+
+    report_dir, _ = _report(tmp_path)
+    sweep_dir = tmp_path / "sweep-erm"
+    sweep_dir.mkdir()
+    point = {"label": "default", "point": {}, "run_dir": "r", "hparams": {"lr": 0.001},
+             "val_acc": 0.97, "val_knn_acc": 0.95, "train_seconds": 700.0,
+             "tail": {"epochs": 5, "min": 0.96, "max": 0.97}}
+    summary = {"data": "pd", "size": 32, "seed": 0, "device": "cpu", "tie_tolerance": 0.005,
+               "recipe": {"algorithm": "*", "task": "class", "augment": "style",
+                          "aux": "none", "epochs": 30, "hparams": {}, "space": "raw",
+                          "detectors": [], "score_adaptation": "none"},
+               "algorithms": {"erm": {"metric": "val_acc", "points": [point], "chosen": 0,
+                                      "chosen_label": "default", "chosen_hparams": {},
+                                      "changes_default": {}}}}
+    (sweep_dir / "sweep.md").write_text(sweep_markdown(summary))
+    out = tmp_path / "RESULTS.md"
+    rr.main(["--report", str(report_dir), "--sweep", str(sweep_dir), "--out", str(out),
+             "--img-dir", str(tmp_path / "img")])
+    text = out.read_text()
+    section = text[text.index("## Hyperparameter sweep (training-domain validation) "
+                              "(sweep-erm)"):]
+    assert text.index("## photodigits-32") < text.index(section)
+    assert "\n### erm\n" in section and "\n## erm" not in section
+    assert "| default | 97.0 | 95.0 | 96.0-97.0 (5) | 700 | **chosen** |" in section
+    assert f"`{sweep_dir}/sweep.json`" in section

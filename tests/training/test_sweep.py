@@ -1,0 +1,127 @@
+"""`envad sweep`: the sweep registry, the choice rule, a real tiny sweep."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from envad.errors import InvalidInput
+from envad.pipeline import Pipeline
+from envad.training.algorithms import get, names
+from envad.training.run import read_run, resolved_hparams
+from envad.training.sweep import (
+    SWEEP_JSON,
+    SWEEP_MD,
+    SWEEP_POINTS,
+    TIE_TOLERANCE,
+    SweepConfig,
+    check_points,
+    choose,
+    point_label,
+    run_sweep,
+)
+
+#: two points, the second one unable to learn (lr 0): a sweep whose evidence is clear
+TINY_POINTS = {"erm": ({}, {"lr": 0.0}), "mocov3": ({}, {"temperature": 0.5})}
+TINY_RECIPE = Pipeline(algorithm="erm", task="class", augment="style", epochs=2)
+
+
+def test_every_training_algorithm_has_four_points_or_more_default_first() -> None:
+    trained = [name for name in names() if get(name).trains]
+    assert sorted(SWEEP_POINTS) == sorted(trained)
+    for name in trained:
+        points = SWEEP_POINTS[name]
+        assert len(points) >= 4, name
+        assert points[0] == {}, name
+    check_points(SWEEP_POINTS)
+
+
+@pytest.mark.parametrize("points, message", [
+    ({"erm": ({}, {"learning_rate": 0.1})}, "learning_rate"),
+    ({"erm": ({}, {"lr": 0.1}, {"lr": 0.1})}, "listed twice"),
+    ({"erm": ({"lr": 0.1}, {})}, "first sweep point"),
+    ({"random": ({}, {"lr": 0.1})}, "does not train"),
+    ({"sgd": ({},)}, "unknown algorithm"),
+])
+def test_a_sweep_that_cannot_say_anything_is_refused(points, message) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        check_points(points)
+
+
+def test_the_default_wins_ties_and_a_clear_winner_replaces_it() -> None:
+    assert choose([0.900, 0.900 + TIE_TOLERANCE * 0.9, 0.88]) == 0
+    assert choose([0.90, 0.92, 0.93]) == 2
+    assert choose([0.90, 0.95, 0.95]) == 1            # the first of equals
+    assert choose([math.nan, 0.5]) == 1               # a run without the metric loses
+    assert choose([0.7]) == 0
+
+
+def test_point_labels_name_the_overrides() -> None:
+    assert point_label({}) == "default"
+    assert point_label({"lr": 3e-4}) == "lr=0.0003"
+    assert point_label({"p_sel": 0.25, "alpha": 0.5}) == "alpha=0.5, p_sel=0.25"
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tiny_photodigits, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    config = SweepConfig(data=str(tiny_photodigits), out=out, algorithms=("erm", "mocov3"),
+                         pipeline=TINY_RECIPE, size=16, points=TINY_POINTS)
+    return config, run_sweep(config, progress=False)
+
+
+def test_a_sweep_trains_every_point_and_chooses_on_val_metrics(tiny_sweep) -> None:
+    config, summary = tiny_sweep
+    assert json.loads((config.out / SWEEP_JSON).read_text()) == summary
+    erm = summary["algorithms"]["erm"]
+    assert erm["metric"] == "val_acc" and summary["algorithms"]["mocov3"]["metric"] == \
+        "val_knn_acc"
+    assert [p["label"] for p in erm["points"]] == ["default", "lr=0"]
+    for record, point in zip(erm["points"], TINY_POINTS["erm"], strict=True):
+        run = read_run(Path(record["run_dir"]))
+        # the recorded metric is the run's last epoch, trained with the recipe + the point
+        assert record["val_acc"] == run["epochs"][-1]["val_acc"]
+        assert len(run["epochs"]) == TINY_RECIPE.epochs
+        assert run["config"]["task"] == "class" and run["config"]["augment"] == "style"
+        assert run["hparams"] == resolved_hparams("erm", point)
+    assert erm["points"][1]["hparams"]["lr"] == 0.0
+    assert erm["chosen"] == choose([p["val_acc"] for p in erm["points"]])
+    assert erm["chosen_hparams"] == erm["points"][erm["chosen"]]["hparams"]
+    markdown = (config.out / SWEEP_MD).read_text()
+    assert markdown.count("**chosen**") == 2 and "## mocov3" in markdown
+
+
+def test_sweep_runs_are_named_as_evaluate_and_the_demo_name_them(tiny_sweep) -> None:
+    config, summary = tiny_sweep
+    default_run = Path(summary["algorithms"]["erm"]["points"][0]["run_dir"])
+    assert default_run == config.out / "runs" / TINY_RECIPE.run_name(16, 0)
+    other = Path(summary["algorithms"]["erm"]["points"][1]["run_dir"])
+    assert other.name == Pipeline(algorithm="erm", task="class", augment="style", epochs=2,
+                                  hparams={"lr": 0.0}).run_name(16, 0)
+
+
+def test_a_sweep_again_reuses_its_runs(tiny_sweep) -> None:
+    from envad.client.cli import main
+
+    config, summary = tiny_sweep
+    stamps = {p["run_dir"]: (Path(p["run_dir"]) / "encoder.onnx").stat().st_mtime_ns
+              for result in summary["algorithms"].values() for p in result["points"]}
+    points = config.out / "points.json"
+    points.write_text(json.dumps({"erm": TINY_POINTS["erm"]}))
+    code = main(["sweep", "--data", config.data, "--points", str(points), "--epochs", "2",
+                 "--size", "16", "--out", str(config.out / "again"), "--runs-dir",
+                 str(config.out / "runs"), "--pipeline", str(_recipe_file(config.out))])
+    assert code == 0
+    again = json.loads((config.out / "again" / SWEEP_JSON).read_text())
+    assert again["algorithms"]["erm"]["points"] == summary["algorithms"]["erm"]["points"]
+    assert all((Path(run) / "encoder.onnx").stat().st_mtime_ns == stamp
+               for run, stamp in stamps.items())
+
+
+def _recipe_file(out: Path) -> Path:
+    path = out / "recipe.json"
+    path.write_text(json.dumps(TINY_RECIPE.to_json()))
+    return path

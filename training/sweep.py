@@ -1,0 +1,256 @@
+"""`envad sweep`: per-algorithm hyperparameter sweeps, chosen by training-domain validation.
+
+Each algorithm is trained at each of its sweep points (`SWEEP_POINTS`: its current
+default first, then three or more others from the ranges DomainBed and WILDS search),
+with the pipeline's training recipe otherwise (task, augmentation, schedule, epochs).
+Per algorithm the point whose final model scores best on the training cameras' `val`
+split is chosen: the classifier's accuracy for supervised algorithms (DomainBed's
+training-domain validation, `IIDAccuracySelectionMethod`: the last checkpoint of each
+run), the embedding's k-NN accuracy for self-supervised ones (they have no classifier).
+The test cameras and every anomaly image are never read. Points within
+`TIE_TOLERANCE` of the best tie, and the current default wins a tie: a default changes
+only on evidence beyond the spread of retraining one configuration.
+
+Runs are named as `envad evaluate` and `make demo` name them (`Pipeline.run_name`), so
+a sweep pointed at their runs directory reuses their default-point runs, and an
+interrupted sweep resumes. Writes `sweep.json` (every point's metrics and the choice)
+and `sweep.md`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envad.errors import InvalidInput
+from envad.pipeline import DEFAULT_PIPELINE, Pipeline
+from envad.training.algorithms import get
+from envad.training.algorithms.base import make_hparams
+from envad.training.run import TrainConfig, read_run, resolved_hparams, train
+
+#: points within this much validation accuracy of the best tie (the default wins a tie);
+#: retraining one configuration with another seed moves val accuracy by about this much
+TIE_TOLERANCE = 0.005
+#: epochs at the end of a run whose validation metric shows whether it plateaued
+PLATEAU_EPOCHS = 5
+
+#: Sweep points per algorithm: hyperparameter overrides on top of the pipeline's, the
+#: algorithm's current default ({}) first. Sources of the ranges:
+#: - lr: DomainBed's 10^U(-5, -3.5) for Adam on ResNets, around our default 1e-3;
+#:   weight decay: DomainBed's 10^U(-6, -2) (0 is its ResNet default);
+#: - IRM penalty: WILDS' iWildCam value 1.0 (our default) and its neighbours in
+#:   DomainBed's 10^U(-1, 5) (1e2 is known to collapse the class task: irm.py);
+#: - Fish meta_lr: DomainBed's choices {0.05, 0.1, 0.5};
+#: - LISA: mixup alpha and the intra-label probability p_sel around the LISA paper's 2.0
+#:   and 0.5;
+#: - GroupDRO eta: DomainBed's 10^U(-3, -1);
+#: - CORAL weight: DomainBed's 10^U(-1, 1);
+#: - MoCo v3 / EA-MoCo: the InfoNCE temperature (moco-v3 uses 0.2 to 1.0) and lr.
+SWEEP_POINTS: dict[str, tuple[dict[str, Any], ...]] = {
+    "erm": ({}, {"lr": 3e-4}, {"lr": 3e-3}, {"weight_decay": 1e-4}),
+    "irm": ({}, {"penalty_weight": 0.1}, {"penalty_weight": 3.0},
+            {"penalty_weight": 10.0}),
+    "fish": ({}, {"meta_lr": 0.05}, {"meta_lr": 0.1}, {"meta_lr": 0.25}),
+    "lisa": ({}, {"alpha": 0.5}, {"p_sel": 0.25}, {"p_sel": 0.75}),
+    "groupdro": ({}, {"eta": 1e-3}, {"eta": 3e-3}, {"eta": 1e-1}),
+    "coral": ({}, {"penalty_weight": 0.1}, {"penalty_weight": 0.3},
+              {"penalty_weight": 3.0}),
+    "mocov3": ({}, {"temperature": 0.2}, {"temperature": 0.5}, {"lr": 3e-4}),
+    "ea_mocov3": ({}, {"temperature": 0.2}, {"temperature": 0.5}, {"lr": 3e-4}),
+}
+
+SWEEP_JSON = "sweep.json"
+SWEEP_MD = "sweep.md"
+
+
+def point_label(point: dict[str, Any]) -> str:
+    """`default`, or the overrides as `key=value` pairs (`lr=0.0003`)."""
+    if not point:
+        return "default"
+    return ", ".join(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+                     for key, value in sorted(point.items()))
+
+
+def selection_metric(algorithm: str) -> str:
+    """The run.json validation metric a sweep of `algorithm` is chosen on."""
+    return "val_acc" if get(algorithm).supervised else "val_knn_acc"
+
+
+def check_points(points: dict[str, tuple[dict[str, Any], ...]]) -> None:
+    """Refuse a sweep that cannot say anything: an algorithm that does not train, a point
+    naming a hyperparameter the algorithm lacks (`make_hparams` names it), a repeated
+    point, or a sweep whose first point is not the current default."""
+    for algorithm, algorithm_points in points.items():
+        try:
+            cls = get(algorithm)
+        except KeyError as error:
+            raise InvalidInput(str(error.args[0])) from None
+        if not cls.trains:
+            raise InvalidInput(f"{algorithm} does not train: nothing to sweep")
+        if not algorithm_points or algorithm_points[0]:
+            raise InvalidInput(f"{algorithm}: the first sweep point must be the default {{}}")
+        seen = set()
+        for point in algorithm_points:
+            try:
+                make_hparams(cls.hparams_class, point)
+            except (TypeError, ValueError) as error:
+                raise InvalidInput(f"{algorithm}: sweep point {point!r}: {error}") from None
+            key = json.dumps(point, sort_keys=True)
+            if key in seen:
+                raise InvalidInput(f"{algorithm}: sweep point {point_label(point)} is "
+                                   "listed twice")
+            seen.add(key)
+
+
+def choose(values: list[float], tolerance: float = TIE_TOLERANCE) -> int:
+    """Index of the chosen point: the default (index 0) unless another beats it by more
+    than `tolerance`, then the best (the first of equals)."""
+    finite = [v if math.isfinite(v) else -math.inf for v in values]
+    best = max(range(len(finite)), key=lambda i: (finite[i], -i))
+    return 0 if finite[0] >= finite[best] - tolerance else best
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What to sweep. `points` defaults to `SWEEP_POINTS` for `algorithms`; `epochs`
+    to the pipeline's; `runs_dir` to OUT/runs."""
+
+    data: str
+    out: Path
+    algorithms: tuple[str, ...]
+    pipeline: Pipeline = DEFAULT_PIPELINE
+    size: int = 32
+    seed: int = 0
+    epochs: int | None = None
+    device: str = "cpu"
+    runs_dir: Path | None = None
+    points: dict[str, tuple[dict[str, Any], ...]] | None = None
+
+    def sweep_points(self) -> dict[str, tuple[dict[str, Any], ...]]:
+        table = self.points if self.points is not None else SWEEP_POINTS
+        missing = [a for a in self.algorithms if a not in table]
+        if missing:
+            raise InvalidInput(f"no sweep points for {', '.join(missing)}; swept: "
+                               f"{', '.join(sorted(table))}")
+        chosen = {a: tuple(table[a]) for a in self.algorithms}
+        check_points(chosen)
+        return chosen
+
+    def point_pipeline(self, algorithm: str, point: dict[str, Any]) -> Pipeline:
+        """The pipeline one point trains: the sweep's recipe, `algorithm`, the point's
+        hyperparameters over the recipe's."""
+        return dataclasses.replace(self.pipeline, algorithm=algorithm,
+                                   epochs=self.epochs or self.pipeline.epochs,
+                                   hparams={**self.pipeline.hparams, **point})
+
+    def run_dir(self, pipeline: Pipeline) -> Path:
+        return Path(self.runs_dir or Path(self.out) / "runs") / pipeline.run_name(
+            self.size, self.seed)
+
+
+def train_point(config: SweepConfig, algorithm: str, point: dict[str, Any],
+                progress: bool = True) -> dict[str, Any]:
+    """Train (or reuse) one point's run; its validation record."""
+    pipeline = config.point_pipeline(algorithm, point)
+    run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
+                                out=config.run_dir(pipeline), size=config.size,
+                                epochs=pipeline.epochs, seed=config.seed,
+                                device=config.device, task=pipeline.task,
+                                augment=pipeline.augment, aux=pipeline.aux,
+                                hparams=dict(pipeline.hparams)),
+                    progress=progress, resume=True)
+    run = read_run(run_dir)
+    metric = selection_metric(algorithm)
+    epochs = run["epochs"]
+    if not epochs or metric not in epochs[-1]:
+        raise InvalidInput(f"{run_dir}: no {metric} on the val split; a sweep needs the "
+                           "training cameras' val images")
+    tail = [e[metric] for e in epochs[-PLATEAU_EPOCHS:]]
+    return {"label": point_label(point), "point": point, "run_dir": str(run_dir),
+            "hparams": run["hparams"],
+            "val_acc": epochs[-1].get("val_acc"), "val_knn_acc": epochs[-1]["val_knn_acc"],
+            "tail": {"epochs": len(tail), "min": min(tail), "max": max(tail)},
+            "train_seconds": round(sum(e.get("seconds", 0.0) for e in epochs), 1)}
+
+
+def sweep_algorithm(config: SweepConfig, algorithm: str, points: tuple[dict[str, Any], ...],
+                    progress: bool = True) -> dict[str, Any]:
+    metric = selection_metric(algorithm)
+    records = [train_point(config, algorithm, point, progress) for point in points]
+    chosen = choose([r[metric] for r in records])
+    defaults = resolved_hparams(algorithm, dict(config.pipeline.hparams))
+    return {"metric": metric, "points": records, "chosen": chosen,
+            "chosen_label": records[chosen]["label"],
+            "chosen_hparams": records[chosen]["hparams"],
+            "changes_default": {k: v for k, v in records[chosen]["hparams"].items()
+                                if defaults.get(k) != v}}
+
+
+def run_sweep(config: SweepConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Sweep every algorithm of `config`; writes OUT/sweep.json and OUT/sweep.md after
+    each algorithm and returns the summary."""
+    points = config.sweep_points()
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "data": config.data, "size": config.size, "seed": config.seed,
+        "recipe": dataclasses.replace(config.pipeline,
+                                      epochs=config.epochs or config.pipeline.epochs,
+                                      algorithm="*").to_json(),
+        "tie_tolerance": TIE_TOLERANCE, "device": config.device,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "algorithms": {}}
+    for algorithm in config.algorithms:
+        summary["algorithms"][algorithm] = sweep_algorithm(config, algorithm,
+                                                           points[algorithm], progress)
+        write_sweep(out, summary)
+    return summary
+
+
+def write_sweep(out: Path, summary: dict[str, Any]) -> None:
+    for name, text in ((SWEEP_JSON, json.dumps(summary, indent=2) + "\n"),
+                       (SWEEP_MD, sweep_markdown(summary))):
+        tmp = out / (name + ".partial")
+        tmp.write_text(text)
+        os.replace(tmp, out / name)
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def sweep_markdown(summary: dict[str, Any]) -> str:
+    recipe = Pipeline.from_json({**summary["recipe"], "algorithm": "erm"})
+    lines = ["# Hyperparameter sweep (training-domain validation)", "",
+             f"Data `{summary['data']}`, {summary['size']} px, seed {summary['seed']}, "
+             f"device {summary['device']}; recipe: task {recipe.task}, augment "
+             f"{recipe.augment}, aux {recipe.aux}, {recipe.epochs} epochs, "
+             f"{recipe.hparams or 'default schedule'}. Chosen per algorithm on the "
+             "training cameras' `val` split (classifier accuracy; k-NN accuracy for "
+             "self-supervised algorithms), at the last epoch; points within "
+             f"{100 * summary['tie_tolerance']:.1f} points of the best tie and the "
+             "default wins a tie. Test cameras are never read.", ""]
+    for algorithm, result in summary["algorithms"].items():
+        metric = result["metric"]
+        lines += [f"## {algorithm}", "",
+                  f"| point | val accuracy | val k-NN accuracy | {metric}, last epochs "
+                  "(min-max) | training s | chosen |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for index, record in enumerate(result["points"]):
+            tail = record["tail"]
+            lines.append(
+                f"| {record['label']} | {_percent(record['val_acc'])} | "
+                f"{_percent(record['val_knn_acc'])} | {_percent(tail['min'])}-"
+                f"{_percent(tail['max'])} ({tail['epochs']}) | {record['train_seconds']:.0f} "
+                f"| {'**chosen**' if index == result['chosen'] else ''} |")
+        change = result["changes_default"]
+        lines += ["", f"Chosen: {result['chosen_label']}" + (
+            f" (changes the default: {', '.join(f'{k}={v}' for k, v in change.items())})"
+            if change else " (the current default)"), ""]
+    return "\n".join(lines)
