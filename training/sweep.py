@@ -32,6 +32,7 @@ from envad.errors import InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline
 from envad.training.algorithms import get
 from envad.training.algorithms.base import make_hparams
+from envad.training.data import load_dataset
 from envad.training.run import TrainConfig, read_run, resolved_hparams, train
 
 #: points within this much validation accuracy of the best tie (the default wins a tie);
@@ -196,6 +197,9 @@ def run_sweep(config: SweepConfig, *, progress: bool = True) -> dict[str, Any]:
     """Sweep every algorithm of `config`; writes OUT/sweep.json and OUT/sweep.md after
     each algorithm and returns the summary."""
     points = config.sweep_points()
+    if not len(load_dataset(config.data).indices("val", normal_only=True)):
+        raise InvalidInput(f"{config.data} has no normal val images: a sweep chooses on "
+                           "the training cameras' val split")
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {

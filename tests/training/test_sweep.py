@@ -125,3 +125,14 @@ def _recipe_file(out: Path) -> Path:
     path = out / "recipe.json"
     path.write_text(json.dumps(TINY_RECIPE.to_json()))
     return path
+
+
+def test_a_dataset_without_val_images_is_refused_before_anything_trains(tmp_path) -> None:
+    from training_datasets import folder_rows, write_folder_dataset
+
+    rows = [row for row in folder_rows() if row["split"] != "val"]
+    data = write_folder_dataset(tmp_path / "ds", rows)
+    config = SweepConfig(data=str(data), out=tmp_path / "out", algorithms=("erm",))
+    with pytest.raises(InvalidInput, match="no normal val images"):
+        run_sweep(config, progress=False)
+    assert not (tmp_path / "out").exists()
