@@ -16,17 +16,18 @@ from envad.training.sweep import (
     SWEEP_JSON,
     SWEEP_MD,
     SWEEP_POINTS,
-    TIE_TOLERANCE,
     SweepConfig,
     check_points,
     choose,
     point_label,
     run_sweep,
+    selection_metric,
+    tie_tolerance,
 )
 
 #: two points, the second one unable to learn (lr 0): a sweep whose evidence is clear
-TINY_POINTS = {"erm": ({}, {"lr": 0.0}), "mocov3": ({}, {"temperature": 0.5})}
-TINY_RECIPE = Pipeline(algorithm="erm", task="class", augment="style", epochs=2)
+TINY_POINTS = {"erm": ({}, {"lr": 0.0})}
+TINY_RECIPE = Pipeline(algorithm="erm", task="class", epochs=2, hparams={"weight_decay": 1e-5})
 
 
 def test_every_training_algorithm_has_four_points_or_more_default_first() -> None:
@@ -52,11 +53,28 @@ def test_a_sweep_that_cannot_say_anything_is_refused(points, message) -> None:
 
 
 def test_the_default_wins_ties_and_a_clear_winner_replaces_it() -> None:
-    assert choose([0.900, 0.900 + TIE_TOLERANCE * 0.9, 0.88]) == 0
-    assert choose([0.90, 0.92, 0.93]) == 2
-    assert choose([0.90, 0.95, 0.95]) == 1            # the first of equals
-    assert choose([math.nan, 0.5]) == 1               # a run without the metric loses
-    assert choose([0.7]) == 0
+    tolerance = 0.01
+    assert choose([0.900, 0.909, 0.88], tolerance) == 0
+    assert choose([0.90, 0.92, 0.93], tolerance) == 2
+    assert choose([0.90, 0.95, 0.95], tolerance) == 1            # the first of equals
+    assert choose([math.nan, 0.5], tolerance) == 1               # a run without the metric
+    assert choose([0.7], tolerance) == 0
+
+
+def test_the_tie_tolerance_is_the_sampling_error_of_a_difference_of_accuracies() -> None:
+    assert tie_tolerance(0.98, 480) == pytest.approx(math.sqrt(2 * 0.98 * 0.02 / 480))
+    assert 0.008 < tie_tolerance(0.98, 480) < 0.01                # PhotoDigits' val split
+    assert tie_tolerance(0.98, 4000) < tie_tolerance(0.98, 480)   # more images, finer
+    assert tie_tolerance(0.5, 480) > tie_tolerance(0.98, 480)
+    # a perfect default still leaves room for one image's worth of noise
+    assert tie_tolerance(1.0, 480) == pytest.approx(math.sqrt(2 * (1 / 480) * (479 / 480)
+                                                              / 480))
+    assert tie_tolerance(0.9, 1) > 0
+
+
+def test_supervised_algorithms_are_chosen_on_their_classifier_others_on_k_nn() -> None:
+    assert selection_metric("erm") == selection_metric("coral") == "val_acc"
+    assert selection_metric("mocov3") == selection_metric("ea_mocov3") == "val_knn_acc"
 
 
 def test_point_labels_name_the_overrides() -> None:
@@ -68,7 +86,7 @@ def test_point_labels_name_the_overrides() -> None:
 @pytest.fixture(scope="module")
 def tiny_sweep(tiny_photodigits, tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
-    config = SweepConfig(data=str(tiny_photodigits), out=out, algorithms=("erm", "mocov3"),
+    config = SweepConfig(data=str(tiny_photodigits), out=out, algorithms=("erm",),
                          pipeline=TINY_RECIPE, size=16, points=TINY_POINTS)
     return config, run_sweep(config, progress=False)
 
@@ -77,21 +95,25 @@ def test_a_sweep_trains_every_point_and_chooses_on_val_metrics(tiny_sweep) -> No
     config, summary = tiny_sweep
     assert json.loads((config.out / SWEEP_JSON).read_text()) == summary
     erm = summary["algorithms"]["erm"]
-    assert erm["metric"] == "val_acc" and summary["algorithms"]["mocov3"]["metric"] == \
-        "val_knn_acc"
+    assert erm["metric"] == "val_acc"
     assert [p["label"] for p in erm["points"]] == ["default", "lr=0"]
     for record, point in zip(erm["points"], TINY_POINTS["erm"], strict=True):
         run = read_run(Path(record["run_dir"]))
         # the recorded metric is the run's last epoch, trained with the recipe + the point
         assert record["val_acc"] == run["epochs"][-1]["val_acc"]
         assert len(run["epochs"]) == TINY_RECIPE.epochs
-        assert run["config"]["task"] == "class" and run["config"]["augment"] == "style"
-        assert run["hparams"] == resolved_hparams("erm", point)
-    assert erm["points"][1]["hparams"]["lr"] == 0.0
-    assert erm["chosen"] == choose([p["val_acc"] for p in erm["points"]])
+        assert run["config"]["task"] == "class"
+        assert run["hparams"] == resolved_hparams("erm", {**TINY_RECIPE.hparams, **point})
+    assert erm["points"][1]["hparams"]["lr"] == 0.0        # the point over the recipe
+    assert {p["hparams"]["weight_decay"] for p in erm["points"]} == {1e-5}
+    assert erm["n_val"] == 12          # tiny PhotoDigits: 2 normal val images per camera
+    assert erm["tie_tolerance"] == pytest.approx(
+        tie_tolerance(erm["points"][0]["val_acc"], erm["n_val"]), abs=1e-6)
+    assert erm["chosen"] == choose([p["val_acc"] for p in erm["points"]],
+                                   erm["tie_tolerance"])
     assert erm["chosen_hparams"] == erm["points"][erm["chosen"]]["hparams"]
     markdown = (config.out / SWEEP_MD).read_text()
-    assert markdown.count("**chosen**") == 2 and "## mocov3" in markdown
+    assert markdown.count("**chosen**") == 1 and "## erm" in markdown
 
 
 def test_sweep_runs_are_named_as_evaluate_and_the_demo_name_them(tiny_sweep) -> None:
@@ -99,8 +121,8 @@ def test_sweep_runs_are_named_as_evaluate_and_the_demo_name_them(tiny_sweep) -> 
     default_run = Path(summary["algorithms"]["erm"]["points"][0]["run_dir"])
     assert default_run == config.out / "runs" / TINY_RECIPE.run_name(16, 0)
     other = Path(summary["algorithms"]["erm"]["points"][1]["run_dir"])
-    assert other.name == Pipeline(algorithm="erm", task="class", augment="style", epochs=2,
-                                  hparams={"lr": 0.0}).run_name(16, 0)
+    assert other.name == Pipeline(algorithm="erm", task="class", epochs=2,
+                                  hparams={"weight_decay": 1e-5, "lr": 0.0}).run_name(16, 0)
 
 
 def test_a_sweep_again_reuses_its_runs(tiny_sweep) -> None:
