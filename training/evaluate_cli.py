@@ -106,7 +106,9 @@ def register(subparsers) -> None:
                              "{} first (default: training/sweep.py's SWEEP_POINTS)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="epochs per run (default: the pipeline's)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=lambda v: tuple(int(s) for s in _list(v)),
+                        default=(0,), help="comma-separated seeds; each point is judged "
+                                           "on its mean over them")
     parser.add_argument("--size", type=int, default=32, help="input size in px")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--runs-dir", type=Path, default=None,
@@ -182,7 +184,7 @@ def run_sweep(args) -> int:
     algorithms = args.algorithms or list(points or sweep.SWEEP_POINTS)
     config = sweep.SweepConfig(data=args.data, out=args.out, algorithms=tuple(algorithms),
                                pipeline=resolve_pipeline(args.pipeline), size=args.size,
-                               seed=args.seed, epochs=args.epochs, device=args.device,
+                               seeds=args.seeds, epochs=args.epochs, device=args.device,
                                runs_dir=args.runs_dir, points=points)
     summary = sweep.run_sweep(config)
     print((Path(args.out) / sweep.SWEEP_MD).read_text())

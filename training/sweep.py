@@ -130,14 +130,15 @@ def choose(values: list[float], tolerance: float) -> int:
 @dataclass(frozen=True)
 class SweepConfig:
     """What to sweep. `points` defaults to `SWEEP_POINTS` for `algorithms`; `epochs`
-    to the pipeline's; `runs_dir` to OUT/runs."""
+    to the pipeline's; `runs_dir` to OUT/runs. With several `seeds` each point is
+    trained once per seed and judged on its mean (DomainBed averages its trials)."""
 
     data: str
     out: Path
     algorithms: tuple[str, ...]
     pipeline: Pipeline = DEFAULT_PIPELINE
     size: int = 32
-    seed: int = 0
+    seeds: tuple[int, ...] = (0,)
     epochs: int | None = None
     device: str = "cpu"
     runs_dir: Path | None = None
@@ -160,41 +161,64 @@ class SweepConfig:
                                    epochs=self.epochs or self.pipeline.epochs,
                                    hparams={**self.pipeline.hparams, **point})
 
-    def run_dir(self, pipeline: Pipeline) -> Path:
+    def run_dir(self, pipeline: Pipeline, seed: int) -> Path:
         return Path(self.runs_dir or Path(self.out) / "runs") / pipeline.run_name(
-            self.size, self.seed)
+            self.size, seed)
 
 
-def train_point(config: SweepConfig, algorithm: str, point: dict[str, Any],
-                progress: bool = True) -> dict[str, Any]:
-    """Train (or reuse) one point's run; its validation record."""
-    pipeline = config.point_pipeline(algorithm, point)
-    run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
-                                out=config.run_dir(pipeline), size=config.size,
-                                epochs=pipeline.epochs, seed=config.seed,
-                                device=config.device, task=pipeline.task,
-                                augment=pipeline.augment, aux=pipeline.aux,
-                                hparams=dict(pipeline.hparams)),
-                    progress=progress, resume=True)
+def run_record(run_dir: Path, metric: str) -> dict[str, Any]:
+    """One finished run's validation record: the last epoch's metrics, the range of
+    `metric` over the last PLATEAU_EPOCHS epochs, its training seconds."""
     run = read_run(run_dir)
-    metric = selection_metric(algorithm)
     epochs = run["epochs"]
     if not epochs or metric not in epochs[-1]:
         raise InvalidInput(f"{run_dir}: no {metric} on the val split; a sweep needs the "
                            "training cameras' val images")
     tail = [e[metric] for e in epochs[-PLATEAU_EPOCHS:]]
-    return {"label": point_label(point), "point": point, "run_dir": str(run_dir),
-            "hparams": run["hparams"],
-            "val_acc": epochs[-1].get("val_acc"), "val_knn_acc": epochs[-1]["val_knn_acc"],
+    return {"seed": run["config"]["seed"], "run_dir": str(run_dir),
+            "hparams": run["hparams"], "val_acc": epochs[-1].get("val_acc"),
+            "val_knn_acc": epochs[-1]["val_knn_acc"],
             "tail": {"epochs": len(tail), "min": min(tail), "max": max(tail)},
             "train_seconds": round(sum(e.get("seconds", 0.0) for e in epochs), 1)}
+
+
+def point_record(point: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A point's record from its runs (one per seed): the mean of each metric over the
+    seeds, the widest last-epochs range, the summed training seconds."""
+    def mean(key: str) -> float | None:
+        values = [r[key] for r in runs if r[key] is not None]
+        return float(sum(values) / len(values)) if values else None
+    return {"label": point_label(point), "point": point, "hparams": runs[0]["hparams"],
+            "val_acc": mean("val_acc"), "val_knn_acc": mean("val_knn_acc"),
+            "tail": {"epochs": min(r["tail"]["epochs"] for r in runs),
+                     "min": min(r["tail"]["min"] for r in runs),
+                     "max": max(r["tail"]["max"] for r in runs)},
+            "train_seconds": round(sum(r["train_seconds"] for r in runs), 1),
+            "runs": runs}
+
+
+def train_point(config: SweepConfig, algorithm: str, point: dict[str, Any],
+                progress: bool = True) -> dict[str, Any]:
+    """Train (or reuse) one point's run per seed; its validation record."""
+    pipeline = config.point_pipeline(algorithm, point)
+    runs = []
+    for seed in config.seeds:
+        run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
+                                    out=config.run_dir(pipeline, seed), size=config.size,
+                                    epochs=pipeline.epochs, seed=seed,
+                                    device=config.device, task=pipeline.task,
+                                    augment=pipeline.augment, aux=pipeline.aux,
+                                    hparams=dict(pipeline.hparams)),
+                        progress=progress, resume=True)
+        runs.append(run_record(run_dir, selection_metric(algorithm)))
+    return point_record(point, runs)
 
 
 def sweep_algorithm(config: SweepConfig, algorithm: str, points: tuple[dict[str, Any], ...],
                     n_val: int, progress: bool = True) -> dict[str, Any]:
     metric = selection_metric(algorithm)
     records = [train_point(config, algorithm, point, progress) for point in points]
-    tolerance = tie_tolerance(records[0][metric], n_val)
+    tolerance = tie_tolerance(records[0][metric], n_val * len(config.seeds))
     chosen = choose([r[metric] for r in records], tolerance)
     defaults = resolved_hparams(algorithm, dict(config.pipeline.hparams))
     return {"metric": metric, "n_val": n_val, "tie_tolerance": round(tolerance, 6),
@@ -216,7 +240,7 @@ def run_sweep(config: SweepConfig, *, progress: bool = True) -> dict[str, Any]:
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {
-        "data": config.data, "size": config.size, "seed": config.seed,
+        "data": config.data, "size": config.size, "seeds": list(config.seeds),
         "recipe": dataclasses.replace(config.pipeline,
                                       epochs=config.epochs or config.pipeline.epochs,
                                       algorithm="*").to_json(),
@@ -242,10 +266,20 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
+def _per_seed(record: dict[str, Any], key: str) -> str:
+    """The mean, followed by each seed's value when there are several."""
+    runs = record.get("runs", [])
+    if len(runs) < 2:
+        return _percent(record[key])
+    return f"{_percent(record[key])} ({' / '.join(_percent(r[key]) for r in runs)})"
+
+
 def sweep_markdown(summary: dict[str, Any]) -> str:
     recipe = Pipeline.from_json({**summary["recipe"], "algorithm": "erm"})
     lines = ["# Hyperparameter sweep (training-domain validation)", "",
-             f"Data `{summary['data']}`, {summary['size']} px, seed {summary['seed']}, "
+             f"Data `{summary['data']}`, {summary['size']} px, seeds "
+             f"{', '.join(str(seed) for seed in summary['seeds'])} (each point's metrics: "
+             "the mean over them), "
              f"device {summary['device']}; recipe: task {recipe.task}, augment "
              f"{recipe.augment}, aux {recipe.aux}, {recipe.epochs} epochs, "
              f"{recipe.hparams or 'default schedule'}. Chosen per algorithm on the "
@@ -263,13 +297,13 @@ def sweep_markdown(summary: dict[str, Any]) -> str:
         for index, record in enumerate(result["points"]):
             tail = record["tail"]
             lines.append(
-                f"| {record['label']} | {_percent(record['val_acc'])} | "
-                f"{_percent(record['val_knn_acc'])} | {_percent(tail['min'])}-"
+                f"| {record['label']} | {_per_seed(record, 'val_acc')} | "
+                f"{_per_seed(record, 'val_knn_acc')} | {_percent(tail['min'])}-"
                 f"{_percent(tail['max'])} ({tail['epochs']}) | {record['train_seconds']:.0f} "
                 f"| {'**chosen**' if index == result['chosen'] else ''} |")
         change = result["changes_default"]
         lines += ["", f"Tie tolerance: {100 * result['tie_tolerance']:.2f} points "
-                  f"({result['n_val']} val images)."]
+                  f"({result['n_val']} val images x {len(summary['seeds'])} seed(s))."]
         lines += ["", f"Chosen: {result['chosen_label']}" + (
             f" (changes the default: {', '.join(f'{k}={v}' for k, v in change.items())})"
             if change else " (the current default)"), ""]

@@ -186,7 +186,7 @@ def test_a_sweep_is_placed_after_the_reports_with_its_algorithms_as_subsections(
     point = {"label": "default", "point": {}, "run_dir": "r", "hparams": {"lr": 0.001},
              "val_acc": 0.97, "val_knn_acc": 0.95, "train_seconds": 700.0,
              "tail": {"epochs": 5, "min": 0.96, "max": 0.97}}
-    summary = {"data": "pd", "size": 32, "seed": 0, "device": "cpu",
+    summary = {"data": "pd", "size": 32, "seeds": [0], "device": "cpu",
                "recipe": {"algorithm": "*", "task": "class", "augment": "style",
                           "aux": "none", "epochs": 30, "hparams": {}, "space": "raw",
                           "detectors": [], "score_adaptation": "none"},

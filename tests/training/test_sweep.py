@@ -20,8 +20,10 @@ from envad.training.sweep import (
     check_points,
     choose,
     point_label,
+    point_record,
     run_sweep,
     selection_metric,
+    sweep_markdown,
     tie_tolerance,
 )
 
@@ -98,7 +100,8 @@ def test_a_sweep_trains_every_point_and_chooses_on_val_metrics(tiny_sweep) -> No
     assert erm["metric"] == "val_acc"
     assert [p["label"] for p in erm["points"]] == ["default", "lr=0"]
     for record, point in zip(erm["points"], TINY_POINTS["erm"], strict=True):
-        run = read_run(Path(record["run_dir"]))
+        assert [r["seed"] for r in record["runs"]] == [0]
+        run = read_run(Path(record["runs"][0]["run_dir"]))
         # the recorded metric is the run's last epoch, trained with the recipe + the point
         assert record["val_acc"] == run["epochs"][-1]["val_acc"]
         assert len(run["epochs"]) == TINY_RECIPE.epochs
@@ -118,9 +121,9 @@ def test_a_sweep_trains_every_point_and_chooses_on_val_metrics(tiny_sweep) -> No
 
 def test_sweep_runs_are_named_as_evaluate_and_the_demo_name_them(tiny_sweep) -> None:
     config, summary = tiny_sweep
-    default_run = Path(summary["algorithms"]["erm"]["points"][0]["run_dir"])
+    default_run = Path(summary["algorithms"]["erm"]["points"][0]["runs"][0]["run_dir"])
     assert default_run == config.out / "runs" / TINY_RECIPE.run_name(16, 0)
-    other = Path(summary["algorithms"]["erm"]["points"][1]["run_dir"])
+    other = Path(summary["algorithms"]["erm"]["points"][1]["runs"][0]["run_dir"])
     assert other.name == Pipeline(algorithm="erm", task="class", epochs=2,
                                   hparams={"weight_decay": 1e-5, "lr": 0.0}).run_name(16, 0)
 
@@ -129,8 +132,9 @@ def test_a_sweep_again_reuses_its_runs(tiny_sweep) -> None:
     from envad.client.cli import main
 
     config, summary = tiny_sweep
-    stamps = {p["run_dir"]: (Path(p["run_dir"]) / "encoder.onnx").stat().st_mtime_ns
-              for result in summary["algorithms"].values() for p in result["points"]}
+    stamps = {r["run_dir"]: (Path(r["run_dir"]) / "encoder.onnx").stat().st_mtime_ns
+              for result in summary["algorithms"].values() for p in result["points"]
+              for r in p["runs"]}
     points = config.out / "points.json"
     points.write_text(json.dumps({"erm": TINY_POINTS["erm"]}))
     code = main(["sweep", "--data", config.data, "--points", str(points), "--epochs", "2",
@@ -158,3 +162,28 @@ def test_a_dataset_without_val_images_is_refused_before_anything_trains(tmp_path
     with pytest.raises(InvalidInput, match="no normal val images"):
         run_sweep(config, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def _seed_run(seed: int, val_acc: float, low: float, high: float) -> dict:
+    return {"seed": seed, "run_dir": f"r{seed}", "hparams": {"lr": 0.003},
+            "val_acc": val_acc, "val_knn_acc": val_acc - 0.01,
+            "tail": {"epochs": 5, "min": low, "max": high}, "train_seconds": 700.0}
+
+
+def test_a_point_over_several_seeds_is_judged_on_its_mean() -> None:
+    record = point_record({"lr": 0.003}, [_seed_run(0, 0.98, 0.97, 0.98),
+                                          _seed_run(1, 0.96, 0.95, 0.97)])
+    assert record["val_acc"] == pytest.approx(0.97)
+    assert record["val_knn_acc"] == pytest.approx(0.96)
+    assert record["tail"] == {"epochs": 5, "min": 0.95, "max": 0.98}
+    assert record["train_seconds"] == 1400.0 and record["label"] == "lr=0.003"
+    summary = {"data": "pd", "size": 32, "seeds": [0, 1], "device": "cpu",
+               "recipe": Pipeline(algorithm="*").to_json(),
+               "algorithms": {"erm": {"metric": "val_acc", "n_val": 480,
+                                      "tie_tolerance": tie_tolerance(0.97, 960),
+                                      "points": [record], "chosen": 0,
+                                      "chosen_label": "lr=0.003", "chosen_hparams": {},
+                                      "changes_default": {}}}}
+    markdown = sweep_markdown(summary)
+    assert "| lr=0.003 | 97.0 (98.0 / 96.0) | 96.0 (97.0 / 95.0) | 95.0-98.0 (5) |" in markdown
+    assert "seeds 0, 1" in markdown and "480 val images x 2 seed(s)" in markdown
