@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ from envad.training.sweep import (
 )
 
 #: two points, the second one unable to learn (lr 0): a sweep whose evidence is clear
-TINY_POINTS = {"erm": ({}, {"lr": 0.0})}
+TINY_POINTS: dict[str, tuple[dict[str, Any], ...]] = {"erm": ({}, {"lr": 0.0})}
 TINY_RECIPE = Pipeline(algorithm="erm", task="class", epochs=2, hparams={"weight_decay": 1e-5})
 
 
