@@ -83,8 +83,9 @@ def selection_metric(algorithm: str) -> str:
 
 def check_points(points: dict[str, tuple[dict[str, Any], ...]]) -> None:
     """Refuse a sweep that cannot say anything: an algorithm that does not train, a point
-    naming a hyperparameter the algorithm lacks (`make_hparams` names it), a repeated
-    point, or a sweep whose first point is not the current default."""
+    naming a hyperparameter the algorithm lacks (`make_hparams` names it), two points
+    that train the same hyperparameters (a point spelling out the default included), or
+    a sweep whose first point is not the current default."""
     for algorithm, algorithm_points in points.items():
         try:
             cls = get(algorithm)
@@ -97,13 +98,14 @@ def check_points(points: dict[str, tuple[dict[str, Any], ...]]) -> None:
         seen = set()
         for point in algorithm_points:
             try:
-                make_hparams(cls.hparams_class, point)
+                resolved = make_hparams(cls.hparams_class, point)
             except (TypeError, ValueError) as error:
                 raise InvalidInput(f"{algorithm}: sweep point {point!r}: {error}") from None
-            key = json.dumps(point, sort_keys=True)
+            # compared as trained: a point that spells out the default is the default
+            key = json.dumps(dataclasses.asdict(resolved), sort_keys=True)
             if key in seen:
-                raise InvalidInput(f"{algorithm}: sweep point {point_label(point)} is "
-                                   "listed twice")
+                raise InvalidInput(f"{algorithm}: sweep point {point_label(point)} trains "
+                                   "the same hyperparameters as an earlier point")
             seen.add(key)
 
 
