@@ -24,6 +24,10 @@ EXAMPLES: dict[str, str] = {
     "evaluate": "envad evaluate --data var/photodigits --seeds 0,1,2 --out reports/pd32\n"
                 "envad evaluate --data DIR --pipeline default --seeds 0 --out reports/mine",
     "select": "envad select --data var/photodigits --out var/selection",
+    "sweep": "envad sweep --data var/demo/photodigits --algorithms erm --runs-dir "
+             "var/demo/runs --out var/sweep-erm\n"
+             "envad sweep --data var/photodigits --seeds 0,1,2 --device cuda --out "
+             "var/sweep",
     "scan": "envad scan mycams --model encoder.onnx\n"
             "envad scan mycams --model encoder.onnx --reference normals --scores-out "
             "scores.csv\n"

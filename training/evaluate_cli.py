@@ -107,7 +107,7 @@ def register(subparsers) -> None:
     parser.add_argument("--epochs", type=int, default=None,
                         help="epochs per run (default: the pipeline's)")
     parser.add_argument("--seeds", type=lambda v: tuple(int(s) for s in _list(v)),
-                        default=(0,), help="comma-separated seeds; each point is judged "
+                        default="0", help="comma-separated seeds; each point is judged "
                                            "on its mean over them")
     parser.add_argument("--size", type=int, default=32, help="input size in px")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
