@@ -88,11 +88,12 @@ def register(subparsers) -> None:
         description="Per-algorithm hyperparameter sweep chosen by training-domain "
                     "validation (DomainBed's rule): each algorithm is trained at each of "
                     "its sweep points (training/sweep.py's SWEEP_POINTS, the current "
-                    "default first) with the pipeline's recipe, and the point with the "
-                    "best accuracy on the training cameras' val split at the last epoch "
-                    "is chosen (k-NN accuracy for self-supervised algorithms; within "
-                    "0.5 points of the best, the default wins). Test cameras are never "
-                    "read. Writes sweep.json and sweep.md; runs are reused and resumed.",
+                    "default first) with the pipeline's recipe and judged on the "
+                    "training cameras' val split at the last epoch (classifier accuracy; "
+                    "k-NN accuracy for self-supervised algorithms); another point "
+                    "replaces the default only when it beats it by more than the val "
+                    "split's sampling error. Test cameras are never read. Writes "
+                    "sweep.json and sweep.md; runs are reused and resumed.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--data", required=True,
                         help="folder-format dataset DIR or iwildcam:ROOT (needs a val split)")
