@@ -90,13 +90,16 @@ class EvalConfig:
                 data.pop(key)
         return json.loads(json.dumps(data, default=str))
 
+    def pipeline(self, algorithm: str) -> Pipeline:
+        """The training part of the pipeline `algorithm` is evaluated with."""
+        return Pipeline(algorithm=algorithm, task=self.task, augment=self.augment,
+                        aux=self.aux, epochs=self.epochs, hparams=dict(self.hparams))
+
     def run_name(self, algorithm: str, seed: int) -> str:
         """The run directory's name: the pipeline's (`Pipeline.run_name`, every training
         setting spelled out, epochs included), plus the batch size when not the default."""
-        pipeline = Pipeline(algorithm=algorithm, task=self.task, augment=self.augment,
-                            aux=self.aux, epochs=self.epochs, hparams=dict(self.hparams))
         batch = "" if self.batch_size == DEFAULT_BATCH_SIZE else f"-b{self.batch_size}"
-        return pipeline.run_name(self.size, seed) + batch
+        return self.pipeline(algorithm).run_name(self.size, seed) + batch
 
 
 def embed(encoder: OnnxEncoder, dataset, indices: np.ndarray, batch: int = 256) -> np.ndarray:
@@ -173,12 +176,11 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
     (arrays for the .npz next to it).
     """
     started = time.monotonic()
-    run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
-                                out=_run_dir(config, algorithm, seed),
-                                size=config.size, epochs=config.epochs,
-                                batch_size=config.batch_size, seed=seed, device=config.device,
-                                task=config.task, augment=config.augment, aux=config.aux,
-                                hparams=dict(config.hparams)),
+    run_dir = train(TrainConfig.for_pipeline(config.pipeline(algorithm), data=config.data,
+                                             out=_run_dir(config, algorithm, seed),
+                                             size=config.size, seed=seed,
+                                             device=config.device,
+                                             batch_size=config.batch_size),
                     progress=progress, resume=True)
     trained = time.monotonic()
     encoder = OnnxEncoder(run_dir / ENCODER_FILE)

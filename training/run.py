@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from envad.errors import FailedPrecondition, InvalidInput
+from envad.pipeline import Pipeline
 from envad.training import checkpoint as ckpt
 from envad.training.algorithms import Algorithm, get, names
 from envad.training.algorithms.base import AUX_LOSSES, make_hparams
@@ -114,6 +115,17 @@ class TrainConfig:
             raise InvalidInput(f"device must be cpu or cuda, got {self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise FailedPrecondition("--device cuda but torch sees no CUDA device")
+
+    @classmethod
+    def for_pipeline(cls, pipeline: Pipeline, *, data: str, out: Path, size: int, seed: int,
+                     device: str = "cpu", **settings: Any) -> TrainConfig:
+        """The run that trains `pipeline`'s encoder (its algorithm, epochs, task,
+        augmentation, auxiliary loss and hyperparameters) at `size` px and `seed`;
+        `settings` are other fields (batch size, cameras and labels left out)."""
+        return cls(data=data, algorithm=pipeline.algorithm, out=out, size=size,
+                   epochs=pipeline.epochs, seed=seed, device=device, task=pipeline.task,
+                   augment=pipeline.augment, aux=pipeline.aux,
+                   hparams=dict(pipeline.hparams), **settings)
 
     def identity(self) -> dict:
         """Everything that determines the result (all fields but `out`), as JSON data.

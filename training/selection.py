@@ -281,11 +281,9 @@ def train_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, se
     """The fold's encoder (trained without its camera and class; a finished run is reused)."""
     from envad.training.run import TrainConfig, train
 
-    return train(TrainConfig(
-        data=data, algorithm=candidate.algorithm, out=runs_dir / f"{candidate.training_name}"
-        f"-{fold.name}-s{seed}", size=size, epochs=candidate.epochs, seed=seed,
-        device=device, hparams=dict(candidate.hparams), task=candidate.task,
-        augment=candidate.augment, aux=candidate.aux, exclude_envs=(fold.env,),
+    return train(TrainConfig.for_pipeline(
+        candidate, data=data, out=runs_dir / f"{candidate.training_name}-{fold.name}-s{seed}",
+        size=size, seed=seed, device=device, exclude_envs=(fold.env,),
         exclude_labels=(fold.label,)),
         progress=progress, resume=True)
 

@@ -157,11 +157,15 @@ class SweepConfig:
         check_points(chosen)
         return chosen
 
+    @property
+    def recipe(self) -> Pipeline:
+        """The training recipe every point shares: the pipeline, `epochs` applied."""
+        return dataclasses.replace(self.pipeline, epochs=self.epochs or self.pipeline.epochs)
+
     def point_pipeline(self, algorithm: str, point: dict[str, Any]) -> Pipeline:
         """The pipeline one point trains: the sweep's recipe, `algorithm`, the point's
         hyperparameters over the recipe's."""
-        return dataclasses.replace(self.pipeline, algorithm=algorithm,
-                                   epochs=self.epochs or self.pipeline.epochs,
+        return dataclasses.replace(self.recipe, algorithm=algorithm,
                                    hparams={**self.pipeline.hparams, **point})
 
     def run_dir(self, pipeline: Pipeline, seed: int) -> Path:
@@ -206,12 +210,10 @@ def train_point(config: SweepConfig, algorithm: str, point: dict[str, Any],
     pipeline = config.point_pipeline(algorithm, point)
     runs = []
     for seed in config.seeds:
-        run_dir = train(TrainConfig(data=config.data, algorithm=algorithm,
-                                    out=config.run_dir(pipeline, seed), size=config.size,
-                                    epochs=pipeline.epochs, seed=seed,
-                                    device=config.device, task=pipeline.task,
-                                    augment=pipeline.augment, aux=pipeline.aux,
-                                    hparams=dict(pipeline.hparams)),
+        run_dir = train(TrainConfig.for_pipeline(pipeline, data=config.data,
+                                                 out=config.run_dir(pipeline, seed),
+                                                 size=config.size, seed=seed,
+                                                 device=config.device),
                         progress=progress, resume=True)
         runs.append(run_record(run_dir, selection_metric(algorithm)))
     return point_record(point, runs)
@@ -244,9 +246,7 @@ def run_sweep(config: SweepConfig, *, progress: bool = True) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {
         "data": config.data, "size": config.size, "seeds": list(config.seeds),
-        "recipe": dataclasses.replace(config.pipeline,
-                                      epochs=config.epochs or config.pipeline.epochs,
-                                      algorithm="*").to_json(),
+        "recipe": dataclasses.replace(config.recipe, algorithm="*").to_json(),
         "device": config.device,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "algorithms": {}}
