@@ -41,7 +41,7 @@ from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
 from envad.training.protocol import ENSEMBLE, VARIANTS, fit_indices, result_name, space_variant
 from envad.training.report import write_report
 from envad.training.run import DEFAULT_BATCH_SIZE, TrainConfig, check_trained_hparams, train
-from envad.training.run_files import ENCODER_FILE, read_run
+from envad.training.run_files import ENCODER_FILE, read_run, write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -238,9 +238,7 @@ def save_result(results_dir: Path, result: dict) -> Path:
     """Write one (algorithm, seed)'s result where a resumed evaluation finds it, whole
     or not at all (temporary file + rename)."""
     path = results_dir / f"{result_name(result['algorithm'], result['seed'])}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(path)
+    write_text_atomically(path, json.dumps(result, indent=1))
     return path
 
 

@@ -33,8 +33,14 @@ def read_run_if_any(run_dir: Path) -> dict | None:
     return json.loads(path.read_text())
 
 
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text` whole or not at all (a crash leaves the old or the new
+    file, never half): written beside it as `NAME.tmp`, then renamed over it."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def write_run(run_dir: Path, run: dict) -> None:
     """Replace run.json atomically (a crash leaves the old or the new one, never half)."""
-    tmp = Path(run_dir) / (RUN_FILE + ".tmp")
-    tmp.write_text(json.dumps(run, indent=1))
-    os.replace(tmp, Path(run_dir) / RUN_FILE)
+    write_text_atomically(Path(run_dir) / RUN_FILE, json.dumps(run, indent=1))

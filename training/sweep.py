@@ -35,6 +35,7 @@ from envad.training.algorithms import get
 from envad.training.algorithms.base import make_hparams
 from envad.training.data import load_dataset
 from envad.training.run import MAX_VAL, TrainConfig, read_run, resolved_hparams, train
+from envad.training.run_files import write_text_atomically
 
 #: epochs at the end of a run whose validation metric shows whether it plateaued
 PLATEAU_EPOCHS = 5
@@ -258,11 +259,8 @@ def run_sweep(config: SweepConfig, *, progress: bool = True) -> dict[str, Any]:
 
 
 def write_sweep(out: Path, summary: dict[str, Any]) -> None:
-    for name, text in ((SWEEP_JSON, json.dumps(summary, indent=2) + "\n"),
-                       (SWEEP_MD, sweep_markdown(summary))):
-        tmp = out / (name + ".partial")
-        tmp.write_text(text)
-        os.replace(tmp, out / name)
+    write_text_atomically(out / SWEEP_JSON, json.dumps(summary, indent=2) + "\n")
+    write_text_atomically(out / SWEEP_MD, sweep_markdown(summary))
 
 
 def _percent(value: float | None) -> str:
