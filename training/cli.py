@@ -124,6 +124,7 @@ def cmd_photodigits(args) -> int:
 def cmd_train(args) -> int:
     from envad.errors import InvalidInput
     from envad.training.run import ENCODER_FILE, TrainConfig, read_run, train
+    from envad.training.run_files import last_val_metrics
 
     try:
         hparams = parse_hparams(args.hparam)
@@ -137,8 +138,7 @@ def cmd_train(args) -> int:
     except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         raise InvalidInput(str(exc)) from exc
     run = read_run(run_dir)
-    last = run["epochs"][-1] if run["epochs"] else {}
-    metrics = ", ".join(f"{k} {last[k]:.3f}" for k in ("val_knn_acc", "val_acc") if k in last)
+    metrics = ", ".join(f"{k} {v:.3f}" for k, v in last_val_metrics(run).items())
     print(f"run: {run_dir}  ({metrics or 'no val split'})")
     print(f"encoder: {run_dir / ENCODER_FILE}  model id {run['export']['model_id']}")
     return 0

@@ -41,7 +41,13 @@ from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
 from envad.training.protocol import ENSEMBLE, VARIANTS, fit_indices, result_name, space_variant
 from envad.training.report import write_report
 from envad.training.run import DEFAULT_BATCH_SIZE, TrainConfig, check_trained_hparams, train
-from envad.training.run_files import ENCODER_FILE, read_run, write_text_atomically
+from envad.training.run_files import (
+    ENCODER_FILE,
+    last_val_metrics,
+    read_run,
+    training_seconds,
+    write_text_atomically,
+)
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +168,8 @@ def machine() -> dict:
 def training_summary(run_dir: Path) -> dict:
     """Training time and last validation metrics of a finished run (from its run.json)."""
     run = read_run(run_dir)
-    last = run["epochs"][-1] if run["epochs"] else {}
-    return {"run_dir": str(run_dir), "train_seconds": round(sum(
-        e.get("seconds", 0.0) for e in run["epochs"]), 2),
-        **{k: last[k] for k in ("val_knn_acc", "val_acc") if last.get(k) is not None}}
+    return {"run_dir": str(run_dir), "train_seconds": round(training_seconds(run), 2),
+            **last_val_metrics(run)}
 
 
 def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,

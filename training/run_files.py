@@ -33,6 +33,20 @@ def read_run_if_any(run_dir: Path) -> dict | None:
     return json.loads(path.read_text())
 
 
+VAL_METRICS = ("val_knn_acc", "val_acc")    # what each epoch records on the val split
+
+
+def last_val_metrics(run: dict) -> dict[str, float]:
+    """The val-split metrics of a run's last epoch (those it recorded; none before one)."""
+    last = run["epochs"][-1] if run["epochs"] else {}
+    return {k: last[k] for k in VAL_METRICS if last.get(k) is not None}
+
+
+def training_seconds(run: dict) -> float:
+    """Seconds a run spent in its training epochs (fixed costs not counted)."""
+    return sum(e.get("seconds", 0.0) for e in run["epochs"])
+
+
 def write_text_atomically(path: Path, text: str) -> None:
     """Replace `path` with `text` whole or not at all (a crash leaves the old or the new
     file, never half): written beside it as `NAME.tmp`, then renamed over it."""

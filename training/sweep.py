@@ -34,8 +34,13 @@ from envad.pipeline import DEFAULT_PIPELINE, Pipeline
 from envad.training.algorithms import get
 from envad.training.algorithms.base import make_hparams
 from envad.training.data import load_dataset
-from envad.training.run import MAX_VAL, TrainConfig, read_run, resolved_hparams, train
-from envad.training.run_files import write_text_atomically
+from envad.training.run import MAX_VAL, TrainConfig, resolved_hparams, train
+from envad.training.run_files import (
+    last_val_metrics,
+    read_run,
+    training_seconds,
+    write_text_atomically,
+)
 
 #: epochs at the end of a run whose validation metric shows whether it plateaued
 PLATEAU_EPOCHS = 5
@@ -178,16 +183,16 @@ def run_record(run_dir: Path, metric: str) -> dict[str, Any]:
     """One finished run's validation record: the last epoch's metrics, the range of
     `metric` over the last PLATEAU_EPOCHS epochs, its training seconds."""
     run = read_run(run_dir)
-    epochs = run["epochs"]
-    if not epochs or metric not in epochs[-1]:
+    last = last_val_metrics(run)
+    if metric not in last:
         raise InvalidInput(f"{run_dir}: no {metric} on the val split; a sweep needs the "
                            "training cameras' val images")
-    tail = [e[metric] for e in epochs[-PLATEAU_EPOCHS:]]
+    tail = [e[metric] for e in run["epochs"][-PLATEAU_EPOCHS:]]
     return {"seed": run["config"]["seed"], "run_dir": str(run_dir),
-            "hparams": run["hparams"], "val_acc": epochs[-1].get("val_acc"),
-            "val_knn_acc": epochs[-1]["val_knn_acc"],
+            "hparams": run["hparams"], "val_acc": last.get("val_acc"),
+            "val_knn_acc": last.get("val_knn_acc"),
             "tail": {"epochs": len(tail), "min": min(tail), "max": max(tail)},
-            "train_seconds": round(sum(e.get("seconds", 0.0) for e in epochs), 1)}
+            "train_seconds": round(training_seconds(run), 1)}
 
 
 def point_record(point: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
