@@ -22,6 +22,7 @@ from envad.training.sweep import (
     choose,
     point_label,
     point_record,
+    run_record,
     run_sweep,
     selection_metric,
     sweep_markdown,
@@ -189,3 +190,14 @@ def test_a_point_over_several_seeds_is_judged_on_its_mean() -> None:
     markdown = sweep_markdown(summary)
     assert "| lr=0.003 | 97.0 (98.0 / 96.0) | 96.0 (97.0 / 95.0) | 95.0-98.0 (5) |" in markdown
     assert "seeds 0, 1" in markdown and "480 val images x 2 seed(s)" in markdown
+
+
+def test_a_run_without_its_selection_metric_on_val_is_refused(tmp_path) -> None:
+    from envad.training.run_files import write_run
+
+    write_run(tmp_path, {"config": {"seed": 0}, "status": "done", "hparams": {"lr": 0.001},
+                         "epochs": [{"epoch": 1, "val_acc": 0.9, "val_knn_acc": None,
+                                     "seconds": 1.0}]})
+    assert run_record(tmp_path, "val_acc")["val_acc"] == 0.9
+    with pytest.raises(InvalidInput, match="no val_knn_acc on the val split"):
+        run_record(tmp_path, "val_knn_acc")
