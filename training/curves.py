@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from envad.training.run_files import VAL_METRICS
+
 
 def pyplot():
     """matplotlib.pyplot on the Agg backend (no display needed), imported on first use."""
@@ -34,7 +36,7 @@ def training_curves(path: Path, epochs: list[dict], title: str) -> Path | None:
         left.plot(x, [e["train"].get(key, np.nan) for e in trained], marker="o", label=key)
     left.set(xlabel="epoch", ylabel="mean training loss", title="training")
     left.legend(fontsize=8)
-    for key in ("val_knn_acc", "val_acc"):
+    for key in VAL_METRICS:
         if any(key in e for e in trained):
             right.plot(x, [e.get(key, np.nan) for e in trained], marker="o", label=key)
     right.set(xlabel="epoch", ylabel="accuracy", ylim=(0, 1.01),

@@ -38,6 +38,7 @@ from envad.training.multienv import MultiEnvDataset
 from envad.training.run_files import (  # noqa: F401  (read_run: re-exported for callers of train)
     CURVES_FILE,
     ENCODER_FILE,
+    VAL_METRICS,
     read_run,
     read_run_if_any,
     write_run,
@@ -370,7 +371,7 @@ def _validation_sets(dataset: MultiEnvDataset, data: TrainData, config: TrainCon
 
 def _format(entry: dict) -> str:
     parts = [f"{k}={v:.4f}" for k, v in entry.get("train", {}).items()]
-    parts += [f"{k}={entry[k]:.4f}" for k in ("val_knn_acc", "val_acc") if k in entry]
+    parts += [f"{k}={entry[k]:.4f}" for k in VAL_METRICS if k in entry]
     parts += [f"{entry['seconds']:.1f}s"]
     if "images_per_s" in entry:
         parts.append(f"{entry['images_per_s']:.1f} img/s")
