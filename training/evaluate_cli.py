@@ -112,6 +112,10 @@ def register(subparsers) -> None:
                                            "on its mean over them")
     parser.add_argument("--size", type=int, default=32, help="input size in px")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs trained at once, each in its own process (on a GPU "
+                             "several small runs share it well; on a CPU they split its "
+                             "cores)")
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where trained runs are kept and reused (default OUT/runs; "
                              "var/demo/runs reuses the demo's run of the default point)")
@@ -186,7 +190,7 @@ def run_sweep(args) -> int:
     config = sweep.SweepConfig(data=args.data, out=args.out, algorithms=tuple(algorithms),
                                pipeline=resolve_pipeline(args.pipeline), size=args.size,
                                seeds=args.seeds, epochs=args.epochs, device=args.device,
-                               runs_dir=args.runs_dir, points=points)
+                               runs_dir=args.runs_dir, points=points, jobs=args.jobs)
     summary = sweep.run_sweep(config)
     print((Path(args.out) / sweep.SWEEP_MD).read_text())
     for algorithm, result in summary["algorithms"].items():

@@ -14,22 +14,28 @@ not on a few val images.
 
 Runs are named as `envad evaluate` and `make demo` name them (`Pipeline.run_name`), so
 a sweep pointed at their runs directory reuses their default-point runs, and an
-interrupted sweep resumes. Writes `sweep.json` (every point's metrics and the choice)
-and `sweep.md`.
+interrupted sweep resumes. With `jobs` > 1 the runs are first trained that many at a
+time in separate processes (several small runs share one GPU far better than one run
+uses it), then read in order as if trained one by one. Writes `sweep.json` (every
+point's metrics and the choice) and `sweep.md`.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envad.errors import InvalidInput
+from tqdm import tqdm
+
+from envad.errors import FailedPrecondition, InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline
 from envad.training.algorithms import get
 from envad.training.algorithms.base import make_hparams
@@ -140,7 +146,8 @@ def choose(values: list[float], tolerance: float) -> int:
 class SweepConfig:
     """What to sweep. `points` defaults to `SWEEP_POINTS` for `algorithms`; `epochs`
     to the pipeline's; `runs_dir` to OUT/runs. With several `seeds` each point is
-    trained once per seed and judged on its mean (DomainBed averages its trials)."""
+    trained once per seed and judged on its mean (DomainBed averages its trials).
+    `jobs`: how many runs train at once, each in its own process."""
 
     data: str
     out: Path
@@ -152,6 +159,7 @@ class SweepConfig:
     device: str = "cpu"
     runs_dir: Path | None = None
     points: dict[str, tuple[dict[str, Any], ...]] | None = None
+    jobs: int = 1
 
     def sweep_points(self) -> dict[str, tuple[dict[str, Any], ...]]:
         table = self.points if self.points is not None else SWEEP_POINTS
@@ -210,19 +218,56 @@ def point_record(point: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str,
             "runs": runs}
 
 
+def train_config(config: SweepConfig, algorithm: str, point: dict[str, Any],
+                 seed: int) -> TrainConfig:
+    """The training run of one point at one seed."""
+    pipeline = config.point_pipeline(algorithm, point)
+    return TrainConfig.for_pipeline(pipeline, data=config.data,
+                                    out=config.run_dir(pipeline, seed), size=config.size,
+                                    seed=seed, device=config.device)
+
+
 def train_point(config: SweepConfig, algorithm: str, point: dict[str, Any],
                 progress: bool = True) -> dict[str, Any]:
     """Train (or reuse) one point's run per seed; its validation record."""
-    pipeline = config.point_pipeline(algorithm, point)
     runs = []
     for seed in config.seeds:
-        run_dir = train(TrainConfig.for_pipeline(pipeline, data=config.data,
-                                                 out=config.run_dir(pipeline, seed),
-                                                 size=config.size, seed=seed,
-                                                 device=config.device),
-                        progress=progress, resume=True)
+        run_dir = train(train_config(config, algorithm, point, seed), progress=progress,
+                        resume=True)
         runs.append(run_record(run_dir, selection_metric(algorithm)))
     return point_record(point, runs)
+
+
+def _train_in_worker(run: TrainConfig, threads: int) -> str:
+    """One run in a worker process, on its share of the CPU threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return str(train(run, progress=False, resume=True))
+
+
+def train_in_parallel(config: SweepConfig, points: dict[str, tuple[dict[str, Any], ...]],
+                      progress: bool = True) -> None:
+    """Train every run of the sweep, `config.jobs` at a time in spawned processes (CUDA
+    cannot be forked), the first seed of every point before the next seed, each worker
+    on cpus // jobs torch threads. Finished runs are reused as in the serial sweep. Every
+    run is attempted; the failures are then reported together."""
+    runs = [train_config(config, algorithm, point, seed) for seed in config.seeds
+            for algorithm, algorithm_points in points.items() for point in algorithm_points]
+    threads = max(1, (os.cpu_count() or 1) // config.jobs)
+    failures = []
+    with concurrent.futures.ProcessPoolExecutor(
+            max_workers=config.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_train_in_worker, run, threads): run for run in runs}
+        done = concurrent.futures.as_completed(futures)
+        for future in tqdm(done, total=len(futures), desc=f"sweep runs ({config.jobs} at a "
+                           "time)", unit="run", disable=not progress):
+            error = future.exception()
+            if error is not None:
+                failures.append(f"{futures[future].out}: {type(error).__name__}: {error}")
+    if failures:
+        raise FailedPrecondition(f"{len(failures)} of {len(runs)} sweep runs failed: "
+                                 + "; ".join(failures))
 
 
 def sweep_algorithm(config: SweepConfig, algorithm: str, points: tuple[dict[str, Any], ...],
@@ -244,10 +289,14 @@ def run_sweep(config: SweepConfig, *, progress: bool = True) -> dict[str, Any]:
     """Sweep every algorithm of `config`; writes OUT/sweep.json and OUT/sweep.md after
     each algorithm and returns the summary."""
     points = config.sweep_points()
+    if config.jobs < 1:
+        raise InvalidInput(f"jobs must be at least 1, got {config.jobs}")
     n_val = min(len(load_dataset(config.data).indices("val", normal_only=True)), MAX_VAL)
     if not n_val:
         raise InvalidInput(f"{config.data} has no normal val images: a sweep chooses on "
                            "the training cameras' val split")
+    if config.jobs > 1:
+        train_in_parallel(config, points, progress)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {

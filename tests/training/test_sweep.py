@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -201,3 +202,33 @@ def test_a_run_without_its_selection_metric_on_val_is_refused(tmp_path) -> None:
     assert run_record(tmp_path, "val_acc")["val_acc"] == 0.9
     with pytest.raises(InvalidInput, match="no val_knn_acc on the val split"):
         run_record(tmp_path, "val_knn_acc")
+
+
+def test_a_sweep_with_jobs_trains_its_runs_in_parallel_then_reads_them_in_order(
+        tiny_photodigits, tmp_path) -> None:
+    """Two points at two seeds, two at a time in spawned workers: every run is trained
+    once (a serial sweep afterwards retrains nothing and reads the same records), and
+    the summary lists the points and seeds in the order the serial sweep does."""
+    config = SweepConfig(data=str(tiny_photodigits), out=tmp_path / "parallel",
+                         algorithms=("erm",), pipeline=TINY_RECIPE, size=16,
+                         points=TINY_POINTS, seeds=(0, 1), jobs=2)
+    summary = run_sweep(config, progress=False)
+    erm = summary["algorithms"]["erm"]
+    assert [p["label"] for p in erm["points"]] == ["default", "lr=0"]
+    run_dirs = [Path(r["run_dir"]) for p in erm["points"] for r in p["runs"]]
+    assert [r["seed"] for p in erm["points"] for r in p["runs"]] == [0, 1, 0, 1]
+    assert all(read_run(d)["status"] == "done" for d in run_dirs)
+    stamps = {d: (d / "encoder.onnx").stat().st_mtime_ns for d in run_dirs}
+    again = run_sweep(dataclasses.replace(config, out=tmp_path / "serial", jobs=1,
+                                          runs_dir=tmp_path / "parallel" / "runs"),
+                      progress=False)
+    assert again["algorithms"]["erm"]["points"] == erm["points"]
+    assert all((d / "encoder.onnx").stat().st_mtime_ns == stamp
+               for d, stamp in stamps.items())
+
+
+def test_a_sweep_refuses_fewer_than_one_job(tiny_photodigits, tmp_path) -> None:
+    config = SweepConfig(data=str(tiny_photodigits), out=tmp_path / "out",
+                         algorithms=("erm",), points=TINY_POINTS, jobs=0)
+    with pytest.raises(InvalidInput, match="jobs must be at least 1"):
+        run_sweep(config, progress=False)
