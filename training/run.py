@@ -170,6 +170,18 @@ def trained_hparams(run_dir: Path) -> dict | None:
     return json.loads(json.dumps(ckpt.load_checkpoint(last)["args"]["hparams"]))
 
 
+def stale_hparams(run_dir: Path, algorithm: str, hparams: dict) -> str:
+    """The hyperparameters a run in `run_dir` was trained with that differ from what
+    `hparams` resolve to for `algorithm` now, as "lr 0.001 (now 0.003)"; "" when none
+    (or the run records none)."""
+    trained = trained_hparams(run_dir)
+    if trained is None:
+        return ""
+    wanted = resolved_hparams(algorithm, hparams)
+    return ", ".join(f"{key} {trained[key]!r} (now {wanted.get(key, 'gone')!r})"
+                     for key in sorted(trained) if wanted.get(key, object()) != trained[key])
+
+
 def check_trained_hparams(run_dir: Path, algorithm: str, hparams: dict) -> None:
     """Refuse a cached run trained with other hyperparameters than `hparams` now
     resolve to (a default changed since it was trained): its identity names only the
@@ -177,12 +189,7 @@ def check_trained_hparams(run_dir: Path, algorithm: str, hparams: dict) -> None:
     does not record did not exist when it was trained; one given on the command line is
     in the identity already, and at its default it keeps the behaviour of before (as
     `TrainConfig.identity` leaves new settings out at their defaults)."""
-    trained = trained_hparams(run_dir)
-    if trained is None:
-        return
-    wanted = resolved_hparams(algorithm, hparams)
-    changed = ", ".join(f"{key} {trained[key]!r} (now {wanted.get(key, 'gone')!r})"
-                        for key in sorted(trained) if wanted.get(key, object()) != trained[key])
+    changed = stale_hparams(run_dir, algorithm, hparams)
     if not changed:
         return
     raise FailedPrecondition(f"{run_dir} was trained with other hyperparameters than "
@@ -298,7 +305,8 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
                          model_id=config.model_id)
     phases.lap("export")
     run.update(status="done", export={"file": ENCODER_FILE, "model_id": report.model_id,
-                                      "max_abs_diff": report.max_abs_diff},
+                                      "max_abs_diff": report.max_abs_diff,
+                                      "scale": report.scale},
                phase_seconds=phases.seconds())
     write_run(run_dir, run)
     return run_dir

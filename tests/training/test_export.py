@@ -16,7 +16,7 @@ from envad.server.images import decode_image
 from envad.training import checkpoint as ckpt
 from envad.training import export as export_module
 from envad.training.data import load_folder
-from envad.training.export import export_onnx
+from envad.training.export import PARITY_TOLERANCE, export_onnx, parity_tolerance
 from envad.training.models import to_float_nchw
 
 
@@ -65,8 +65,16 @@ def test_dynamic_batch_and_torch_parity(exported, finished_run, tiny_photodigits
     for n in (1, 7):
         (got,) = session.run(["embedding"], {"images": images[:n]})
         assert got.shape == (n, 512)
-        np.testing.assert_allclose(got, expected[:n], atol=1e-4)
-    assert 0 <= exported.max_abs_diff <= 1e-4
+        np.testing.assert_allclose(got, expected[:n], atol=exported.tolerance)
+    assert 0 <= exported.max_abs_diff <= exported.tolerance
+    assert exported.scale > 0
+
+
+def test_the_parity_tolerance_follows_the_embedding_s_scale():
+    """1e-4 absolute for embeddings up to 1, relative above: float32 rounding of values in
+    the hundreds is about 1e-5 of them, beyond any fixed absolute bound."""
+    assert parity_tolerance(0.3) == parity_tolerance(1.0) == PARITY_TOLERANCE == 1e-4
+    assert parity_tolerance(250.0) == pytest.approx(0.025)
 
 
 def test_the_server_loads_it_and_embeds_like_training(exported, tiny_photodigits):
