@@ -58,7 +58,11 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     from envad.client.results import RowFilter
     from envad.client.server_process import LocalServer
     from envad.client.sources import open_source
-    from envad.client.training_bridge import export_encoder, train_encoder
+    from envad.client.training_bridge import (
+        export_encoder,
+        set_aside_stale_run,
+        train_encoder,
+    )
     from envad.server.detectors.registry import PAPER_DETECTORS
     from envad.server.detectors.registry import names as detector_names
 
@@ -96,6 +100,10 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     t0 = time.monotonic()
     run_dir = workdir / "runs" / pipeline.run_name(size, seed)
     log(f"pipeline: {pipeline.describe()}")
+    set_aside = set_aside_stale_run(run_dir, pipeline.algorithm, pipeline.hparams)
+    if set_aside is not None:
+        log(f"the cached run was trained with an earlier default ({set_aside[1]}); "
+            f"moved to {set_aside[0]}, retraining")
     log(f"training the encoder in {run_dir}")
     run_dir = train_encoder(data, run_dir, algorithm=pipeline.algorithm,
                             epochs=pipeline.epochs, seed=seed, image_size=size,

@@ -26,6 +26,29 @@ def train_encoder(dataset: str | Path, out_dir: str | Path, *, algorithm: str = 
     return Path(train(config, progress=progress, resume=True))
 
 
+def set_aside_stale_run(run_dir: str | Path, algorithm: str,
+                        hparams: dict | None = None) -> tuple[Path, str] | None:
+    """When `run_dir` holds a run trained with other hyperparameters than `algorithm`'s
+    resolve to now (a default moved since, as the sweeps move them), move it to
+    `RUN.stale-N` (kept, never reused) and return (where, what changed: "lr 0.001 (now
+    0.003)"); None when there is
+    nothing there or it is current. For a directory the caller owns, like the demo's
+    runs: training would otherwise refuse the stale run, rightly, and stop."""
+    from envad.training.run import stale_hparams
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return None
+    changed = stale_hparams(run_dir, algorithm, dict(hparams or {}))
+    if not changed:
+        return None
+    n = 1
+    while (target := run_dir.with_name(f"{run_dir.name}.stale-{n}")).exists():
+        n += 1
+    os.replace(run_dir, target)
+    return target, changed
+
+
 def export_encoder(run_dir: str | Path, out_path: str | Path) -> Path:
     """Copy a finished run's exported encoder (parity-checked by training) to `out_path`,
     atomically."""

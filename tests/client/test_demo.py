@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -28,12 +29,24 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     """`python -m envad.client.demo --data DIR`: the same stages and table on any
     folder-format dataset (here a small PhotoDigits written beforehand)."""
     from envad.client.demo import main
+    from envad.pipeline import DEFAULT_PIPELINE
     from envad.training.photodigits import generate
+    from envad.training.run import resolved_hparams
+    from envad.training.run_files import write_run
 
     data = generate(tmp_path / "pd", 32, 1, progress=False, train_per_camera=40,
                     test_per_camera=20)
+    # a run cached before ERM's default lr moved: set aside and retrained, not refused
+    pipeline = replace(DEFAULT_PIPELINE, epochs=1)
+    stale = tmp_path / "w" / "runs" / pipeline.run_name(16, 0)
+    now = resolved_hparams("erm", dict(pipeline.hparams))
+    old = {**now, "lr": now["lr"] / 3}
+    stale.mkdir(parents=True)
+    write_run(stale, {"config": {}, "status": "done", "hparams": old, "epochs": []})
     assert main(["--data", str(data), "--workdir", str(tmp_path / "w"), "--epochs", "1",
                  "--size", "16"]) == 0
+    assert json.loads((stale.parent / (stale.name + ".stale-1") / "run.json").read_text())[
+        "hparams"] == old
     report = json.loads((tmp_path / "w" / "report.json").read_text())
     assert report["data"] == str(data) and report["n_test_images"] == 60
     assert report["pipeline"]["space"] and report["epochs"] == 1
@@ -42,6 +55,7 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert f"with space {report['pipeline']['space']}" in out and "raw (paper)" in out
     assert "The pipeline as served" in out
+    assert f"earlier default (lr {old['lr']!r} (now {now['lr']!r})); moved to" in out
     raw = [json.loads(line) for line in (tmp_path / "w" / "scores-raw.jsonl").open()]
     assert {s["space"] for s in raw} == {"raw"} and len(raw[0]["detectors"]) == 8
     every = [json.loads(line) for line in (tmp_path / "w" / "scores-all.jsonl").open()]

@@ -48,7 +48,8 @@ def test_every_training_algorithm_has_four_points_or_more_default_first() -> Non
 @pytest.mark.parametrize("points, message", [
     ({"erm": ({}, {"learning_rate": 0.1})}, "learning_rate"),
     ({"erm": ({}, {"lr": 0.1}, {"lr": 0.1})}, "same hyperparameters"),
-    ({"erm": ({}, {"lr": 1e-3})}, "same hyperparameters"),           # the default spelt out
+    ({"erm": ({}, {"lr": get("erm").hparams_class().lr})},          # the default spelt out
+     "same hyperparameters"),
     ({"erm": ({"lr": 0.1}, {})}, "first sweep point"),
     ({"random": ({}, {"lr": 0.1})}, "does not train"),
     ({"sgd": ({},)}, "unknown algorithm"),

@@ -30,8 +30,12 @@ _AE = DiffusionAEConfig()
 class EAMoCoV3Hparams(MoCoV3Hparams):
     """MoCo v3's settings plus the diffusion autoencoder's (`ae_*`, see
     diffusion_autoencoder.DiffusionAEConfig; the paper gives no sizes, ours are small
-    enough to train in well under a minute on 2 CPU cores at 32 px)."""
+    enough to train in well under a minute on 2 CPU cores at 32 px), except the
+    temperature: 1.0, moco-v3's ResNet default, kept by EA-MoCo's own sweep
+    (docs/results/sweep-ea_mocov3/: k-NN accuracy 44.0 against 43.8 at 0.2 and 40.0 at
+    0.5, sampling error 3.2), where MoCo v3's chose 0.2."""
 
+    temperature: float = 1.0
     ae_latent_dim: int = _AE.latent_dim
     ae_width: int = _AE.width
     ae_resolution: int = _AE.resolution
