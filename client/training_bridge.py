@@ -31,9 +31,9 @@ def set_aside_stale_run(run_dir: str | Path, algorithm: str,
     """When `run_dir` holds a run trained with other hyperparameters than `algorithm`'s
     resolve to now (a default moved since, as the sweeps move them), move it to
     `RUN.stale-N` (kept, never reused) and return (where, what changed: "lr 0.001 (now
-    0.003)"); None when there is
-    nothing there or it is current. For a directory the caller owns, like the demo's
-    runs: training would otherwise refuse the stale run, rightly, and stop."""
+    0.003)"); None when there is nothing there or it is current. For a directory the
+    caller owns, like the demo's runs: training would otherwise refuse the stale run,
+    rightly, and stop."""
     from envad.training.run import stale_hparams
 
     run_dir = Path(run_dir)

@@ -110,17 +110,17 @@ def export_onnx(run_dir: str | Path, out_path: str | Path, *,
     except Exception:
         tmp.unlink(missing_ok=True)
         raise
-    tolerance = parity_tolerance(scale)
+    report = ExportReport(out_path, diff, model_id, scale)
     print(f"envad export: {out_path.name}: max |torch - onnxruntime| = {diff:.3g} "
-          f"on {len(images)} images (tolerance {tolerance:.3g}: {PARITY_TOLERANCE:g} x "
-          f"the embedding's scale {scale:.3g})")
-    if not diff <= tolerance:
+          f"on {len(images)} images (tolerance {report.tolerance:.3g}: "
+          f"{PARITY_TOLERANCE:g} x the embedding's scale {scale:.3g})")
+    if not diff <= report.tolerance:
         tmp.unlink(missing_ok=True)
         raise Internal(f"ONNX export parity failed: max abs difference {diff:.3g} > "
-                       f"{tolerance:.3g} ({PARITY_TOLERANCE:g} x the embedding's scale "
-                       f"{scale:.3g})")
+                       f"{report.tolerance:.3g} ({PARITY_TOLERANCE:g} x the embedding's "
+                       f"scale {scale:.3g})")
     os.replace(tmp, out_path)
-    return ExportReport(out_path, diff, model_id, scale)
+    return report
 
 
 def _finish_model(path: Path, props: dict[str, str]) -> None:
