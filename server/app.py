@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import faulthandler
 import logging
 import signal
 import sys
@@ -44,6 +45,8 @@ log = logging.getLogger("envad.server")
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
 #: After the drain, what gRPC's own stop waits for calls still unfinished (seconds).
 FINAL_GRACE_SECONDS = 1.0
+#: Beyond the drain, how long a shutdown may take before the threads' stacks are logged.
+SHUTDOWN_STALL_SECONDS = 15.0
 SERVICE_NAME = envad_pb2.DESCRIPTOR.services_by_name["AnomalyService"].full_name
 
 
@@ -57,16 +60,23 @@ class RunningServer:
     port: int
     stop_event: threading.Event
     gate: DrainGate
+    refresher: threading.Thread | None = None
 
     def stop(self, grace: float | None = None) -> None:
         """NOT_SERVING first; new RPCs are refused (UNAVAILABLE) while the ones in flight
-        finish, for up to `grace` s, with health still answering; then stop."""
+        finish, for up to `grace` s, with health still answering; then stop.
+
+        The engine closes only after the refresh loop has finished its last pass, so a
+        refresh (which saves indexes and reads the store) never runs alongside the close
+        (which saves them too)."""
         self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self.stop_event.set()
         if grace:
             self.gate.drain(grace)
         self.server.stop(FINAL_GRACE_SECONDS if grace else grace).wait()
+        if self.refresher is not None:
+            self.refresher.join()
         self.engine.close()
 
 
@@ -110,8 +120,9 @@ def start(config: ServerConfig) -> RunningServer:
                                  "models_dir": str(config.resolved_models_dir)})
     engine.start()
     _set_health(running)
-    threading.Thread(target=_refresh_loop, args=(running, metrics), name="refresh",
-                     daemon=True).start()
+    running.refresher = threading.Thread(target=_refresh_loop, args=(running, metrics),
+                                         name="refresh", daemon=True)
+    running.refresher.start()
     return running
 
 
@@ -165,6 +176,9 @@ def serve(config: ServerConfig) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     stop.wait()
+    # A shutdown that stalls (here or in the exit that follows) leaves every thread's stack
+    # in the log before whoever waits for it gives up; a prompt exit ends the timer.
+    faulthandler.dump_traceback_later(config.grace_seconds + SHUTDOWN_STALL_SECONDS)
     running.stop(config.grace_seconds)
     log.info("stopped")
     return 0

@@ -20,8 +20,9 @@ def test_start_serve_stop(tmp_path, tiny_model_path) -> None:
         with EnvadClient(server.address) as client:
             assert client.info().active_model.model_id == "tiny-test"
     assert server.process is not None
-    assert server.process.returncode == 0  # SIGTERM: graceful drain, exit code 0
-    assert "envad serving on" in (tmp_path / "server.log").read_text()
+    log = (tmp_path / "server.log").read_text()
+    assert server.process.returncode == 0, log  # SIGTERM: graceful drain, exit code 0
+    assert "envad serving on" in log
 
 
 def test_a_server_that_cannot_start_is_reported(tmp_path) -> None:

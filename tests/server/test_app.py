@@ -129,3 +129,38 @@ def test_sigterm_drains_in_flight_requests(envad_server):
     info = pb_grpc.AnomalyServiceStub(envad_server.channel()).GetInfo(pb.GetInfoRequest(),
                                                                        timeout=5)
     assert info.total_rows == 400
+
+
+def test_stop_closes_the_engine_only_after_the_last_refresh(tmp_path, tiny_model_path):
+    """A refresh in progress when the server stops finishes before the engine closes (both
+    save indexes); the in-process server is real, its refresh only slowed down."""
+    from envad.server.app import start
+    from envad.server.config import ServerConfig
+
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(tiny_model_path, models / "tiny.onnx")
+    running = start(ServerConfig(port=0, data_dir=tmp_path / "data", models_dir=models,
+                                 refresh_seconds=0.01))
+    events: list[str] = []
+    refreshing = threading.Event()
+    real_refresh, real_close = running.engine.refresh, running.engine.close
+
+    def slow_refresh() -> None:
+        events.append("refresh started")
+        refreshing.set()
+        time.sleep(0.5)
+        real_refresh()
+        events.append("refresh ended")
+
+    def recorded_close() -> None:
+        events.append("close")
+        real_close()
+
+    running.engine.refresh = slow_refresh  # type: ignore[method-assign]
+    running.engine.close = recorded_close  # type: ignore[method-assign]
+    assert refreshing.wait(10)
+    running.stop(grace=0)
+    assert events[-1] == "close"
+    assert events[-2] == "refresh ended"
+    assert running.refresher is not None and not running.refresher.is_alive()
