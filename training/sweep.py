@@ -10,7 +10,8 @@ run), the embedding's k-NN accuracy for self-supervised ones (they have no class
 The test cameras and every anomaly image are never read. A point replaces the default
 only when it beats it by more than the sampling error of the difference of two accuracies
 on the same number of val images (`tie_tolerance`): a default changes only on evidence,
-not on a few val images.
+not on a few val images. For the shipped pipeline's algorithm a committed `envad select`
+that compared values of a hyperparameter decides it instead (envad/pipeline.py says why).
 
 Runs are named as `envad evaluate` and `make demo` name them (`Pipeline.run_name`), so
 a sweep pointed at their runs directory reuses their default-point runs, and an
@@ -67,7 +68,7 @@ PLATEAU_EPOCHS = 5
 #: - MoCo v3 / EA-MoCo: the InfoNCE temperature (moco-v3 uses 0.2 to 1.0; MoCo v3's
 #:   default 0.2 and EA-MoCo's 1.0 were chosen by their sweeps) and lr.
 SWEEP_POINTS: dict[str, tuple[dict[str, Any], ...]] = {
-    "erm": ({}, {"lr": 3e-4}, {"lr": 1e-3}, {"weight_decay": 1e-4}),
+    "erm": ({}, {"lr": 3e-4}, {"lr": 3e-3}, {"weight_decay": 1e-4}),
     "irm": ({}, {"penalty_weight": 0.3}, {"penalty_weight": 1.0},
             {"penalty_weight": 3.0}),
     "fish": ({}, {"meta_lr": 0.05}, {"meta_lr": 0.1}, {"meta_lr": 0.25}),
