@@ -6,6 +6,10 @@ removes what the fitting rows say is camera, before any detector sees the vector
 - `raw`: the encoder's output as it is (the paper's setting);
 - `l2`: unit length (Sun et al., ICML 2022: k-NN out-of-distribution detection works on
   normalised features);
+- `mean_l2`: unit length, centred on the fitting rows' mean, unit length again: the
+  directions left once what every normal row shares is taken away (`white_l2` without
+  the whitening). Detectors that split or project along coordinates (isolation
+  forests, LODA, PCA, OCSVM) lose most of their signal to that shared offset otherwise;
 - `style_l2`: the `n_style` leading directions of the between-camera scatter of the
   fitting rows' per-camera means are projected out, then unit length;
 - `center_l2`: each camera is centred on its own mean, then unit length. Cameras of the
@@ -33,11 +37,14 @@ import numpy as np
 from envad.errors import InvalidInput
 
 #: the registered space steps, in the order reports list them
-SPACES = ("raw", "l2", "style_l2", "center_l2", "white_l2", "center_white_l2")
+SPACES = ("raw", "l2", "mean_l2", "style_l2", "center_l2", "white_l2",
+          "center_white_l2")
 #: space steps that read the query's camera
 CAMERA_AWARE = frozenset({"center_l2", "center_white_l2"})
 #: space steps that whiten
 WHITENED = frozenset({"white_l2", "center_white_l2"})
+#: space steps that bring rows to unit length before they are fitted or centred
+UNIT_FIRST = frozenset({"mean_l2", "white_l2"})
 DEFAULT_MIN_CAMERA_ROWS = 32
 #: whitening's ridge as a fraction of the largest eigenvalue, chosen on the training
 #: cameras' selection folds (docs/RESULTS.md, fifth round)
@@ -152,7 +159,7 @@ class EmbeddingSpace:
     def fit(self, X: np.ndarray, envs: Sequence[str] | np.ndarray | None = None
             ) -> EmbeddingSpace:
         X = np.asarray(X, dtype=np.float64)
-        if self.name == "white_l2":
+        if self.name in UNIT_FIRST:
             X = unit_length(X)
         self.global_mean_ = X.mean(axis=0)
         if self.name == "white_l2":
@@ -186,6 +193,9 @@ class EmbeddingSpace:
             return X, [""] * len(X)
         if self.name == "l2":
             return unit_length(X), [""] * len(X)
+        if self.name == "mean_l2":
+            assert self.global_mean_ is not None, "fit() first"
+            return unit_length(unit_length(X) - self.global_mean_), [""] * len(X)
         if self.name == "style_l2":
             assert self.basis_ is not None, "fit() first"
             return unit_length(project_out(X, self.basis_)), [""] * len(X)
@@ -252,9 +262,9 @@ class EmbeddingSpace:
 
 def parse_space(text: str, *, min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
                 ) -> EmbeddingSpace:
-    """An unfitted space from its name: `raw`, `l2`, `center_l2`, `style_l2` (n_style 1),
-    `style_l2:N`, `white_l2`, `center_white_l2` (shrinkage DEFAULT_SHRINKAGE) or either
-    whitened space with `:SHRINKAGE`."""
+    """An unfitted space from its name: `raw`, `l2`, `mean_l2`, `center_l2`, `style_l2`
+    (n_style 1), `style_l2:N`, `white_l2`, `center_white_l2` (shrinkage
+    DEFAULT_SHRINKAGE) or either whitened space with `:SHRINKAGE`."""
     name, _, arg = text.strip().partition(":")
     if name in WHITENED:
         try:
