@@ -149,7 +149,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--no-activate", action="store_true", help="keep the current bundle active")
     p.add_argument("--space", default="",
-                   help="space step before the detectors: raw, l2, mean_l2, style_l2:N, center_l2, "
+                   help="space step before the detectors: raw, l2, pca_l2, style_l2:N, center_l2, "
                         "white_l2[:S], center_white_l2[:S] or auto (default: the default "
                         "pipeline's space; see docs/detectors.md)")
     p.add_argument("--min-camera-rows", type=int, default=0,

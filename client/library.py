@@ -363,7 +363,7 @@ class EnvadClient:
         timeout: float | None = 3600.0,
     ) -> r.FitResult:
         """Fit detectors on stored rows (empty filter: split "train") and, by default,
-        activate the new bundle. `space`: the space step ("raw", "l2", "mean_l2", "style_l2:N",
+        activate the new bundle. `space`: the space step ("raw", "l2", "pca_l2", "style_l2:N",
         "center_l2", "white_l2[:S]", "center_white_l2[:S]", "auto"; "" = the server
         default). `score_adaptation`: "camera[:P]" puts each camera's scores on the fit
         set's scale, "none" leaves them ("" = the server default). The server refuses

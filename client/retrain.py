@@ -261,7 +261,7 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--augment", default=DEFAULT_PIPELINE.augment, choices=("none", "style"),
                    help="style augmentation of supervised batches")
     p.add_argument("--space", default=DEFAULT_PIPELINE.space,
-                   help="space step of the refit (raw, l2, mean_l2, style_l2:N, center_l2, "
+                   help="space step of the refit (raw, l2, pca_l2, style_l2:N, center_l2, "
                         "white_l2[:S], center_white_l2[:S], auto)")
     p.add_argument("--score-adaptation", default=DEFAULT_PIPELINE.score_adaptation,
                    help="score adaptation of the refit: camera[:P] or none")

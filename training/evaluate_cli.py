@@ -45,7 +45,7 @@ def register(subparsers) -> None:
                              "`envad select`): its training settings, detectors and space "
                              "step; --algorithms/--detectors/--epochs then default to it")
     parser.add_argument("--spaces", type=_list, default=None,
-                        help="space steps to add as variants (raw, l2, mean_l2, style_l2:N, "
+                        help="space steps to add as variants (raw, l2, pca_l2, style_l2:N, "
                              "center_l2, white_l2[:S], center_white_l2[:S]); default: the "
                              "pipeline's, else none")
     parser.add_argument("--score-adaptation", default=None,

@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 #: fewer epochs wins among them (retraining one configuration moves its mean by about
 #: 0.015 on PhotoDigits' folds, docs/RESULTS.md, so a smaller gap is no evidence)
 TIE_MARGIN = 0.005
-SPACE_CANDIDATES = ("raw", "l2", "mean_l2", "center_l2", "style_l2:1", "style_l2:3",
+SPACE_CANDIDATES = ("raw", "l2", "pca_l2", "center_l2", "style_l2:1", "style_l2:3",
                     "white_l2", "center_white_l2")
 ENSEMBLE_PREFIX = "ensemble:"
 SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64")

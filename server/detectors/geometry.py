@@ -6,10 +6,13 @@ removes what the fitting rows say is camera, before any detector sees the vector
 - `raw`: the encoder's output as it is (the paper's setting);
 - `l2`: unit length (Sun et al., ICML 2022: k-NN out-of-distribution detection works on
   normalised features);
-- `mean_l2`: unit length, centred on the fitting rows' mean, unit length again: the
-  directions left once what every normal row shares is taken away (`white_l2` without
-  the whitening). Detectors that split or project along coordinates (isolation
-  forests, LODA, PCA, OCSVM) lose most of their signal to that shared offset otherwise;
+- `pca_l2`: unit length, centred on the fitting rows' mean, rotated onto their principal
+  axes (largest variance first), unit length again. Centring takes away what every
+  normal row shares; the rotation keeps every distance (k-NN, KDE and LOF see the
+  centred geometry as it is) and hands the detectors that work feature by feature
+  (isolation forests' splits, and PCA and OCSVM after their per-feature
+  standardisation) the directions along which normal rows vary instead of the
+  encoder's arbitrary axes;
 - `style_l2`: the `n_style` leading directions of the between-camera scatter of the
   fitting rows' per-camera means are projected out, then unit length;
 - `center_l2`: each camera is centred on its own mean, then unit length. Cameras of the
@@ -37,14 +40,14 @@ import numpy as np
 from envad.errors import InvalidInput
 
 #: the registered space steps, in the order reports list them
-SPACES = ("raw", "l2", "mean_l2", "style_l2", "center_l2", "white_l2",
+SPACES = ("raw", "l2", "pca_l2", "style_l2", "center_l2", "white_l2",
           "center_white_l2")
 #: space steps that read the query's camera
 CAMERA_AWARE = frozenset({"center_l2", "center_white_l2"})
 #: space steps that whiten
 WHITENED = frozenset({"white_l2", "center_white_l2"})
 #: space steps that bring rows to unit length before they are fitted or centred
-UNIT_FIRST = frozenset({"mean_l2", "white_l2"})
+UNIT_FIRST = frozenset({"pca_l2", "white_l2"})
 DEFAULT_MIN_CAMERA_ROWS = 32
 #: whitening's ridge as a fraction of the largest eigenvalue, chosen on the training
 #: cameras' selection folds (docs/RESULTS.md, fifth round)
@@ -109,6 +112,13 @@ def whitening(C: np.ndarray, shrinkage: float) -> np.ndarray:
     return (vectors / np.sqrt(eigenvalues + ridge)) @ vectors.T
 
 
+def principal_axes(C: np.ndarray) -> np.ndarray:
+    """Orthonormal rows [d, d]: the eigenvectors of the centred rows' covariance, largest
+    eigenvalue first (a rotation: every distance is kept)."""
+    eigenvalues, vectors = np.linalg.eigh(C.T @ C / max(len(C), 1))
+    return vectors[:, np.argsort(eigenvalues)[::-1]].T
+
+
 def project_out(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """X minus its component in the span of the orthonormal rows of `basis`."""
     if len(basis) == 0:
@@ -164,6 +174,8 @@ class EmbeddingSpace:
         self.global_mean_ = X.mean(axis=0)
         if self.name == "white_l2":
             self.whitener_ = whitening(X - self.global_mean_, self.ridge_for(X))
+        if self.name == "pca_l2":
+            self.basis_ = principal_axes(X - self.global_mean_)
         if self.name in ("style_l2", "center_l2", "center_white_l2"):
             if envs is None:
                 raise InvalidInput(f"space {self.name} needs each fitting row's camera (env)")
@@ -193,9 +205,10 @@ class EmbeddingSpace:
             return X, [""] * len(X)
         if self.name == "l2":
             return unit_length(X), [""] * len(X)
-        if self.name == "mean_l2":
-            assert self.global_mean_ is not None, "fit() first"
-            return unit_length(unit_length(X) - self.global_mean_), [""] * len(X)
+        if self.name == "pca_l2":
+            assert self.basis_ is not None and self.global_mean_ is not None, "fit() first"
+            return (unit_length((unit_length(X) - self.global_mean_) @ self.basis_.T),
+                    [""] * len(X))
         if self.name == "style_l2":
             assert self.basis_ is not None, "fit() first"
             return unit_length(project_out(X, self.basis_)), [""] * len(X)
@@ -252,7 +265,7 @@ class EmbeddingSpace:
         space = cls(**params)
         space.global_mean_ = np.asarray(arrays["global_mean"], dtype=np.float64)
         basis = np.asarray(arrays["basis"], dtype=np.float64)
-        space.basis_ = basis if space.name == "style_l2" else None
+        space.basis_ = basis if space.name in ("style_l2", "pca_l2") else None
         if space.name in WHITENED:   # bundles saved before whitening have no "whitener"
             space.whitener_ = np.asarray(arrays["whitener"], dtype=np.float64)
         space.camera_means_ = {str(c): np.asarray(m, dtype=np.float64) for c, m in
@@ -262,7 +275,7 @@ class EmbeddingSpace:
 
 def parse_space(text: str, *, min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
                 ) -> EmbeddingSpace:
-    """An unfitted space from its name: `raw`, `l2`, `mean_l2`, `center_l2`, `style_l2`
+    """An unfitted space from its name: `raw`, `l2`, `pca_l2`, `center_l2`, `style_l2`
     (n_style 1), `style_l2:N`, `white_l2`, `center_white_l2` (shrinkage
     DEFAULT_SHRINKAGE) or either whitened space with `:SHRINKAGE`."""
     name, _, arg = text.strip().partition(":")

@@ -43,7 +43,7 @@ class SpaceChoice:
 def candidate_spaces(n_cameras: int) -> list[str]:
     """Space names worth trying with `n_cameras` training cameras (a fold holds one
     fewer, so style_l2 can remove at most n_cameras - 2 directions there)."""
-    names = ["raw", "l2", "mean_l2", "center_l2", "white_l2", "center_white_l2"]
+    names = ["raw", "l2", "pca_l2", "center_l2", "white_l2", "center_white_l2"]
     names += [f"style_l2:{n}" for n in STYLE_CANDIDATES if n <= n_cameras - 2]
     return names
 

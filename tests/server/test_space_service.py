@@ -34,7 +34,7 @@ def _score(stub, images, env=""):
 
 @pytest.mark.parametrize("space, described, adaptation", [
     ("l2", "l2", ""),
-    ("mean_l2", "mean_l2", ""),
+    ("pca_l2", "pca_l2", ""),
     ("white_l2", "white_l2(shrinkage=0.003)", ""),
     ("center_white_l2:0.01", "center_white_l2(shrinkage=0.01, min_camera_rows=32)", "global"),
 ])

@@ -63,20 +63,25 @@ def test_style_l2_removes_n_directions_then_normalises():
     assert adaptation == [""] * len(X)
 
 
-def test_mean_l2_removes_the_normalised_rows_shared_offset():
-    """Rows on a cone around a shared direction: after mean_l2 they spread around the
-    origin (their mean is ~0 and each is unit length), and a row along the shared
-    direction alone, the fit rows' average, has nothing left but rounding."""
+def test_pca_l2_centres_then_rotates_onto_the_principal_axes_keeping_distances():
+    """Rows on a cone around a shared direction, spread most along axis 2 and least along
+    axis 5: pca_l2 takes the shared offset away (the rows' mean is ~0), its first output
+    coordinate is the axis of largest spread, and every distance between rows is the
+    one centring alone gives (a rotation), each row unit length."""
     rng = np.random.default_rng(3)
     shared = np.zeros(6)
     shared[0] = 10.0
-    X = shared + rng.normal(size=(400, 6))
-    space = parse_space("mean_l2").fit(X)
+    X = shared + rng.normal(size=(400, 6)) * np.array([1.0, 1.0, 3.0, 1.0, 1.0, 0.2])
+    space = parse_space("pca_l2").fit(X)
     np.testing.assert_allclose(space.global_mean_, unit_length(X).mean(0))
+    np.testing.assert_allclose(space.basis_ @ space.basis_.T, np.eye(6), atol=1e-10)
+    assert abs(space.basis_[0, 2]) > 0.99 and abs(space.basis_[-1, 5]) > 0.99
     out, adaptation = space.transform(X)
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0)
     assert np.linalg.norm(out.mean(0)) < 0.1 < np.linalg.norm(unit_length(X).mean(0))
-    np.testing.assert_allclose(out, unit_length(unit_length(X) - space.global_mean_))
+    assert out[:, 0].var() > 5 * out[:, 4].var()
+    centred = unit_length(unit_length(X) - space.global_mean_)
+    np.testing.assert_allclose(out @ out.T, centred @ centred.T, atol=1e-10)
     assert adaptation == [""] * len(X)
     # the same rows at another scale land on the same points (unit length first)
     np.testing.assert_allclose(space.transform(3.0 * X)[0], out)
@@ -195,7 +200,7 @@ def test_center_white_l2_whitens_the_within_camera_spread_and_adapts_like_center
 
 def test_round_trip_through_arrays():
     X, envs = cameras()
-    for spec in ("raw", "l2", "mean_l2", "style_l2:2", "center_l2", "white_l2",
+    for spec in ("raw", "l2", "pca_l2", "style_l2:2", "center_l2", "white_l2",
                  "center_white_l2:0.01"):
         space = parse_space(spec).fit(X, envs)
         again = EmbeddingSpace.from_arrays(space.params(), space.arrays())
@@ -226,7 +231,7 @@ def test_style_removal_needs_two_cameras_and_centring_needs_cameras():
 
 
 def test_registry_lists_every_space():
-    assert SPACES == ("raw", "l2", "mean_l2", "style_l2", "center_l2", "white_l2",
+    assert SPACES == ("raw", "l2", "pca_l2", "style_l2", "center_l2", "white_l2",
                       "center_white_l2")
     for name in SPACES:
         assert parse_space(name).name == name

@@ -65,7 +65,7 @@ def test_activation_pointer_per_model(tmp_path, bundle):
 
 @pytest.mark.parametrize("spec, described", [
     ("style_l2:2", "style_l2(n_style=2)"),
-    ("mean_l2", "mean_l2"),
+    ("pca_l2", "pca_l2"),
     ("white_l2:0.01", "white_l2(shrinkage=0.01)"),
     ("center_white_l2", "center_white_l2(shrinkage=0.003, min_camera_rows=32)"),
 ])

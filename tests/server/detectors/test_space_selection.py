@@ -39,7 +39,7 @@ def test_centring_beats_raw_when_each_camera_is_offset():
 
 
 def test_candidates_follow_the_camera_count():
-    always = ["raw", "l2", "mean_l2", "center_l2", "white_l2", "center_white_l2"]
+    always = ["raw", "l2", "pca_l2", "center_l2", "white_l2", "center_white_l2"]
     assert candidate_spaces(2) == always
     assert candidate_spaces(6) == always + ["style_l2:1", "style_l2:2", "style_l2:3"]
 
