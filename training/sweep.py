@@ -54,8 +54,8 @@ PLATEAU_EPOCHS = 5
 
 #: Sweep points per algorithm: hyperparameter overrides on top of the pipeline's, the
 #: algorithm's current default ({}) first. Sources of the ranges:
-#: - lr: DomainBed's 10^U(-5, -3.5) for Adam on ResNets, around our defaults (ERM's
-#:   3e-3, chosen by its sweep; 1e-3 shared by the others);
+#: - lr: DomainBed's 10^U(-5, -3.5) for Adam on ResNets, around our default 1e-3 (ERM's
+#:   sweep preferred 3e-3, `envad select` kept 1e-3 for the shipped pipeline);
 #:   weight decay: DomainBed's 10^U(-6, -2) (0 is its ResNet default);
 #: - IRM penalty: our default 0.1 (chosen by a sweep, irm.py) and its neighbours in
 #:   DomainBed's 10^U(-1, 5), WILDS' iWildCam 1.0 among them (1e1 and 1e2 collapse the
