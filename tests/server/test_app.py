@@ -157,8 +157,8 @@ def test_stop_closes_the_engine_only_after_the_last_refresh(tmp_path, tiny_model
         events.append("close")
         real_close()
 
-    running.engine.refresh = slow_refresh  # type: ignore[method-assign]
-    running.engine.close = recorded_close  # type: ignore[method-assign]
+    running.engine.refresh = slow_refresh
+    running.engine.close = recorded_close
     assert refreshing.wait(10)
     running.stop(grace=0)
     assert events[-1] == "close"
