@@ -101,12 +101,16 @@ def effective_shrinkage(shrinkage: float, n_rows: int, dim: int) -> float:
     return min(1.0, shrinkage * (1.0 + (2.0 * dim / max(n_rows, 1)) ** 2))
 
 
+def covariance_eigen(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of the centred rows' covariance."""
+    return np.linalg.eigh(C.T @ C / max(len(C), 1))
+
+
 def whitening(C: np.ndarray, shrinkage: float) -> np.ndarray:
     """Symmetric [d, d] matrix W such that the centred rows `C` times W have identity
     covariance, each eigenvalue first raised by `shrinkage` x the largest (a ridge:
     directions the rows barely span are scaled by a bounded factor, not by 1 / ~0)."""
-    cov = C.T @ C / max(len(C), 1)
-    eigenvalues, vectors = np.linalg.eigh(cov)
+    eigenvalues, vectors = covariance_eigen(C)
     eigenvalues = np.maximum(eigenvalues, 0.0)
     ridge = shrinkage * eigenvalues.max() if eigenvalues.max() > 0 else 1.0
     return (vectors / np.sqrt(eigenvalues + ridge)) @ vectors.T
@@ -115,7 +119,7 @@ def whitening(C: np.ndarray, shrinkage: float) -> np.ndarray:
 def principal_axes(C: np.ndarray) -> np.ndarray:
     """Orthonormal rows [d, d]: the eigenvectors of the centred rows' covariance, largest
     eigenvalue first (a rotation: every distance is kept)."""
-    eigenvalues, vectors = np.linalg.eigh(C.T @ C / max(len(C), 1))
+    eigenvalues, vectors = covariance_eigen(C)
     return vectors[:, np.argsort(eigenvalues)[::-1]].T
 
 
