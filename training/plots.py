@@ -31,27 +31,47 @@ def heatmap(path: Path, cells: dict, rows: list[str], algorithms: list[str]) -> 
     plt.close(fig)
 
 
+def variant_label(variant: str) -> str:
+    """A result variant as a plot legend names it: the raw embedding, Stylist, or a space
+    step with its score adaptation (`pca_l2+camera:64`)."""
+    return {"plain": "embedding", "stylist": "+ Stylist"}.get(
+        variant, variant.removeprefix("space:"))
+
+
+def mean_ad_series(tables: dict, algorithms: list[str]) -> list[tuple[str, list, list]]:
+    """(legend label, means in %, stds in %) of Mean AD on the unseen cameras (pooled), one
+    series per variant the tables hold: raw embedding first, then Stylist, then each space
+    step in the report's order."""
+    variants = [v for v, split, metric in tables if split == "ood" and metric == "pooled"]
+    variants.sort(key=lambda v: (v != "plain", v != "stylist"))   # stable: spaces keep order
+    series = []
+    for variant in variants:
+        cells = tables[(variant, "ood", "pooled")]
+        if not all((MEAN_AD, a) in cells for a in algorithms):
+            continue
+        series.append((variant_label(variant),
+                       [cells[(MEAN_AD, a)][0] * 100 for a in algorithms],
+                       [cells[(MEAN_AD, a)][1] * 100 for a in algorithms]))
+    return series
+
+
 def mean_ad_bars(path: Path, tables: dict, algorithms: list[str]) -> None:
     plt = pyplot()
-    variants = [v for v in ("plain", "stylist") if (v, "ood", "pooled") in tables]
-    fig, ax = plt.subplots(figsize=(1.1 * len(algorithms) + 2, 4))
-    width = 0.8 / len(variants)
+    series = mean_ad_series(tables, algorithms)
+    fig, ax = plt.subplots(figsize=(max(1.1, 0.35 * len(series)) * len(algorithms) + 2, 4))
+    width = 0.8 / len(series)
     x = np.arange(len(algorithms))
-    for k, variant in enumerate(variants):
-        cells = tables[(variant, "ood", "pooled")]
-        means = [cells[(MEAN_AD, a)][0] * 100 for a in algorithms]
-        stds = [cells[(MEAN_AD, a)][1] * 100 for a in algorithms]
-        ax.bar(x + k * width, means, width, yerr=stds, capsize=3,
-               label="embedding" if variant == "plain" else "+ Stylist")
-    ax.set_xticks(x + width * (len(variants) - 1) / 2, algorithms, rotation=30, ha="right")
+    for k, (label, means, stds) in enumerate(series):
+        ax.bar(x + k * width, means, width, yerr=stds, capsize=2, label=label)
+    ax.set_xticks(x + width * (len(series) - 1) / 2, algorithms, rotation=30, ha="right")
     ax.axhline(50, color="grey", lw=0.8, ls="--")
-    ends = [100 * (c[0] + s * c[1]) for v in variants for (row, _), c in
-            tables[(v, "ood", "pooled")].items() if row == MEAN_AD for s in (-1, 1)]
+    ends = [m + sign * s for _, means, stds in series for m, s in zip(means, stds)
+            for sign in (-1, 1)]
     ends = [e for e in ends if np.isfinite(e)] + [50.0]
     ax.set_ylim(max(min(ends) - 5, 0), min(max(ends) + 5, 100))  # the differences, not 0..100
     ax.set_ylabel("Mean AD ROC-AUC (%)")
     ax.set_title("Mean over detectors, unseen cameras (error bars: std over seeds)")
-    ax.legend()
+    ax.legend(fontsize=7, ncol=min(len(series), 3))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

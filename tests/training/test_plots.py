@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from envad.training import plots
@@ -48,3 +49,27 @@ def test_histogram_grid_has_a_panel_per_algorithm_and_camera(tmp_path):
     plots.camera_histograms(tmp_path / "two.png", runs)
     with Image.open(tmp_path / "one.png") as one, Image.open(tmp_path / "two.png") as two:
         assert two.height > one.height and two.width == one.width
+
+
+def test_mean_ad_bars_hold_one_series_per_variant_raw_first():
+    cells = {(r, a): (0.5 + 0.1 * j, 0.02, 3) for r in ROWS for j, a in enumerate(ALGORITHMS)}
+    shifted = {key: (value[0] + 0.3, value[1], value[2]) for key, value in cells.items()}
+    tables = {("space:pca_l2+camera:64", "ood", "pooled"): shifted,
+              ("plain", "ood", "pooled"): cells,
+              ("plain", "id", "pooled"): shifted,
+              ("space:l2", "ood", "pooled"): cells}
+    series = plots.mean_ad_series(tables, ALGORITHMS)
+    assert [label for label, _, _ in series] == ["embedding", "pca_l2+camera:64", "l2"]
+    label, means, stds = series[1]
+    assert means == pytest.approx([80.0, 90.0]) and stds == pytest.approx([2.0, 2.0])
+
+
+def test_mean_ad_bars_widen_for_many_space_steps(tmp_path):
+    cells = _tables()[("plain", "ood", "pooled")]
+    one = {("plain", "ood", "pooled"): cells}
+    six = {**one, **{(f"space:{s}", "ood", "pooled"): cells
+                     for s in ("l2", "pca_l2", "center_l2", "white_l2", "raw")}}
+    plots.mean_ad_bars(tmp_path / "one.png", one, ALGORITHMS)
+    plots.mean_ad_bars(tmp_path / "six.png", six, ALGORITHMS)
+    with Image.open(tmp_path / "one.png") as a, Image.open(tmp_path / "six.png") as b:
+        assert b.width > a.width
