@@ -65,7 +65,7 @@ def mean_ad_bars(path: Path, tables: dict, algorithms: list[str]) -> None:
         ax.bar(x + k * width, means, width, yerr=stds, capsize=2, label=label)
     ax.set_xticks(x + width * (len(series) - 1) / 2, algorithms, rotation=30, ha="right")
     ax.axhline(50, color="grey", lw=0.8, ls="--")
-    ends = [m + sign * s for _, means, stds in series for m, s in zip(means, stds)
+    ends = [m + sign * s for _, means, stds in series for m, s in zip(means, stds, strict=True)
             for sign in (-1, 1)]
     ends = [e for e in ends if np.isfinite(e)] + [50.0]
     ax.set_ylim(max(min(ends) - 5, 0), min(max(ends) + 5, 100))  # the differences, not 0..100
