@@ -32,3 +32,22 @@ def test_per_seed_reports_merge_into_one(tiny_photodigits, tmp_path):
 def test_usage_without_arguments():
     done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True)
     assert done.returncode == 2 and "parallel_grid.sh DATA SIZE OUT" in done.stdout
+
+
+def test_one_process_per_pretraining_and_seed(tiny_photodigits, tmp_path):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+               THREADS="1", ALGORITHMS="random")
+    out = tmp_path / "grid"
+    done = subprocess.run(
+        ["bash", str(SCRIPT), str(tiny_photodigits), "32", str(out), "0 1",
+         "--detectors", "KNN", "--stylist-fractions", ""],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for seed in (0, 1):
+        per_run = tmp_path / f"grid-random-s{seed}"
+        assert sorted(p.name for p in (per_run / "results").glob("*.json")) == [
+            f"random-s{seed}.json"]
+    report = json.loads((out / "results.json").read_text())
+    assert report["config"]["algorithms"] == ["random"]
+    assert sorted((r["algorithm"], r["seed"]) for r in report["runs"]) == [
+        ("random", 0), ("random", 1)]
