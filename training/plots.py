@@ -56,8 +56,10 @@ def mean_ad_series(tables: dict, algorithms: list[str]) -> list[tuple[str, list,
 
 
 def mean_ad_bars(path: Path, tables: dict, algorithms: list[str]) -> None:
-    plt = pyplot()
     series = mean_ad_series(tables, algorithms)
+    if not series:                      # no variant scored every pretraining: nothing to draw
+        return
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(1.1, 0.35 * len(series)) * len(algorithms) + 2, 4))
     width = 0.8 / len(series)
     x = np.arange(len(algorithms))

@@ -73,3 +73,10 @@ def test_mean_ad_bars_widen_for_many_space_steps(tmp_path):
     plots.mean_ad_bars(tmp_path / "six.png", six, ALGORITHMS)
     with Image.open(tmp_path / "one.png") as a, Image.open(tmp_path / "six.png") as b:
         assert b.width > a.width
+
+
+def test_mean_ad_bars_draw_nothing_without_a_complete_variant(tmp_path):
+    partial = {("plain", "ood", "pooled"): {(MEAN_AD, "erm"): (0.6, 0.01, 3)}}
+    assert plots.mean_ad_series(partial, ALGORITHMS) == []
+    plots.mean_ad_bars(tmp_path / "none.png", partial, ALGORITHMS)
+    assert not (tmp_path / "none.png").exists()
