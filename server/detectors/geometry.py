@@ -48,6 +48,8 @@ CAMERA_AWARE = frozenset({"center_l2", "center_white_l2"})
 WHITENED = frozenset({"white_l2", "center_white_l2"})
 #: space steps that bring rows to unit length before they are fitted or centred
 UNIT_FIRST = frozenset({"pca_l2", "white_l2"})
+#: space steps that keep a basis (orthonormal rows) in `basis_`
+WITH_BASIS = frozenset({"pca_l2", "style_l2"})
 DEFAULT_MIN_CAMERA_ROWS = 32
 #: whitening's ridge as a fraction of the largest eigenvalue, chosen on the training
 #: cameras' selection folds (docs/RESULTS.md, fifth round)
@@ -119,8 +121,8 @@ def whitening(C: np.ndarray, shrinkage: float) -> np.ndarray:
 def principal_axes(C: np.ndarray) -> np.ndarray:
     """Orthonormal rows [d, d]: the eigenvectors of the centred rows' covariance, largest
     eigenvalue first (a rotation: every distance is kept)."""
-    eigenvalues, vectors = covariance_eigen(C)
-    return vectors[:, np.argsort(eigenvalues)[::-1]].T
+    _, vectors = covariance_eigen(C)
+    return vectors[:, ::-1].T
 
 
 def project_out(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
@@ -269,7 +271,7 @@ class EmbeddingSpace:
         space = cls(**params)
         space.global_mean_ = np.asarray(arrays["global_mean"], dtype=np.float64)
         basis = np.asarray(arrays["basis"], dtype=np.float64)
-        space.basis_ = basis if space.name in ("style_l2", "pca_l2") else None
+        space.basis_ = basis if space.name in WITH_BASIS else None
         if space.name in WHITENED:   # bundles saved before whitening have no "whitener"
             space.whitener_ = np.asarray(arrays["whitener"], dtype=np.float64)
         space.camera_means_ = {str(c): np.asarray(m, dtype=np.float64) for c, m in
