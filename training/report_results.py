@@ -280,6 +280,51 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
     return "\n".join(p for p in parts if p)
 
 
+#: training settings a report records, in the order a pair's heading names them
+_PAIRED_SETTINGS = ("task", "augment", "aux", "hparams", "epochs", "size", "batch_size")
+_SETTING_DEFAULTS = {"task": "bucket", "augment": "none", "aux": "none", "hparams": {}}
+
+
+def _differences(a: dict, b: dict) -> list[str]:
+    """'task class against bucket', ...: each training setting two configs disagree on."""
+    out = []
+    for key in _PAIRED_SETTINGS:
+        va, vb = (c.get(key, _SETTING_DEFAULTS.get(key)) for c in (a, b))
+        if va != vb:
+            show = (lambda v: json.dumps(v, sort_keys=True)) if key == "hparams" else str
+            out.append(f"{key} {show(va)} against {show(vb)}")
+    return out
+
+
+def pair_section(a_dir: Path, b_dir: Path) -> str:
+    """Two reports of the same pretrainings that differ in a training setting (say the
+    class task against the paper's bucket task): each pretraining's Mean AD on the unseen
+    cameras in every space step both were scored in, A - B paired by seed."""
+    a, b = (json.loads((d / "results.json").read_text()) for d in (a_dir, b_dir))
+    differ = _differences(a["config"], b["config"]) or ["no training setting"]
+    adaptation = a["config"].get("score_adaptation", "none")
+    shared = [s for s in a["config"].get("spaces") or [] if s in (b["config"].get("spaces")
+                                                                  or [])]
+    variants = [("raw", "plain")] + [(space_label(s, adaptation),
+                                      space_variant(s, adaptation)) for s in shared]
+    lines = [f"## {a_dir.name} against {b_dir.name}: {', '.join(differ)}\n",
+             f"- Mean AD (pooled, unseen cameras) of each pretraining in both reports, "
+             f"{a_dir.name} minus {b_dir.name} paired by seed; every number: "
+             f"`{a_dir}/results.json` and `{b_dir}/results.json`\n",
+             f"| pretraining | space | {a_dir.name} | {b_dir.name} | difference |",
+             "| --- |" + " --- |" * 4]
+    algorithms = [x for x in a["config"]["algorithms"] if x in b["config"]["algorithms"]]
+    for algorithm in algorithms:
+        for space, variant in variants:
+            va, vb = by_seed(a, algorithm, variant=variant), by_seed(b, algorithm,
+                                                                     variant=variant)
+            if va and vb:
+                lines.append(f"| {DISPLAY.get(algorithm, algorithm)} | {space} | "
+                             f"{_cell(list(va.values()))} | {_cell(list(vb.values()))} | "
+                             f"{paired(va, vb)} |")
+    return "\n".join(lines) + "\n"
+
+
 def sweep_section(sweep_dir: Path) -> str:
     """An `envad sweep` output's part of RESULTS.md: its sweep.md under a heading that
     names the directory, each algorithm a subsection."""
@@ -305,6 +350,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep", type=Path, action="append", default=[],
                         help="an `envad sweep` output directory (repeatable), placed "
                              "after the reports")
+    parser.add_argument("--pair", action="append", default=[], metavar="A:B",
+                        help="two --report directories of the same pretrainings scored "
+                             "alike but trained differently (repeatable): their Mean AD "
+                             "paired by seed, placed after the reports")
     parser.add_argument("--intro", type=Path, help="Markdown placed after the title")
     parser.add_argument("--out", type=Path, default=Path("docs/RESULTS.md"))
     parser.add_argument("--img-dir", type=Path, default=Path("docs/img"))
@@ -318,6 +367,11 @@ def main(argv: list[str] | None = None) -> None:
         wall = args.wall_time[k] if k < len(args.wall_time) else ""
         parts.append(report_section(report_dir, args.out, args.img_dir, command, wall,
                                     args.machine))
+    for pair in args.pair:
+        a_dir, sep, b_dir = pair.partition(":")
+        if not sep:
+            parser.error(f"--pair takes two report directories as A:B, got {pair!r}")
+        parts.append(pair_section(Path(a_dir), Path(b_dir)))
     parts += [sweep_section(sweep_dir) for sweep_dir in args.sweep]
     args.out.write_text("\n".join(parts))
     print(f"wrote {args.out}")

@@ -205,3 +205,35 @@ def test_a_sweep_is_placed_after_the_reports_with_its_algorithms_as_subsections(
     assert "\n### erm\n" in section and "\n## erm" not in section
     assert "| default | 97.0 | 95.0 | 96.0-97.0 (5) | 700 | **chosen** |" in section
     assert f"`{sweep_dir}/sweep.json`" in section
+
+
+def test_two_reports_trained_differently_pair_up_seed_by_seed(tmp_path):
+    """A class-task report against a bucket-task one: each pretraining's Mean AD in each
+    space both were scored in, A - B per seed, under a heading naming what differs."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    class_dir, class_report = _report(tmp_path / "a")
+    bucket_dir, bucket_report = _report(tmp_path / "b")
+    class_report["config"].update(task="class", spaces=["l2", "pca_l2"])
+    bucket_report["config"].update(spaces=["l2"])
+    for report, shift in ((class_report, 20), (bucket_report, 0)):
+        for run in report["runs"]:
+            base = run["variants"]["plain"]["ood"]["KNN"]["pooled"] * 100
+            run["variants"]["space:l2"] = {"ood": _cells(base + shift + run["seed"] * shift)}
+            run["variants"]["space:pca_l2"] = {"ood": _cells(base)}
+    (class_dir / "results.json").write_text(json.dumps(class_report))
+    (bucket_dir / "results.json").write_text(json.dumps(bucket_report))
+    text = rr.pair_section(class_dir, bucket_dir)
+    assert text.startswith("## pd32 against pd32: task class against bucket\n")
+    assert "| ERM | raw | 61.0 ± 1.0 | 61.0 ± 1.0 | paired +0.0 ± 0.0, ahead on 0 of 3 " \
+           "seeds |" in text
+    # l2: +20, +40, +60 over the bucket report's seeds
+    assert "| ERM | l2 | 101.0 ± 21.0 | 61.0 ± 1.0 | paired +40.0 ± 20.0, ahead on 3 of 3 " \
+           "seeds |" in text
+    assert "pca_l2" not in text          # only the bucket report lacks it
+    out = tmp_path / "RESULTS.md"
+    rr.main(["--report", str(class_dir), "--report", str(bucket_dir), "--pair",
+             f"{class_dir}:{bucket_dir}", "--out", str(out), "--img-dir", str(tmp_path / "img")])
+    assert out.read_text().count("## pd32 against pd32: task class against bucket") == 1
+    with pytest.raises(SystemExit):
+        rr.main(["--report", str(class_dir), "--pair", str(class_dir), "--out", str(out)])
