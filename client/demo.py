@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline, resolve_pipeline
+from envad.training.devices import DEVICE_HELP, resolve_device
 
 
 def log(message: str) -> None:
@@ -34,14 +35,16 @@ def log(message: str) -> None:
 
 def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DEFAULT_PIPELINE,
              epochs: int | None = None, algorithm: str | None = None, seed: int = 0,
-             size: int = 32, fresh: bool = False) -> dict:
+             size: int = 32, fresh: bool = False, device: str = "auto") -> dict:
     """Run every stage in `workdir`; returns the report (also written to report.json).
 
     `data`: a folder-format dataset (train/val splits of the training cameras, test split
     of unseen cameras); None generates PhotoDigits (deterministic) in the workdir.
     `epochs` and `algorithm` override the pipeline's. The training run lives in
-    `workdir/runs/TRAINING-sSEED`: a finished run with the same settings is reused, an
-    interrupted one resumed; `fresh` deletes the whole workdir first.
+    `workdir/runs/TRAINING-sSEED` (`-cuda` added when it trains on a GPU): a finished run
+    with the same settings is reused, an interrupted one resumed; `fresh` deletes the
+    whole workdir first. `device`: where the encoder trains (`auto`: the GPU when torch
+    sees one).
     """
     from envad.client.backfill import run_backfill
     from envad.client.backfill_plan import BackfillOptions
@@ -98,17 +101,18 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     stage("data", t0)
 
     t0 = time.monotonic()
-    run_dir = workdir / "runs" / pipeline.run_name(size, seed)
+    device = resolve_device(device)
+    run_dir = workdir / "runs" / demo_run_name(pipeline, size, seed, device)
     log(f"pipeline: {pipeline.describe()}")
     set_aside = set_aside_stale_run(run_dir, pipeline.algorithm, pipeline.hparams)
     if set_aside is not None:
         log(f"the cached run was trained with an earlier default ({set_aside[1]}); "
             f"moved to {set_aside[0]}, retraining")
-    log(f"training the encoder in {run_dir}")
+    log(f"training the encoder in {run_dir} (on {device})")
     run_dir = train_encoder(data, run_dir, algorithm=pipeline.algorithm,
                             epochs=pipeline.epochs, seed=seed, image_size=size,
                             task=pipeline.task, augment=pipeline.augment,
-                            aux=pipeline.aux, hparams=pipeline.hparams)
+                            aux=pipeline.aux, hparams=pipeline.hparams, device=device)
     shutil.rmtree(models, ignore_errors=True)
     export_encoder(run_dir, encoder)
     log(f"encoder: {encoder}")
@@ -207,6 +211,14 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     return report
 
 
+def demo_run_name(pipeline: Pipeline, size: int, seed: int, device: str) -> str:
+    """The training run's directory name: the pipeline's, with the device appended when
+    it is not the CPU (a run's settings include its device, so runs trained on the CPU
+    and on a GPU are two runs, and each machine finds its own)."""
+    name = pipeline.run_name(size, seed)
+    return name if device == "cpu" else f"{name}-{device.replace(':', '')}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m envad.client.demo",
@@ -226,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algorithm", default=None,
                         help="pretraining algorithm (default: the pipeline's)")
     parser.add_argument("--seed", type=int, default=0, help="data and training seed")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     parser.add_argument("--fresh", action="store_true",
                         help="delete the workdir first (otherwise a finished training run "
                              "with the same settings is reused)")
@@ -235,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                      "folder format)")
     run_demo(args.workdir, data=args.data, pipeline=resolve_pipeline(args.pipeline),
              epochs=args.epochs, algorithm=args.algorithm, seed=args.seed, size=args.size,
-             fresh=args.fresh)
+             fresh=args.fresh, device=args.device)
     return 0
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from envad.errors import FailedPrecondition, InvalidInput, Unavailable
 from envad.pipeline import DEFAULT_PIPELINE
+from envad.training.devices import DEVICE_HELP
 
 log = logging.getLogger(__name__)
 STEPS = ("train", "export", "install", "snapshot", "activate", "reembed", "fit")
@@ -65,9 +66,13 @@ class RetrainSpec:
     allow_few_rows: bool = False
     batch_size: int = 64
     concurrency: int = 4
+    #: where the train step runs (cpu, cuda[:N], auto): not part of what the job does,
+    #: so not of its fingerprint
+    device: str = "auto"
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+        what = {k: v for k, v in asdict(self).items() if k != "device"}
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass
@@ -132,7 +137,7 @@ def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> di
                             epochs=spec.epochs, seed=spec.seed, image_size=spec.image_size,
                             model_id=spec.model_id or None, task=spec.task,
                             augment=spec.augment, aux=spec.aux, hparams=spec.hparams,
-                            progress=progress)
+                            progress=progress, device=spec.device)
     return {"run_dir": str(run_dir)}
 
 
@@ -266,6 +271,7 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--score-adaptation", default=DEFAULT_PIPELINE.score_adaptation,
                    help="score adaptation of the refit: camera[:P] or none")
     p.add_argument("--seed", type=int, default=0, help="training seed")
+    p.add_argument("--device", default="auto", help="where the encoder trains: " + DEVICE_HELP)
     p.add_argument("--image-size", type=int, default=32, help="encoder input size in pixels")
     p.add_argument("--model-id", default="",
                    help="id of the new encoder (default: the exporter's)")
@@ -308,7 +314,7 @@ def cmd_retrain(args) -> int:
         fit_splits=tuple(args.fit_split) or ("train",),
         detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
         allow_few_rows=args.allow_few_rows,
-        batch_size=args.batch_size, concurrency=args.concurrency,
+        batch_size=args.batch_size, concurrency=args.concurrency, device=args.device,
     )
     with open_client(args) as client:
         state = run_retrain(client, spec, until=args.until, progress=not args.no_progress)

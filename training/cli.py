@@ -10,6 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
+from envad.training.devices import DEVICE_HELP
+
 #: the registry's names, listed here so that building the parser needs no torch
 #: (tests/training/test_training_cli.py checks they match the registry)
 ALGORITHMS = ("random", "erm", "irm", "fish", "lisa", "groupdro", "coral", "mocov3",
@@ -63,7 +65,7 @@ def register(subparsers) -> None:
     p.add_argument("--envs-per-step", type=int, default=4,
                    help="environments sampled per step")
     p.add_argument("--seed", type=int, default=0, help="seed (init, sampling, augmentation)")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     p.add_argument("--task", choices=TASKS, default="bucket",
                    help="what supervised algorithms learn: the paper's two normal buckets, "
                         "or every normal class label")

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from envad.training.devices import DEVICE_HELP
+
 
 def _list(value: str) -> list[str]:
     return [v for v in value.split(",") if v]
@@ -34,7 +36,7 @@ def register(subparsers) -> None:
     parser.add_argument("--epochs", type=int, default=None,
                         help="training epochs per run (default: the pipeline's, else 5)")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--device", default="cpu", help=DEVICE_HELP)
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where trained runs are kept and reused (default OUT/runs)")
     parser.add_argument("--stylist-fractions", type=lambda v: [float(s) for s in _list(v)],
@@ -71,7 +73,7 @@ def register(subparsers) -> None:
     parser.add_argument("--folds", type=int, default=3, help="(camera, class) folds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=32, help="input size in px")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--device", default="cpu", help=DEVICE_HELP)
     parser.add_argument("--spaces", type=_list, default=None,
                         help="space steps to score (default: training/selection.py's "
                              "SPACE_CANDIDATES); a finished fold lacking one is re-scored "
@@ -111,7 +113,7 @@ def register(subparsers) -> None:
                         default="0", help="comma-separated seeds; each point is judged "
                                            "on its mean over them")
     parser.add_argument("--size", type=int, default=32, help="input size in px")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--device", default="cpu", help=DEVICE_HELP)
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs trained at once, each in its own process (on a GPU "
                              "several small runs share it well; on a CPU they split its "

@@ -32,6 +32,7 @@ from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
 from envad.training.curves import training_curves
 from envad.training.data import load_dataset
+from envad.training.devices import DEVICES, resolve_device
 from envad.training.export import export_onnx
 from envad.training.models import EncoderConfig
 from envad.training.multienv import MultiEnvDataset
@@ -112,8 +113,9 @@ class TrainConfig:
         if self.augment not in STYLE_AUGMENTS:
             raise InvalidInput(f"augment must be one of {', '.join(STYLE_AUGMENTS)}, got "
                                f"{self.augment!r}")
-        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise InvalidInput(f"device must be cpu or cuda, got {self.device!r}")
+        if self.device not in DEVICES and not self.device.startswith("cuda:"):
+            raise InvalidInput(f"device must be one of {', '.join(DEVICES)}, got "
+                               f"{self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise FailedPrecondition("--device cuda but torch sees no CUDA device")
 
@@ -208,6 +210,7 @@ def seed_everything(seed: int) -> None:
 def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -> Path:
     """Run (or resume, or return the cached result of) a training run; returns its dir."""
     config.check()
+    config = dataclasses.replace(config, device=resolve_device(config.device))
     run_dir = Path(config.out)
     run = read_run_if_any(run_dir)
     if run is not None:

@@ -41,6 +41,7 @@ from envad.pipeline import DEFAULT_PIPELINE, Pipeline
 from envad.training.algorithms import get
 from envad.training.algorithms.base import make_hparams
 from envad.training.data import load_dataset
+from envad.training.devices import resolve_device
 from envad.training.run import MAX_VAL, TrainConfig, resolved_hparams, train
 from envad.training.run_files import (
     last_val_metrics,
@@ -305,7 +306,7 @@ def run_sweep(config: SweepConfig, *, progress: bool = True) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "data": config.data, "size": config.size, "seeds": list(config.seeds),
         "recipe": dataclasses.replace(config.recipe, algorithm="*").to_json(),
-        "device": config.device,
+        "device": resolve_device(config.device),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "algorithms": {}}
     for algorithm in config.algorithms:

@@ -30,6 +30,7 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     folder-format dataset (here a small PhotoDigits written beforehand)."""
     from envad.client.demo import main
     from envad.pipeline import DEFAULT_PIPELINE
+    from envad.training.devices import resolve_device
     from envad.training.photodigits import generate
     from envad.training.run import resolved_hparams
     from envad.training.run_files import write_run
@@ -44,7 +45,7 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     stale.mkdir(parents=True)
     write_run(stale, {"config": {}, "status": "done", "hparams": old, "epochs": []})
     assert main(["--data", str(data), "--workdir", str(tmp_path / "w"), "--epochs", "1",
-                 "--size", "16"]) == 0
+                 "--size", "16", "--device", "auto"]) == 0
     assert json.loads((stale.parent / (stale.name + ".stale-1") / "run.json").read_text())[
         "hparams"] == old
     report = json.loads((tmp_path / "w" / "report.json").read_text())
@@ -55,6 +56,7 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert f"with space {report['pipeline']['space']}" in out and "raw (paper)" in out
     assert "The pipeline as served" in out
+    assert f"(on {resolve_device('auto')})" in out
     assert f"earlier default (lr {old['lr']!r} (now {now['lr']!r})); moved to" in out
     raw = [json.loads(line) for line in (tmp_path / "w" / "scores-raw.jsonl").open()]
     assert {s["space"] for s in raw} == {"raw"} and len(raw[0]["detectors"]) == 8
@@ -82,3 +84,13 @@ def test_demo_refuses_a_folder_without_metadata(tmp_path) -> None:
 
     with pytest.raises(SystemExit):
         main(["--data", str(tmp_path), "--workdir", str(tmp_path / "w")])
+
+
+def test_runs_trained_on_a_gpu_live_beside_the_cpu_run() -> None:
+    from envad.client.demo import demo_run_name
+    from envad.pipeline import DEFAULT_PIPELINE
+
+    cpu = demo_run_name(DEFAULT_PIPELINE, 32, 0, "cpu")
+    assert cpu == DEFAULT_PIPELINE.run_name(32, 0)
+    assert demo_run_name(DEFAULT_PIPELINE, 32, 0, "cuda") == f"{cpu}-cuda"
+    assert demo_run_name(DEFAULT_PIPELINE, 32, 0, "cuda:1") == f"{cpu}-cuda1"

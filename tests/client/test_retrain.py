@@ -67,6 +67,16 @@ def test_another_job_in_the_same_workdir_is_refused(envad_server, tmp_path) -> N
             run_retrain(client, spec, until="deploy", progress=False)
 
 
+def test_where_the_job_trains_is_not_what_it_does(tmp_path) -> None:
+    """A job started with one --device resumes with another (the same job); any setting
+    of what it does makes another job."""
+    spec = RetrainSpec(dataset="d", workdir=str(tmp_path / "job"))
+    assert spec.device == "auto"
+    assert RetrainSpec(**{**spec.__dict__, "device": "cpu"}).fingerprint() == \
+        spec.fingerprint()
+    assert RetrainSpec(**{**spec.__dict__, "seed": 1}).fingerprint() != spec.fingerprint()
+
+
 def test_retrain_trains_a_new_encoder_through_the_cli(envad_server, tmp_path, capsys) -> None:
     pytest.importorskip("torch")
     from envad.client.cli import main
@@ -91,7 +101,7 @@ def test_retrain_trains_a_new_encoder_through_the_cli(envad_server, tmp_path, ca
     assert info.bundle.score_adaptation == "camera(prior_rows=64)"
     code = main(["retrain", "--server", envad_server.address, "--data", str(dataset),
                  "--workdir", str(tmp_path / "job"), "--epochs", "1", "--detectors", "KNN",
-                 "--allow-few-rows",
+                 "--allow-few-rows", "--device", "cpu",     # where, not what: the same job
                  "--no-progress", "--json"])        # finished: resumes to the same report
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["finished"] and report["done"]["fit"]["n_samples"] == 66

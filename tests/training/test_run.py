@@ -57,6 +57,19 @@ def test_finished_run_is_cached_and_other_configs_refused(finished_run, tiny_pho
         train(tiny_config(tiny_photodigits, finished_run, seed=1), progress=False)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="auto is cuda on this machine")
+def test_device_auto_is_resolved_before_the_run_is_named(finished_run, tiny_photodigits):
+    """`auto` on a machine without CUDA is the CPU: the finished CPU run is this run,
+    and the run records the device it resolved to, never `auto`."""
+    before = {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()}
+    assert train(tiny_config(tiny_photodigits, finished_run, device="auto"),
+                 progress=False) == finished_run
+    assert {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()} == before
+    assert read_run(finished_run)["config"]["device"] == "cpu"
+    with pytest.raises(InvalidInput, match="device must be one of cpu, cuda, auto"):
+        train(tiny_config(tiny_photodigits, finished_run, device="tpu"), progress=False)
+
+
 def test_a_finished_run_trained_with_other_hyperparameters_is_refused(finished_run,
                                                                        tiny_photodigits,
                                                                        tmp_path):
