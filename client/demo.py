@@ -25,8 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from envad.devices import DEVICE_HELP, resolve_device
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline, resolve_pipeline
-from envad.training.devices import DEVICE_HELP, resolve_device
 
 
 def log(message: str) -> None:

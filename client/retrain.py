@@ -33,9 +33,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from envad.devices import DEVICE_HELP
 from envad.errors import FailedPrecondition, InvalidInput, Unavailable
 from envad.pipeline import DEFAULT_PIPELINE
-from envad.training.devices import DEVICE_HELP
 
 log = logging.getLogger(__name__)
 STEPS = ("train", "export", "install", "snapshot", "activate", "reembed", "fit")

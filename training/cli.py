@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from envad.training.devices import DEVICE_HELP
+from envad.devices import DEVICE_HELP
 
 #: the registry's names, listed here so that building the parser needs no torch
 #: (tests/training/test_training_cli.py checks they match the registry)

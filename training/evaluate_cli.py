@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envad.training.devices import DEVICE_HELP
+from envad.devices import DEVICE_HELP
 
 
 def _list(value: str) -> list[str]:

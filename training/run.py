@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from envad.devices import DEVICES, resolve_device
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.pipeline import Pipeline
 from envad.training import checkpoint as ckpt
@@ -32,7 +33,6 @@ from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
 from envad.training.curves import training_curves
 from envad.training.data import load_dataset
-from envad.training.devices import DEVICES, resolve_device
 from envad.training.export import export_onnx
 from envad.training.models import EncoderConfig
 from envad.training.multienv import MultiEnvDataset

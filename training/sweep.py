@@ -36,12 +36,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from envad.devices import resolve_device
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline
 from envad.training.algorithms import get
 from envad.training.algorithms.base import make_hparams
 from envad.training.data import load_dataset
-from envad.training.devices import resolve_device
 from envad.training.run import MAX_VAL, TrainConfig, resolved_hparams, train
 from envad.training.run_files import (
     last_val_metrics,

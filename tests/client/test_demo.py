@@ -29,8 +29,8 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     """`python -m envad.client.demo --data DIR`: the same stages and table on any
     folder-format dataset (here a small PhotoDigits written beforehand)."""
     from envad.client.demo import main
+    from envad.devices import resolve_device
     from envad.pipeline import DEFAULT_PIPELINE
-    from envad.training.devices import resolve_device
     from envad.training.photodigits import generate
     from envad.training.run import resolved_hparams
     from envad.training.run_files import write_run

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_the_training_stage_is_timed_on_the_resolved_device(tiny_photodigits):
+    from envad.devices import resolve_device
     from envad.pipeline import DEFAULT_PIPELINE
-    from envad.training.devices import resolve_device
 
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "time_demo_training.sh"), str(tiny_photodigits),

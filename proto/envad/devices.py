@@ -1,7 +1,8 @@
 """Where training runs: the device names every training command takes.
 
-Imports nothing heavy (the CLIs register their flags from here); torch is imported only
-to resolve `auto`.
+Plain Python shared by client and training (the client's `demo` and `retrain` and the
+training CLIs register their `--device` flags from here); torch is imported only to
+resolve `auto`.
 """
 
 from __future__ import annotations

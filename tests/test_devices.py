@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from envad.training import devices
+from envad import devices
 
 
 def test_auto_is_cuda_only_when_torch_sees_a_cuda_device(monkeypatch):
