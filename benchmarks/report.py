@@ -233,6 +233,12 @@ def store_write(records: list[dict]) -> list[str]:
                              f"{_f(r[key], 2)} | LanceDB table read | {_f(r['read_s'], 2)} | "
                              f"{_f(r[ratio], 2)} (envad s ÷ reference s) | "
                              f"{'<= 1.5' if fmt == 'ROWS' else '–'} |")
+            if "bare_stream_s" in r:        # records before 2026-11-26 lack it
+                lines.append(f"| bare gRPC stream of the ROWS export's {r['messages']} "
+                             f"messages ({r['message_bytes'] / 1e6:,.0f} MB), unparsed | "
+                             f"{r['rows']:,} | {_f(r['bare_stream_s'], 2)} | LanceDB table "
+                             f"read | {_f(r['read_s'], 2)} | {_f(r['bare_ratio'], 2)} (bare s "
+                             f"÷ reference s); ROWS ÷ bare {_f(r['rows_over_bare'], 2)} | – |")
     return lines
 
 

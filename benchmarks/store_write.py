@@ -11,7 +11,11 @@ Two JSON lines:
 - export_rows: Export through gRPC from a real `envad serve` in ROWS format (and in
   ARROW format) ÷ reading the same table with LanceDB (ratio = export seconds / read
   seconds; the target for ROWS is <= 1.5); the three are measured in `--rounds`
-  interleaved rounds and each figure is the median.
+  interleaved rounds and each figure is the median. Beside them, in the same rounds,
+  the messages of a ROWS export (same count, same sizes) sent pre-made by a bare gRPC
+  server and received unparsed (benchmarks.bare_stream): what gRPC alone costs, with
+  nothing read, encoded or parsed (`bare_stream_s`; `bare_ratio` = its seconds / read
+  seconds, `rows_over_bare` = ROWS export seconds / its seconds).
 
     python -m benchmarks.store_write --rows 100000
 """
@@ -28,9 +32,11 @@ import grpc
 import lancedb
 import numpy as np
 
+from benchmarks.bare_stream import BareStream
 from benchmarks.common import emit, log
 from benchmarks.models import build_resnet18_onnx
 from envad.client.server_process import LocalServer
+from envad.server.app import SERVICE_NAME
 from envad.server.index import VectorIndex
 from envad.server.store import EmbeddingStore, Row, make_schema, rows_table
 from envad.server.writer import StoreWriter
@@ -39,6 +45,7 @@ from envad.v1 import envad_pb2_grpc as pb_grpc
 
 DIM = 512
 MODEL_ID = "bench-resnet18-32"
+EXPORT_METHOD = f"/{SERVICE_NAME}/Export"
 
 
 def make_rows(count: int, seed: int = 0) -> list[Row]:
@@ -92,6 +99,19 @@ def time_export(address: str, export_format: pb.ExportFormat) -> tuple[float, in
     return seconds, rows
 
 
+def export_message_sizes(address: str, export_format: pb.ExportFormat) -> list[int]:
+    """The byte size of each message an export sends (received unparsed)."""
+    channel = grpc.insecure_channel(address, options=[
+        ("grpc.max_receive_message_length", 512 * 1024 * 1024)])
+    call = channel.unary_stream(EXPORT_METHOD,
+                                request_serializer=pb.ExportRequest.SerializeToString,
+                                response_deserializer=lambda data: data)
+    sizes = [len(message) for message in call(pb.ExportRequest(format=export_format),
+                                              timeout=600)]
+    channel.close()
+    return sizes
+
+
 def time_table_read(db_dir: Path) -> float:
     table = lancedb.connect(str(db_dir)).open_table("emb_" + MODEL_ID.replace("-", "_"))
     start = time.perf_counter()
@@ -124,21 +144,27 @@ def main() -> None:
         del rows
         model = build_resnet18_onnx(32, work / "models" / f"{MODEL_ID}.onnx",
                                     model_id=MODEL_ID)
-        reads, rows_s, arrow_s = [], [], []
+        reads, rows_s, arrow_s, bare_s = [], [], [], []
         with LocalServer(data, model.parent) as server:
-            for _ in range(args.rounds):        # interleaved, so drift hits all three
-                reads.append(time_table_read(data / "lancedb"))
-                seconds, count = time_export(server.address, pb.EXPORT_FORMAT_ROWS)
-                assert count == args.rows
-                rows_s.append(seconds)
-                arrow_s.append(time_export(server.address, pb.EXPORT_FORMAT_ARROW_IPC)[0])
-        read, export_rows, export_arrow = (statistics.median(x)
-                                           for x in (reads, rows_s, arrow_s))
+            sizes = export_message_sizes(server.address, pb.EXPORT_FORMAT_ROWS)
+            with BareStream(sizes, work) as bare:
+                for _ in range(args.rounds):        # interleaved, so drift hits all four
+                    reads.append(time_table_read(data / "lancedb"))
+                    seconds, count = time_export(server.address, pb.EXPORT_FORMAT_ROWS)
+                    assert count == args.rows
+                    rows_s.append(seconds)
+                    arrow_s.append(time_export(server.address, pb.EXPORT_FORMAT_ARROW_IPC)[0])
+                    bare_s.append(bare.time_stream())
+        read, export_rows, export_arrow, bare_stream = (
+            statistics.median(x) for x in (reads, rows_s, arrow_s, bare_s))
         emit({"benchmark": "export_rows", "rows": args.rows, "rounds": args.rounds,
               "read_s": round(read, 3),
               "export_rows_s": round(export_rows, 3), "export_arrow_s": round(export_arrow, 3),
               "rows_ratio": round(export_rows / read, 3),
-              "arrow_ratio": round(export_arrow / read, 3), "target": "rows_ratio <= 1.5"})
+              "arrow_ratio": round(export_arrow / read, 3), "target": "rows_ratio <= 1.5",
+              "bare_stream_s": round(bare_stream, 3), "messages": len(sizes),
+              "message_bytes": sum(sizes), "bare_ratio": round(bare_stream / read, 3),
+              "rows_over_bare": round(export_rows / bare_stream, 3)})
 
 
 if __name__ == "__main__":

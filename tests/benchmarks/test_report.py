@@ -210,6 +210,17 @@ def test_store_write_table_shows_the_writer_and_both_export_formats(tmp_path):
     assert lines[-2] == ("| Export ROWS (gRPC, all rows) | 100,000 | 1.40 | LanceDB table "
                          "read | 1.00 | 1.40 (envad s ÷ reference s) | <= 1.5 |")
     assert lines[-1].startswith("| Export ARROW (gRPC, all rows) | 100,000 | 1.10 |")
+    with path.open("a") as records:         # a record with the bare gRPC stream beside
+        records.write(json.dumps({
+            "benchmark": "export_rows", "rows": 100000, "read_s": 1.0, "export_rows_s": 1.4,
+            "export_arrow_s": 1.1, "rows_ratio": 1.4, "arrow_ratio": 1.1,
+            "target": "rows_ratio <= 1.5", "bare_stream_s": 0.8, "messages": 25,
+            "message_bytes": 227_000_000, "bare_ratio": 0.8, "rows_over_bare": 1.75,
+            "machine": MACHINE}) + "\n")
+    assert report.render(path).splitlines()[-1] == (
+        "| bare gRPC stream of the ROWS export's 25 messages (227 MB), unparsed | 100,000 | "
+        "0.80 | LanceDB table read | 1.00 | 0.80 (bare s ÷ reference s); ROWS ÷ bare 1.75 "
+        "| – |")
 
 
 def test_camera_stats_table_has_a_row_per_camera_count(tmp_path):
