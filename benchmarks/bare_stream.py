@@ -20,11 +20,27 @@ from pathlib import Path
 import grpc
 
 METHOD = "/bench.BareStream/Stream"
-_MAX_MESSAGE = 512 * 1024 * 1024
+MAX_MESSAGE = 512 * 1024 * 1024
 
 
-def _identity(data: bytes) -> bytes:
+def identity(data: bytes) -> bytes:
+    """The (de)serializer of a stream whose messages are bytes as they are."""
     return data
+
+
+def start_stream_server(method_path: str, stream) -> tuple[grpc.Server, int]:
+    """A started gRPC server on a free loopback port whose one method, `method_path`
+    ("/service/method"), streams what `stream(request, context)` yields, as bytes."""
+    handler = grpc.unary_stream_rpc_method_handler(
+        stream, request_deserializer=identity, response_serializer=identity)
+    service, method = method_path.strip("/").split("/")
+    server = grpc.server(futures.ThreadPoolExecutor(2),
+                         options=[("grpc.max_send_message_length", MAX_MESSAGE)])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        service, {method: handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
 
 
 def serve(sizes: list[int]) -> None:
@@ -34,15 +50,7 @@ def serve(sizes: list[int]) -> None:
     def stream(request: bytes, context) -> object:
         yield from payloads
 
-    handler = grpc.unary_stream_rpc_method_handler(
-        stream, request_deserializer=_identity, response_serializer=_identity)
-    service, method = METHOD.strip("/").split("/")
-    server = grpc.server(futures.ThreadPoolExecutor(2),
-                         options=[("grpc.max_send_message_length", _MAX_MESSAGE)])
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        service, {method: handler}),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    server, port = start_stream_server(METHOD, stream)
     print(port, flush=True)
     sys.stdin.read()
     server.stop(0)
@@ -63,9 +71,9 @@ class BareStream:
         assert self.process.stdout is not None
         port = int(self.process.stdout.readline())
         self.channel = grpc.insecure_channel(
-            f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", _MAX_MESSAGE)])
-        self.call = self.channel.unary_stream(METHOD, request_serializer=_identity,
-                                              response_deserializer=_identity)
+            f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", MAX_MESSAGE)])
+        self.call = self.channel.unary_stream(METHOD, request_serializer=identity,
+                                              response_deserializer=identity)
         return self
 
     def time_stream(self) -> float:

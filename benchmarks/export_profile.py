@@ -21,21 +21,16 @@ import multiprocessing
 import statistics
 import tempfile
 import time
-from concurrent import futures
 from pathlib import Path
 
 import grpc
 
+from benchmarks.bare_stream import MAX_MESSAGE, identity, start_stream_server
 from benchmarks.common import emit, log
 from benchmarks.store_write import DIM, MODEL_ID, make_rows, time_writer
 
 METHOD = "/bench.ExportProfile/Stream"
-_MAX_MESSAGE = 512 * 1024 * 1024
 _PROVENANCE = b"p" * 200          # about the size of a served Provenance
-
-
-def _identity(data: bytes) -> bytes:
-    return data
 
 
 def _timed_chunks(store, seconds: dict[str, float]):
@@ -71,15 +66,8 @@ def _serve(db_dir: str, ports, results) -> None:
             seconds["send_s"] += time.perf_counter() - sent
         results.put({**seconds, "span_s": time.perf_counter() - start})
 
-    handler = grpc.unary_stream_rpc_method_handler(
-        stream, request_deserializer=_identity, response_serializer=_identity)
-    service, method = METHOD.strip("/").split("/")
-    server = grpc.server(futures.ThreadPoolExecutor(2),
-                         options=[("grpc.max_send_message_length", _MAX_MESSAGE)])
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        service, {method: handler}),))
-    ports.put(server.add_insecure_port("127.0.0.1:0"))
-    server.start()
+    server, port = start_stream_server(METHOD, stream)
+    ports.put(port)
     server.wait_for_termination()
 
 
@@ -129,8 +117,8 @@ def main() -> None:
         server.start()
         try:
             channel = grpc.insecure_channel(f"127.0.0.1:{ports.get(timeout=120)}", options=[
-                ("grpc.max_receive_message_length", _MAX_MESSAGE)])
-            call = channel.unary_stream(METHOD, request_serializer=_identity,
+                ("grpc.max_receive_message_length", MAX_MESSAGE)])
+            call = channel.unary_stream(METHOD, request_serializer=identity,
                                         response_deserializer=pb.ExportChunk.FromString)
             for _ in range(args.rounds):
                 start = time.perf_counter()

@@ -32,7 +32,7 @@ import grpc
 import lancedb
 import numpy as np
 
-from benchmarks.bare_stream import BareStream
+from benchmarks.bare_stream import MAX_MESSAGE, BareStream, identity
 from benchmarks.common import emit, log
 from benchmarks.models import build_resnet18_onnx
 from envad.client.server_process import LocalServer
@@ -88,7 +88,7 @@ def time_lancedb_add(db_dir: Path, rows: list[Row], chunk: int) -> float:
 
 def time_export(address: str, export_format: pb.ExportFormat) -> tuple[float, int]:
     channel = grpc.insecure_channel(address, options=[
-        ("grpc.max_receive_message_length", 512 * 1024 * 1024)])
+        ("grpc.max_receive_message_length", MAX_MESSAGE)])
     stub = pb_grpc.AnomalyServiceStub(channel)
     start = time.perf_counter()
     rows = 0
@@ -102,10 +102,10 @@ def time_export(address: str, export_format: pb.ExportFormat) -> tuple[float, in
 def export_message_sizes(address: str, export_format: pb.ExportFormat) -> list[int]:
     """The byte size of each message an export sends (received unparsed)."""
     channel = grpc.insecure_channel(address, options=[
-        ("grpc.max_receive_message_length", 512 * 1024 * 1024)])
+        ("grpc.max_receive_message_length", MAX_MESSAGE)])
     call = channel.unary_stream(EXPORT_METHOD,
                                 request_serializer=pb.ExportRequest.SerializeToString,
-                                response_deserializer=lambda data: data)
+                                response_deserializer=identity)
     sizes = [len(message) for message in call(pb.ExportRequest(format=export_format),
                                               timeout=600)]
     channel.close()
