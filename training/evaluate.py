@@ -38,7 +38,14 @@ from envad.server.encoder import OnnxEncoder
 from envad.training.algorithms import names as algorithm_names
 from envad.training.data import load_dataset
 from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
-from envad.training.protocol import ENSEMBLE, VARIANTS, fit_indices, result_name, space_variant
+from envad.training.protocol import (
+    ENSEMBLE,
+    IDENTITY_DEFAULTS,
+    VARIANTS,
+    fit_indices,
+    result_name,
+    space_variant,
+)
 from envad.training.report import write_report
 from envad.training.run import DEFAULT_BATCH_SIZE, TrainConfig, check_trained_hparams, train
 from envad.training.run_files import (
@@ -51,12 +58,6 @@ from envad.training.run_files import (
 
 log = logging.getLogger(__name__)
 
-
-#: settings an evaluation identity leaves out at these values (their defaults), so that
-#: results scored before a setting existed stay valid
-IDENTITY_DEFAULTS: dict[str, Any] = {"task": "bucket", "augment": "none", "aux": "none",
-                                     "hparams": {}, "spaces": (),
-                                     "score_adaptation": "none"}
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from typing import Any
 
 from envad.errors import InvalidInput
 from envad.training.data import load_dataset
-from envad.training.evaluate import IDENTITY_DEFAULTS, EvalConfig, save_result
-from envad.training.protocol import result_name
+from envad.training.evaluate import EvalConfig, save_result
+from envad.training.protocol import IDENTITY_DEFAULTS, result_name
 from envad.training.report import write_report
 
 _NOT_IDENTITY = ("algorithms", "seeds")

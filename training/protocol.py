@@ -8,6 +8,8 @@ evaluation calls) need not import the evaluation back.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 #: the row of the mean calibrated score of every detector
@@ -16,6 +18,11 @@ ENSEMBLE = "Ensemble"
 MEAN_AD = "Mean AD"
 #: result variants every evaluation has (the space steps add `space_variant(NAME)`)
 VARIANTS = ("plain", "stylist")
+#: settings an evaluation identity leaves out at these values (their defaults), so that
+#: results scored before a setting existed stay valid; reports read them back with these
+IDENTITY_DEFAULTS: dict[str, Any] = {"task": "bucket", "augment": "none", "aux": "none",
+                                     "hparams": {}, "spaces": (),
+                                     "score_adaptation": "none"}
 
 
 def space_label(space: str, score_adaptation: str = "none") -> str:

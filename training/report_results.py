@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from envad.training.metrics import mean_std
-from envad.training.protocol import space_label, space_variant
+from envad.training.protocol import IDENTITY_DEFAULTS, space_label, space_variant
 
 # The paper's Table 1 (ROC-AUC %, iWildCam), columns that have an envad algorithm.
 PAPER_TABLE1 = {
@@ -157,6 +157,13 @@ def side_by_side(report: dict) -> str:
     return "\n".join(lines)
 
 
+def space_variants(spaces: list[str], adaptation: str) -> list[tuple[str, str]]:
+    """(label, result variant) of the raw embedding, then of each space step with the
+    report's score adaptation."""
+    return [("raw", "plain")] + [(space_label(s, adaptation), space_variant(s, adaptation))
+                                 for s in spaces]
+
+
 def spaces_section(report: dict) -> list[str]:
     """Per pretraining and space step: Mean AD, KNN and the ensemble on unseen cameras
     (pooled), KNN per camera and in distribution, with each space judged against the raw
@@ -166,9 +173,7 @@ def spaces_section(report: dict) -> list[str]:
     if not spaces:
         return []
     algorithms = [a for a in report["config"]["algorithms"] if per_seed(report, a)]
-    adaptation = report["config"].get("score_adaptation", "none")
-    variants = [("raw", "plain")] + [(space_label(s, adaptation), space_variant(s, adaptation))
-                                     for s in spaces]
+    variants = space_variants(spaces, report["config"].get("score_adaptation", "none"))
     lines = ["| pretraining | space | Mean AD | KNN | Ensemble | KNN per camera | KNN ID | "
              "space > raw (Mean AD) |", "| --- |" + " --- |" * 7]
     for algorithm in algorithms:
@@ -282,14 +287,13 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
 
 #: training settings a report records, in the order a pair's heading names them
 _PAIRED_SETTINGS = ("task", "augment", "aux", "hparams", "epochs", "size", "batch_size")
-_SETTING_DEFAULTS = {"task": "bucket", "augment": "none", "aux": "none", "hparams": {}}
 
 
 def _differences(a: dict, b: dict) -> list[str]:
     """'task class against bucket', ...: each training setting two configs disagree on."""
     out = []
     for key in _PAIRED_SETTINGS:
-        va, vb = (c.get(key, _SETTING_DEFAULTS.get(key)) for c in (a, b))
+        va, vb = (c.get(key, IDENTITY_DEFAULTS.get(key)) for c in (a, b))
         if va != vb:
             show = (lambda v: json.dumps(v, sort_keys=True)) if key == "hparams" else str
             out.append(f"{key} {show(va)} against {show(vb)}")
@@ -302,11 +306,9 @@ def pair_section(a_dir: Path, b_dir: Path) -> str:
     cameras in every space step both were scored in, A - B paired by seed."""
     a, b = (json.loads((d / "results.json").read_text()) for d in (a_dir, b_dir))
     differ = _differences(a["config"], b["config"]) or ["no training setting"]
-    adaptation = a["config"].get("score_adaptation", "none")
     shared = [s for s in a["config"].get("spaces") or [] if s in (b["config"].get("spaces")
                                                                   or [])]
-    variants = [("raw", "plain")] + [(space_label(s, adaptation),
-                                      space_variant(s, adaptation)) for s in shared]
+    variants = space_variants(shared, a["config"].get("score_adaptation", "none"))
     lines = [f"## {a_dir.name} against {b_dir.name}: {', '.join(differ)}\n",
              f"- Mean AD (pooled, unseen cameras) of each pretraining in both reports, "
              f"{a_dir.name} minus {b_dir.name} paired by seed; every number: "
