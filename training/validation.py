@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch import nn
 from torch.nn import functional as F
 
-from envad.training.models import Encoder, inference_copy, to_float_nchw
+from envad.training.models import EMBEDDING_DIM, inference_copy, to_float_nchw
 
 
 @torch.no_grad()
-def embed_uint8(encoder: Encoder, images: np.ndarray, device: str = "cpu",
+def embed_uint8(encoder: nn.Module, images: np.ndarray, device: str = "cpu",
                 batch_size: int = 256) -> torch.Tensor:
     """Embeddings [N, 512] of uint8 NHWC images through an `inference_copy` of an
     algorithm's encoder (the embedding `Algorithm.embed` gives in eval mode)."""
-    out = [encoder(to_float_nchw(images[i:i + batch_size], channels_last=True)
+    out = [encoder(to_float_nchw(images[i:i + batch_size],
+                                 channels_last=torch.device(device).type != "cpu")
                    .to(device)).cpu()
            for i in range(0, len(images), batch_size)]
-    return torch.cat(out) if out else torch.zeros(0, encoder.dim)
+    return torch.cat(out) if out else torch.zeros(0, EMBEDDING_DIM)
 
 
 @torch.no_grad()
@@ -56,7 +58,7 @@ def validate(algorithm, reference: np.ndarray, reference_y: np.ndarray, val: np.
     if len(val) == 0:
         return {}
     algorithm.eval()
-    encoder = inference_copy(algorithm.encoder)
+    encoder = inference_copy(algorithm.encoder, device)
     val_embeddings = embed_uint8(encoder, val, device)     # once for both metrics
     metrics = {"val_knn_acc": knn_accuracy(embed_uint8(encoder, reference, device),
                                            reference_y, val_embeddings, val_y, k)}

@@ -11,6 +11,7 @@ import torch
 from envad.training.models import (
     Encoder,
     EncoderConfig,
+    OneDnnEncoder,
     Uint8Encoder,
     inference_copy,
     to_float_nchw,
@@ -80,7 +81,9 @@ def test_inference_copy_folds_batch_norm_and_gives_the_same_embedding(size):
         expected = encoder(images)
         folded = inference_copy(encoder)
         got = folded(images.contiguous(memory_format=torch.channels_last))
+        got_dense_input = folded(images)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got_dense_input, expected, rtol=1e-4, atol=1e-4)
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
     # the encoder being trained keeps its batch norms
     assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in encoder.modules()) == 20
@@ -92,3 +95,25 @@ def test_channels_last_input_holds_the_same_values():
     last = to_float_nchw(pixels, channels_last=True)
     assert last.is_contiguous(memory_format=torch.channels_last)
     assert torch.equal(dense, last)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+def test_inference_copy_on_the_cpu_keeps_feature_maps_in_onednn_layout():
+    torch.manual_seed(2)
+    encoder = Encoder(EncoderConfig(32)).eval()
+    folded = inference_copy(encoder, "cpu")
+    assert isinstance(folded, OneDnnEncoder)
+    convolutions = [m for m in folded.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convolutions == []              # every one reordered into oneDNN's layout
+    seen = []
+    handle = folded.net.layer2.register_forward_hook(lambda _m, _i, out: seen.append(out))
+    images = torch.rand(3, 3, 32, 32)
+    with torch.no_grad():
+        got = folded(images)
+        expected = encoder(images)
+    handle.remove()
+    assert seen[0].is_mkldnn                # no conversion between layers
+    assert not got.is_mkldnn and got.shape == (3, 512)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    # where oneDNN is not the device's library, the copy is the channels-last module
+    assert isinstance(inference_copy(encoder, "meta"), Encoder)

@@ -20,10 +20,10 @@ def test_knn_accuracy():
     assert math.isnan(knn_accuracy(reference[:0], labels[:0], query, np.array([0, 1])))
 
 
-def test_validation_scores_the_classifier_on_the_embeddings_it_computed():
+def test_validation_scores_the_classifier_on_the_embeddings_it_computed(monkeypatch):
+    from envad.training import validation
     from envad.training.algorithms import get
     from envad.training.models import EncoderConfig, to_float_nchw
-    from envad.training.validation import validate
 
     torch.manual_seed(0)
     algorithm = get("erm")(EncoderConfig(16), None, num_envs=2, total_steps=1, num_classes=3)
@@ -36,10 +36,18 @@ def test_validation_scores_the_classifier_on_the_embeddings_it_computed():
         expected = float((algorithm.predict(to_float_nchw(val)).argmax(1).numpy()
                           == val_y).mean())
     forwards: list[int] = []
-    hook = algorithm.encoder.register_forward_hook(
-        lambda module, inputs, output: forwards.append(len(inputs[0])))
-    metrics = validate(algorithm, reference, rng.integers(0, 3, 12), val, val_y, k=3)
-    hook.remove()
+    copies = []
+
+    def counted_copy(encoder, device="cpu"):
+        copy = inference_copy(encoder, device)
+        copy.register_forward_hook(lambda module, inputs, output: forwards.append(len(inputs[0])))
+        copies.append(copy)
+        return copy
+
+    inference_copy = validation.inference_copy
+    monkeypatch.setattr(validation, "inference_copy", counted_copy)
+    metrics = validation.validate(algorithm, reference, rng.integers(0, 3, 12), val, val_y, k=3)
     assert metrics["val_acc"] == expected
     assert 0.0 <= metrics["val_knn_acc"] <= 1.0
-    assert sorted(forwards) == [10, 12]        # each image through the encoder once
+    assert len(copies) == 1                    # one inference copy per validation
+    assert sorted(forwards) == [10, 12]        # each image through it once
