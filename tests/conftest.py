@@ -11,6 +11,22 @@ from server_handle import ServerHandle
 from tiny_encoder import build_tiny_encoder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def decoded_image_cache(tmp_path_factory) -> Iterator[Path]:
+    """The decoded-image cache of every test and the processes it starts, in a folder
+    of this session (never the user's ~/.cache)."""
+    import os
+
+    directory = tmp_path_factory.mktemp("envad-cache")
+    before = os.environ.get("ENVAD_CACHE_DIR")
+    os.environ["ENVAD_CACHE_DIR"] = str(directory)
+    yield directory
+    if before is None:
+        os.environ.pop("ENVAD_CACHE_DIR", None)
+    else:
+        os.environ["ENVAD_CACHE_DIR"] = before
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> Path:
     """A small encoder file in the documented model format (32 px input, 16-d output)."""

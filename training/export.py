@@ -11,12 +11,14 @@ grows with the values, and a large-lr run's features reach the hundreds).
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -81,14 +83,15 @@ def export_onnx(run_dir: str | Path, out_path: str | Path, *,
         raise ValueError(f"model id {model_id!r} may hold only letters, digits, - _ .")
 
     graph = Uint8Encoder(algorithm.encoder).eval()
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(out_path.name + ".tmp")
+    # the TorchScript exporter writes to any binary file object (its annotation names
+    # paths only): the model stays in memory until it has passed its checks
+    traced = io.BytesIO()
     with warnings.catch_warnings():
         # the TorchScript exporter is deprecated in favour of the dynamo one, which
         # needs onnxscript; this one works offline with torch alone
         warnings.simplefilter("ignore")
         torch.onnx.export(graph, (torch.zeros(2, size, size, 3, dtype=torch.uint8),),
-                          str(tmp), input_names=["images"], output_names=["embedding"],
+                          cast(Any, traced), input_names=["images"], output_names=["embedding"],
                           dynamic_axes={"images": {0: "N"}, "embedding": {0: "N"}},
                           opset_version=OPSET, dynamo=False)
     props = {
@@ -102,37 +105,39 @@ def export_onnx(run_dir: str | Path, out_path: str | Path, *,
         "envad.std": json.dumps(list(algorithm.encoder_config.std)),
         "envad.seed": str(meta["seed"]), "envad.epochs": str(payload["epoch"]),
     }
-    _finish_model(tmp, props)
+    model = _finish_model(traced.getvalue(), props)
 
     images = parity_images if parity_images is not None else _parity_images(run_dir, size)
-    try:
-        diff, scale = parity(graph, tmp, images)
-    except Exception:
-        tmp.unlink(missing_ok=True)
-        raise
+    diff, scale = parity(graph, model, images)
     report = ExportReport(out_path, diff, model_id, scale)
     print(f"envad export: {out_path.name}: max |torch - onnxruntime| = {diff:.3g} "
           f"on {len(images)} images (tolerance {report.tolerance:.3g}: "
           f"{PARITY_TOLERANCE:g} x the embedding's scale {scale:.3g})")
     if not diff <= report.tolerance:
-        tmp.unlink(missing_ok=True)
         raise Internal(f"ONNX export parity failed: max abs difference {diff:.3g} > "
                        f"{report.tolerance:.3g} ({PARITY_TOLERANCE:g} x the embedding's "
                        f"scale {scale:.3g})")
-    os.replace(tmp, out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    try:
+        tmp.write_bytes(model)
+        os.replace(tmp, out_path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return report
 
 
-def _finish_model(path: Path, props: dict[str, str]) -> None:
-    """Set metadata_props, run the ONNX checker, save in place."""
-    model = onnx.load(str(path))
+def _finish_model(traced: bytes, props: dict[str, str]) -> bytes:
+    """The exported model with its metadata_props set, checked by the ONNX checker."""
+    model = onnx.load_from_string(traced)
     onnx.helper.set_model_props(model, props)
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
+    finished = model.SerializeToString()
+    onnx.checker.check_model(finished)
+    return finished
 
 
 @torch.no_grad()
-def parity(graph: torch.nn.Module, onnx_path: Path,
+def parity(graph: torch.nn.Module, onnx_model: bytes,
            images: np.ndarray) -> tuple[float, float]:
     """Max abs difference between the torch graph and ONNX Runtime (CPU) on `images`,
     and the torch embedding's largest absolute value."""
@@ -140,7 +145,7 @@ def parity(graph: torch.nn.Module, onnx_path: Path,
     if images.ndim != 4 or len(images) == 0:
         raise ValueError("parity images must be a non-empty uint8 [N,S,S,3] batch")
     expected = graph(torch.from_numpy(images)).numpy()
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(onnx_model, providers=["CPUExecutionProvider"])
     (got,) = session.run(["embedding"], {"images": images})
     return float(np.abs(got - expected).max()), float(np.abs(expected).max())
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from envad.errors import InvalidInput
 from envad.server.images import decode_image
+from envad.training.decoded_cache import MIN_CACHED_IMAGES, DecodedCache
 
 SPLITS = ("train", "val", "test", "id_test")
 NORMAL_A, NORMAL_B, ANOMALY = 0, 1, -1
@@ -79,8 +80,24 @@ class MultiEnvDataset:
     def images(self, indices, size: int) -> np.ndarray:
         """Decode records `indices` to uint8 [N, size, size, 3] with the server's decoder,
         `DECODE_GROUP` files at a time; a group of large files (camera JPEGs: PIL lets go
-        of the GIL while it decodes) is decoded on every core."""
+        of the GIL while it decodes) is decoded on every core. A call for many images
+        keeps its result in the decoded-image cache (training/decoded_cache.py) and
+        takes it from there when none of the files has changed."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        cache = DecodedCache.from_environment()
+        if len(indices) < MIN_CACHED_IMAGES or not cache.enabled:
+            return self._decode(indices, size)
+        key = cache.key([self.root / self.records[int(i)].path for i in indices], size)
+        if key is None:
+            return self._decode(indices, size)
+        cached = cache.load(key, (len(indices), size, size, 3))
+        if cached is not None:
+            return cached
+        out = self._decode(indices, size)
+        cache.store(key, out)
+        return out
+
+    def _decode(self, indices: np.ndarray, size: int) -> np.ndarray:
         out = np.empty((len(indices), size, size, 3), dtype=np.uint8)
         workers = min(len(indices), decode_threads())
         pool: ThreadPoolExecutor | None = None
