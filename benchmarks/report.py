@@ -245,6 +245,9 @@ def store_write(records: list[dict]) -> list[str]:
 TRAIN_PHASES = ("data", "model", "prepare", "validation", "checkpoints", "curves", "export")
 
 
+CACHE_STATES = {"off": " (images decoded)", "warm": " (images from the cache)"}
+
+
 def train_overhead(records: list[dict]) -> list[str]:
     lines = ["| algorithm | wall s | training epochs s | fixed cost s (÷ one ERM epoch) | "
              "start-up s (python + `import torch` alone) | " + " | ".join(
@@ -255,18 +258,27 @@ def train_overhead(records: list[dict]) -> list[str]:
             continue
         phases = r["phases_s"]
         lines.append(
-            f"| {r['algorithm']} | {_f(r['wall_s'], 2)} | {_f(r['epochs_s'], 2)} | "
+            f"| {r['algorithm']}{CACHE_STATES.get(r.get('decoded_cache', ''), '')} | "
+            f"{_f(r['wall_s'], 2)} | {_f(r['epochs_s'], 2)} | "
             f"{_f(r['fixed_s'], 2)} (x{_f(r['ratio_fixed_over_erm_epoch'], 2)}) | "
             f"{_f(r['startup_s'], 2)} ({_f(r['import_torch_s'], 2)}) | "
             + " | ".join(_f(phases.get(phase), 2) for phase in TRAIN_PHASES) + " |")
     decodes = [r for r in records if r["benchmark"] == "train_decode"]
     if decodes:
         lines += ["", "| training images at 32 px | images | mean file bytes | decoded s | "
-                  "reference: one thread, file after file s | ratio (reference ÷ decoded) |",
-                  "| --- |" + " --- |" * 5]
+                  "reference: one thread, file after file s | ratio (reference ÷ decoded) | "
+                  "from the decoded-image cache s | ratio (decoded ÷ cache) |",
+                  "| --- |" + " --- |" * 7]
         lines += [f"| {r['files']} | {r['images']:,} | {r['mean_file_bytes']:,} | "
                   f"{_f(r['decode_s'], 2)} | {_f(r['one_thread_s'], 2)} | "
-                  f"{_f(r['ratio_one_thread_over_decode'], 2)} |" for r in decodes]
+                  f"{_f(r['ratio_one_thread_over_decode'], 2)} | {_f(r.get('cached_s'), 3)} | "
+                  f"{_f(r.get('ratio_decode_over_cached'), 1)} |" for r in decodes]
+    embeds = [r for r in records if r["benchmark"] == "train_validation_embed"]
+    if embeds:
+        lines += ["", "| embedding validation's images at 32 px | images | s | "
+                  "ratio (s ÷ the oneDNN copy's) |", "| --- |" + " --- |" * 3]
+        lines += [f"| {r['path']} | {r['images']:,} | {_f(r['seconds'], 2)} | "
+                  f"{_f(r['ratio_over_validation'], 2)} |" for r in embeds]
     return lines
 
 
@@ -286,7 +298,8 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "threads": threads, "scale": scale, "server_scale": server_scale,
              "store_write": store_write,
              "export_rows": store_write, "camera_stats": camera_stats,
-             "train_overhead": train_overhead, "train_decode": train_overhead}
+             "train_overhead": train_overhead, "train_decode": train_overhead,
+             "train_validation_embed": train_overhead}
 BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)
 
 

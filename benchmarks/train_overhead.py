@@ -4,7 +4,9 @@
 
 Runs `envad train` as a user does (a fresh process, `--quiet`) on PhotoDigits at 32 px
 (generated into a temporary folder unless --data names one): `random` (no training
-steps: the run is nothing but its fixed cost) and `erm --epochs 1`. The fixed cost is
+steps: the run is nothing but its fixed cost) with the decoded-image cache off (the
+first run of a sweep, which decodes its images) and warm (the runs after it), and
+`erm --epochs 1` with a warm cache. The fixed cost is
 the process's wall time minus the seconds of its training epochs; run.json's
 `phase_seconds` split it into data (reading, decoding), model (building the algorithm
 and its optimizer), validation, checkpoints, curves and export (with its parity check),
@@ -15,13 +17,17 @@ epoch itself. Each figure is the median of `--rounds` runs. Target: fixed cost <
 It also times the decoding of the training images (`MultiEnvDataset.images`, which
 decodes groups of large files on every core) against one thread decoding file after
 file, as a run did before, on PhotoDigits' PNGs and on the same dataset re-encoded as
-640x480 camera JPEGs (`train_decode` records).
+640x480 camera JPEGs, and reading them from a warm decoded-image cache
+(`train_decode` records); and the embedding of validation's 1,480 images through the
+oneDNN inference copy against the channels-last copy it replaced and the encoder in
+eval mode (`train_validation_embed` records).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -35,16 +41,27 @@ ALGORITHMS = ("random", "erm")
 SIZE = 32
 
 
-def timed_process(args: list[str]) -> float:
+def timed_process(args: list[str], env: dict[str, str] | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=env)
     return time.perf_counter() - started
 
 
-def one_run(data: Path, algorithm: str, out: Path) -> dict:
+def cache_environment(cache: Path, state: str) -> dict[str, str]:
+    """The environment of a run whose decoded-image cache is `off` or kept in `cache`."""
+    env = {**os.environ, "ENVAD_CACHE_DIR": str(cache)}
+    if state == "off":
+        env["ENVAD_DECODED_CACHE_MB"] = "0"
+    else:
+        env.pop("ENVAD_DECODED_CACHE_MB", None)
+    return env
+
+
+def one_run(data: Path, algorithm: str, out: Path, env: dict[str, str] | None = None) -> dict:
     wall = timed_process([sys.executable, "-m", "envad.client.cli", "train", "--data", str(data),
                           "--algorithm", algorithm, "--epochs", "1", "--size", str(SIZE),
-                          "--out", str(out), "--quiet"])
+                          "--out", str(out), "--quiet"], env)
     run = json.loads((out / "run.json").read_text())
     epochs = sum(e.get("seconds", 0.0) for e in run["epochs"] if e["epoch"] > 0)
     phases = dict(run["phase_seconds"])
@@ -78,16 +95,19 @@ def jpeg_copy(data: Path, out: Path, width: int = 640, height: int = 480) -> Pat
     return out
 
 
-def decode_times(data: Path, rounds: int) -> dict:
+def decode_times(data: Path, rounds: int, cache: Path) -> dict:
     """Median seconds to decode the training images at 32 px: `images` against one
-    thread decoding file after file (interleaved rounds)."""
+    thread decoding file after file (interleaved rounds, the decoded-image cache off),
+    and `images` reading them from a warm cache in `cache`."""
     from envad.server.images import decode_image
     from envad.training.data import load_dataset
 
     dataset = load_dataset(str(data))
     indices = dataset.indices("train", normal_only=True)
-    ours, reference = [], []
+    ours, reference, cached = [], [], []
+    os.environ["ENVAD_CACHE_DIR"] = str(cache)
     for _ in range(rounds):
+        os.environ["ENVAD_DECODED_CACHE_MB"] = "0"
         started = time.perf_counter()
         dataset.images(indices, SIZE)
         ours.append(time.perf_counter() - started)
@@ -95,12 +115,50 @@ def decode_times(data: Path, rounds: int) -> dict:
         for i in indices:
             decode_image(dataset.read_bytes(int(i)), SIZE)
         reference.append(time.perf_counter() - started)
+        os.environ.pop("ENVAD_DECODED_CACHE_MB")
+        dataset.images(indices, SIZE)                  # fills the cache the first time
+        started = time.perf_counter()
+        dataset.images(indices, SIZE)
+        cached.append(time.perf_counter() - started)
     size = sum(len(dataset.read_bytes(int(i))) for i in indices[:256]) / min(256, len(indices))
+    decode_s, cached_s = statistics.median(ours), statistics.median(cached)
     return {"images": len(indices), "mean_file_bytes": round(size),
-            "decode_s": round(statistics.median(ours), 3),
+            "decode_s": round(decode_s, 3),
             "one_thread_s": round(statistics.median(reference), 3),
-            "ratio_one_thread_over_decode": round(statistics.median(reference)
-                                                  / statistics.median(ours), 3)}
+            "ratio_one_thread_over_decode": round(statistics.median(reference) / decode_s, 3),
+            "cached_s": round(cached_s, 3),
+            "ratio_decode_over_cached": round(decode_s / cached_s, 1)}
+
+
+def validation_embedding(rounds: int, count: int = 1480) -> list[dict]:
+    """Seconds to embed `count` images at 32 px (a run's 1,000 reference and 480 val
+    images) through what validation uses, `inference_copy` (oneDNN's blocked layout on
+    a CPU), against the channels-last copy it replaced and the encoder in eval mode
+    (interleaved rounds, median)."""
+    import numpy as np
+    import torch
+
+    from envad.training.models import Encoder, EncoderConfig, inference_copy, to_float_nchw
+
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(SIZE)).eval()
+    images = np.random.default_rng(0).integers(0, 256, (count, SIZE, SIZE, 3), dtype=np.uint8)
+    paths = {"oneDNN inference copy (validation)": (inference_copy(encoder, "cpu"), False),
+             "channels-last inference copy": (inference_copy(encoder, "meta"), True),
+             "encoder in eval mode": (encoder, False)}
+    seconds: dict[str, list[float]] = {name: [] for name in paths}
+    with torch.no_grad():
+        for _ in range(rounds + 1):                    # the first round warms up
+            for name, (module, channels_last) in paths.items():
+                started = time.perf_counter()
+                for i in range(0, count, 256):
+                    module(to_float_nchw(images[i:i + 256], channels_last=channels_last))
+                seconds[name].append(time.perf_counter() - started)
+    ours = statistics.median(seconds["oneDNN inference copy (validation)"][1:])
+    return [{"benchmark": "train_validation_embed", "path": name, "size": SIZE,
+             "images": count, "rounds": rounds, "seconds": round(statistics.median(s[1:]), 3),
+             "ratio_over_validation": round(statistics.median(s[1:]) / ours, 2)}
+            for name, s in seconds.items()]
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -124,26 +182,37 @@ def main(argv: list[str] | None = None) -> None:
                               ("640x480 JPEG", jpeg_copy(data, Path(tmp) / "jpeg"))):
             log(f"decoding {files} ...")
             emit({"benchmark": "train_decode", "files": files, "size": SIZE,
-                  **decode_times(folder, args.rounds)})
+                  **decode_times(folder, args.rounds, Path(tmp) / f"cache-{folder.name}")})
+        log("validation embedding ...")
+        for record in validation_embedding(args.rounds):
+            emit(record)
+
+
+#: (algorithm, decoded-image cache) per run of a round: the first run of a sweep decodes
+#: its images (`off`), the later ones read them from the cache (`warm`)
+RUNS = (("random", "off"), ("random", "warm"), ("erm", "warm"))
 
 
 def fixed_costs(data: Path, work: Path, rounds: int) -> None:
-    """The `train_overhead` records: random and one-epoch ERM runs, interleaved."""
-    results: dict[str, list[dict]] = {name: [] for name in ALGORITHMS}
+    """The `train_overhead` records: `RUNS`, interleaved."""
+    cache = work / "cache"
+    one_run(data, "random", work / "fill-cache", cache_environment(cache, "warm"))
+    results: dict[tuple[str, str], list[dict]] = {run: [] for run in RUNS}
     torch_import: list[float] = []
     for round_ in range(rounds):          # interleaved, so drift hits all alike
         torch_import.append(timed_process([sys.executable, "-c", "import torch"]))
-        for name in ALGORITHMS:
-            run = one_run(data, name, work / f"{name}-{round_}")
-            log(f"round {round_} {name}: wall {run['wall_s']:.2f} s, fixed "
+        for name, state in RUNS:
+            run = one_run(data, name, work / f"{name}-{state}-{round_}",
+                          cache_environment(cache, state))
+            log(f"round {round_} {name} (cache {state}): wall {run['wall_s']:.2f} s, fixed "
                 f"{run['fixed_s']:.2f} s")
-            results[name].append(run)
+            results[(name, state)].append(run)
     import_torch_s = statistics.median(torch_import)
-    erm_epoch_s = median_run(results["erm"])["epochs_s"]
-    for name in ALGORITHMS:
-        run = median_run(results[name])
-        emit({"benchmark": "train_overhead", "algorithm": name, "size": SIZE,
-              "n_train": run["n_train"], "rounds": rounds,
+    erm_epoch_s = median_run(results[("erm", "warm")])["epochs_s"]
+    for (name, state), runs in results.items():
+        run = median_run(runs)
+        emit({"benchmark": "train_overhead", "algorithm": name, "decoded_cache": state,
+              "size": SIZE, "n_train": run["n_train"], "rounds": rounds,
               "wall_s": round(run["wall_s"], 2), "epochs_s": round(run["epochs_s"], 2),
               "fixed_s": round(run["fixed_s"], 2), "startup_s": round(run["startup_s"], 2),
               "phases_s": {k: round(v, 2) for k, v in run["phases"].items()},

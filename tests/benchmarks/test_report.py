@@ -242,11 +242,30 @@ def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
                       "curves": 0.3, "export": 0.2},
          "import_torch_s": 1.25, "erm_epoch_s": 24.0, "ratio_fixed_over_erm_epoch": 0.25,
          "target": "fixed_s < 5"},
+        {"benchmark": "train_overhead", "algorithm": "random", "decoded_cache": "off",
+         "size": 32, "n_train": 4320, "rounds": 3, "wall_s": 5.0, "epochs_s": 0.0,
+         "fixed_s": 5.0, "startup_s": 2.0, "phases_s": {"data": 0.7, "validation": 1.6},
+         "import_torch_s": 1.25, "erm_epoch_s": 24.0, "ratio_fixed_over_erm_epoch": 0.208,
+         "target": "fixed_s < 5"},
         {"benchmark": "train_decode", "files": "640x480 JPEG", "size": 32, "images": 4320,
          "mean_file_bytes": 24439, "decode_s": 1.5, "one_thread_s": 2.6,
-         "ratio_one_thread_over_decode": 1.733}])
+         "ratio_one_thread_over_decode": 1.733, "cached_s": 0.012,
+         "ratio_decode_over_cached": 125.0},
+        {"benchmark": "train_decode", "files": "PhotoDigits PNG", "size": 32, "images": 4320,
+         "mean_file_bytes": 2398, "decode_s": 0.5, "one_thread_s": 0.54,
+         "ratio_one_thread_over_decode": 1.07},
+        {"benchmark": "train_validation_embed", "path": "oneDNN inference copy (validation)",
+         "size": 32, "images": 1480, "rounds": 3, "seconds": 1.7, "ratio_over_validation": 1.0},
+        {"benchmark": "train_validation_embed", "path": "encoder in eval mode", "size": 32,
+         "images": 1480, "rounds": 3, "seconds": 2.65, "ratio_over_validation": 1.56}])
     lines = report.render(path).splitlines()
     assert lines[4] == (
         "| erm | 30.00 | 24.00 | 6.00 (x0.25) | 2.00 (1.25) | 0.60 | 1.20 | – | 1.50 | "
         "0.20 | 0.30 | 0.20 |")
-    assert lines[-1] == "| 640x480 JPEG | 4,320 | 24,439 | 1.50 | 2.60 | 1.73 |"
+    assert lines[5] == ("| random (images decoded) | 5.00 | 0.00 | 5.00 (x0.21) | 2.00 (1.25) | "
+                        "0.70 | – | – | 1.60 | – | – | – |")
+    assert "| 640x480 JPEG | 4,320 | 24,439 | 1.50 | 2.60 | 1.73 | 0.012 | 125.0 |" in lines
+    # a record from before the cache existed renders with dashes for it
+    assert "| PhotoDigits PNG | 4,320 | 2,398 | 0.50 | 0.54 | 1.07 | – | – |" in lines
+    assert lines[-2] == "| oneDNN inference copy (validation) | 1,480 | 1.70 | 1.00 |"
+    assert lines[-1] == "| encoder in eval mode | 1,480 | 2.65 | 1.56 |"
