@@ -88,8 +88,31 @@ def one_image_floor(records: list[dict]) -> list[str]:
     return lines
 
 
+def one_image_cpu_floor(records: list[dict]) -> list[str]:
+    """What many concurrent one-image Scores cannot do without, per image."""
+    rows = [r for r in records if r["benchmark"] == "one_image_cpu_floor"]
+    if not rows:
+        return []
+    lines = ["", "| input px | detectors | clients (1 image per Score) | raw ms per image "
+             "(batch, every core) | decode CPU ms | empty gRPC call CPU ms (of it the "
+             "clients') | floor ms per image (raw + CPU ÷ cores) | highest reachable "
+             "images/s | Score images/s | highest reachable ratio (raw ÷ floor) | ratio "
+             "(Score ÷ raw) |", "| --- |" + " --- |" * 10]
+    for r in sorted(rows, key=lambda r: -r["size"]):
+        lines.append(f"| {r['size']} | {_detector_set(r['detectors'])} | {r['clients']} | "
+                     f"{_f(r['raw_ms_per_image'], 2)} ({r['raw_batch']}) | "
+                     f"{_f(r['decode_cpu_ms'], 2)} | {_f(r['empty_call_cpu_ms'], 2)} "
+                     f"({_f(r['empty_call_client_cpu_ms'], 2)}) | "
+                     f"{_f(r['floor_ms_per_image'], 2)} ({r['cores']} cores) | "
+                     f"{_f(r['ceiling_images_per_s'], 1)} | {_f(r['served_images_per_s'], 1)} | "
+                     f"{_f(r['ceiling_ratio_over_raw'], 2)} | "
+                     f"{_f(r['ratio_served_over_raw'], 2)} |")
+    return lines
+
+
 def serving_all(records: list[dict]) -> list[str]:
-    return serving(records) + one_image(records) + one_image_floor(records)
+    return (serving(records) + one_image(records) + one_image_floor(records)
+            + one_image_cpu_floor(records))
 
 
 def threads(records: list[dict]) -> list[str]:
@@ -293,7 +316,7 @@ def camera_stats(records: list[dict]) -> list[str]:
 
 RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
-             "one_image_floor": serving_all,
+             "one_image_floor": serving_all, "one_image_cpu_floor": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
              "threads": threads, "scale": scale, "server_scale": server_scale,
              "store_write": store_write,

@@ -14,6 +14,12 @@ BENCHMARK.md items 1, 2, 4 and 6, one JSON line each:
   size, and an empty call through the same server (gRPC health Check, through the
   server's interceptors); their sum bounds a one-image Score from below, and raw ÷ floor
   is the highest ratio to raw any served one-image path could reach here;
+- one_image_cpu_floor: the same bound for 16 clients sending one image each, where the
+  machine's cores, not one request's latency, are the limit: the raw reference's time
+  per image (ONNX Runtime at batch 32 on every core) plus, over the core count, the CPU
+  seconds that decoding spends per image and that one empty call from 16 concurrent
+  clients costs client and server (all threads of both processes), which run on the
+  same cores; their sum bounds the time per served image from below;
 - score_latency: single-image Score p50/p99 ÷ raw single-image ONNX Runtime latency;
 - ingest: Ingest throughput ÷ Embed throughput (both through gRPC);
 - hardware_limit: the encoder's achieved GFLOP/s (ResNet-18 at 224 px = 1.82 GFLOP per
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import functools
 import io
+import os
 import tempfile
 import threading
 import time
@@ -102,10 +109,11 @@ def paired(raw: Callable[[], float], served: Callable[[], float], rounds: int
 
 
 def one_image_rows(stub, images: list[bytes], raw_rate: Callable[[int], Callable[[], float]],
-                   size: int, seconds: float, rounds: int, extra: dict) -> float:
+                   size: int, seconds: float, rounds: int, extra: dict
+                   ) -> dict[int, tuple[float, float]]:
     """One image per Score from 1 client against raw batch 1, from 16 against batch 32;
-    returns the 1-client images/s."""
-    one_client = 0.0
+    returns {clients: (served images/s, raw images/s)}."""
+    rates = {}
     for n_clients, raw_batch in ((1, 1), (16, 32)):
         one, raw_one = paired(
             raw_rate(raw_batch),
@@ -114,8 +122,8 @@ def one_image_rows(stub, images: list[bytes], raw_rate: Callable[[int], Callable
               "served_images_per_s": one, "raw_batch": raw_batch,
               "raw_onnx_images_per_s": raw_one, "ratio_served_over_raw": one / raw_one,
               **extra})
-        one_client = one if n_clients == 1 else one_client
-    return one_client
+        rates[n_clients] = (one, raw_one)
+    return rates
 
 
 def one_image_floor(channel, image: bytes, encoder: OnnxEncoder, size: int, rounds: int,
@@ -139,6 +147,83 @@ def one_image_floor(channel, image: bytes, encoder: OnnxEncoder, size: int, roun
           "rest_ms": round(served_ms - floor_ms, 3),
           "ceiling_ratio_over_raw": best["raw_batch1_ms"] / floor_ms,
           "ratio_served_over_raw": best["raw_batch1_ms"] / served_ms})
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_item(work: Callable[[], int], pid: int | None = None,
+                 min_seconds: float = 2.0) -> tuple[float, float]:
+    """CPU seconds per item of `work` (called until `min_seconds` have passed; each call
+    returns how many items it did) spent by this process and by process `pid` if given."""
+    started, own = time.perf_counter(), time.process_time()
+    other = process_cpu_seconds(pid) if pid else 0.0
+    items = 0
+    while time.perf_counter() - started < min_seconds:
+        items += work()
+    own_spent = time.process_time() - own
+    other_spent = process_cpu_seconds(pid) - other if pid else 0.0
+    return own_spent / items, other_spent / items
+
+
+def empty_calls(health, clients: int, seconds: float) -> int:
+    """Empty health Checks from `clients` threads for `seconds`; returns how many."""
+    counts = [0] * clients
+    stop = time.monotonic() + seconds
+
+    def worker(i: int) -> None:
+        while time.monotonic() < stop:
+            health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+            counts[i] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts)
+
+
+def one_image_cpu_floor(channel, server_pid: int, image: bytes, size: int, rounds: int,
+                        served_images_per_s: float, raw_images_per_s: float, detectors: str,
+                        clients: int = 16, raw_batch: int = 32) -> None:
+    """What 16 clients sending one image each cannot do without, per image: the raw
+    reference's own machine time per image (ONNX Runtime at batch 32 on every core),
+    plus the CPU seconds of decoding and of one empty call from 16 concurrent clients
+    (client and server), which share the same cores, over the core count. Each CPU
+    figure is the least of `rounds` measurements taken in turn."""
+    health = health_pb2_grpc.HealthStub(channel)
+
+    def decode() -> int:
+        decode_image(image, size)
+        return 1
+
+    parts = {"decode_cpu_ms": lambda: cpu_per_item(decode),
+             "empty_call_cpu_ms": lambda: cpu_per_item(
+                 lambda: empty_calls(health, clients, 0.5), server_pid)}
+    best = dict.fromkeys(parts, (float("inf"), float("inf")))
+    for _ in range(rounds):
+        for name, measure in parts.items():
+            best[name] = min(best[name], measure(), key=sum)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    spent = {name: 1000 * sum(pair) for name, pair in best.items()}
+    raw_ms = 1000 / raw_images_per_s
+    floor_ms = raw_ms + sum(spent.values()) / cores
+    emit({"benchmark": "one_image_cpu_floor", "size": size, "detectors": detectors,
+          "clients": clients, "raw_batch": raw_batch, "cores": cores,
+          "raw_ms_per_image": round(raw_ms, 3),
+          **{name: round(ms, 3) for name, ms in spent.items()},
+          "empty_call_client_cpu_ms": round(1000 * best["empty_call_cpu_ms"][0], 3),
+          "floor_ms_per_image": round(floor_ms, 3),
+          "ceiling_images_per_s": round(1000 / floor_ms, 1),
+          "served_images_per_s": round(served_images_per_s, 1),
+          "raw_onnx_images_per_s": round(raw_images_per_s, 1),
+          "ceiling_ratio_over_raw": raw_ms / floor_ms,
+          "ratio_served_over_raw": served_images_per_s / raw_images_per_s})
 
 
 def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: float,
@@ -191,9 +276,12 @@ def bench_size(size: int, workdir: Path, *, batch: int, clients: int, seconds: f
         # default pipeline's set)
         stub.Fit(pb.FitRequest(allow_few_rows=True), timeout=600)
         default_set = "+".join(default_fit_detectors())
-        one_client = one_image_rows(stub, images, raw_rate, size, seconds, rounds,
-                                    {**extra, "detectors": default_set})
-        one_image_floor(channel, images[0], encoder, size, rounds, one_client, default_set)
+        rates = one_image_rows(stub, images, raw_rate, size, seconds, rounds,
+                               {**extra, "detectors": default_set})
+        one_image_floor(channel, images[0], encoder, size, rounds, rates[1][0], default_set)
+        if Path("/proc/self/stat").exists() and server.process is not None:
+            one_image_cpu_floor(channel, server.process.pid, images[0], size, rounds,
+                                *rates[16], default_set)
     emit({"benchmark": "score_latency", "size": size,
           "p50_ms": percentile_ms(latencies, 50), "p99_ms": percentile_ms(latencies, 99),
           "raw_p50_ms": percentile_ms(raw_latencies, 50),

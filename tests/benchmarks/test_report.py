@@ -128,6 +128,25 @@ def test_the_one_image_floor_follows_the_one_image_rows(tmp_path):
     assert lines[-1] == "| 32 | KNN | 3.00 | 0.70 | 0.60 | 4.30 | 7.50 | 3.20 | 0.70 | 0.40 |"
 
 
+def test_the_cpu_floor_of_many_one_image_clients_follows_the_latency_floor(tmp_path):
+    path = _write(tmp_path, "serving.jsonl", [
+        {"benchmark": "one_image_floor", "size": 32, "detectors": "KNN",
+         "raw_batch1_ms": 3.0, "decode_ms": 0.7, "empty_call_ms": 0.6, "floor_ms": 4.3,
+         "served_ms": 7.5, "rest_ms": 3.2, "ceiling_ratio_over_raw": 3.0 / 4.3,
+         "ratio_served_over_raw": 0.4},
+        {"benchmark": "one_image_cpu_floor", "size": 32, "detectors": "KNN", "clients": 16,
+         "raw_batch": 32, "cores": 2, "raw_ms_per_image": 1.35, "decode_cpu_ms": 0.9,
+         "empty_call_cpu_ms": 0.8, "empty_call_client_cpu_ms": 0.3, "floor_ms_per_image": 2.2,
+         "ceiling_images_per_s": 454.5, "served_images_per_s": 320.0,
+         "raw_onnx_images_per_s": 740.7, "ceiling_ratio_over_raw": 1.35 / 2.2,
+         "ratio_served_over_raw": 320.0 / 740.7}])
+    lines = report.render(path).splitlines()
+    assert lines[-5] == "| 32 | KNN | 3.00 | 0.70 | 0.60 | 4.30 | 7.50 | 3.20 | 0.70 | 0.40 |"
+    assert lines[-3].startswith("| input px | detectors | clients (1 image per Score) |")
+    assert lines[-1] == ("| 32 | KNN | 16 | 1.35 (32) | 0.90 | 0.80 (0.30) | 2.20 (2 cores) | "
+                         "454.5 | 320.0 | 0.61 | 0.43 |")
+
+
 def test_the_caption_says_when_other_work_shared_the_machine(tmp_path):
     path = tmp_path / "threads.jsonl"
     records = [{"benchmark": "threads", "setting": name, "rounds": 2, "size": 32,
