@@ -281,7 +281,8 @@ def train_overhead(records: list[dict]) -> list[str]:
             continue
         phases = r["phases_s"]
         lines.append(
-            f"| {r['algorithm']}{CACHE_STATES.get(r.get('decoded_cache', ''), '')} | "
+            f"| {r['algorithm']}{', a later run in one process' if r.get('in_process') else ''}"
+            f"{CACHE_STATES.get(r.get('decoded_cache', ''), '')} | "
             f"{_f(r['wall_s'], 2)} | {_f(r['epochs_s'], 2)} | "
             f"{_f(r['fixed_s'], 2)} (x{_f(r['ratio_fixed_over_erm_epoch'], 2)}) | "
             f"{_f(r['startup_s'], 2)} ({_f(r['import_torch_s'], 2)}) | "

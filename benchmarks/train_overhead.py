@@ -6,7 +6,9 @@ Runs `envad train` as a user does (a fresh process, `--quiet`) on PhotoDigits at
 (generated into a temporary folder unless --data names one): `random` (no training
 steps: the run is nothing but its fixed cost) with the decoded-image cache off (the
 first run of a sweep, which decodes its images) and warm (the runs after it), and
-`erm --epochs 1` with a warm cache. The fixed cost is
+`erm --epochs 1` with a warm cache; then both again as the runs after the first that one
+process makes one after another (`envad sweep`, `select` and `evaluate` train in
+process: start-up and imports are paid once). The fixed cost is
 the process's wall time minus the seconds of its training epochs; run.json's
 `phase_seconds` split it into data (reading, decoding), model (building the algorithm
 and its optimizer), validation, checkpoints, curves and export (with its parity check),
@@ -188,6 +190,44 @@ def main(argv: list[str] | None = None) -> None:
             emit(record)
 
 
+#: runs one process makes one after another, as `envad sweep`, `select` and `evaluate`
+#: do: what the first pays, the later ones (the same settings, new run dirs) do not
+IN_PROCESS = """
+import json, sys, time
+from pathlib import Path
+from envad.training.run import TrainConfig, read_run, train
+data, algorithm, out, runs = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+for i in range(runs):
+    started = time.perf_counter()
+    run_dir = train(TrainConfig(data=data, algorithm=algorithm, out=out / str(i), epochs=1,
+                                size=int(sys.argv[5])), progress=False)
+    wall = time.perf_counter() - started
+    run = read_run(run_dir)
+    print(json.dumps({"wall_s": wall, "phases": run["phase_seconds"],
+                      "epochs_s": sum(e.get("seconds", 0.0) for e in run["epochs"]
+                                      if e["epoch"] > 0)}))
+"""
+
+
+def in_process_runs(data: Path, algorithm: str, out: Path, env: dict[str, str],
+                    runs: int = 3) -> list[dict]:
+    """Seconds of `runs` one-epoch runs made one after another by one process."""
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(data), algorithm, str(out),
+                           str(runs), str(SIZE)], check=True, capture_output=True, text=True,
+                          env=env)
+    results = []
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            run = json.loads(line)
+            phases = dict(run["phases"])
+            phases.pop("epochs", None)
+            fixed = run["wall_s"] - run["epochs_s"]
+            results.append({"wall_s": run["wall_s"], "epochs_s": run["epochs_s"],
+                            "fixed_s": fixed, "startup_s": fixed - sum(phases.values()),
+                            "phases": phases})
+    return results
+
+
 #: (algorithm, decoded-image cache) per run of a round: the first run of a sweep decodes
 #: its images (`off`), the later ones read them from the cache (`warm`)
 RUNS = (("random", "off"), ("random", "warm"), ("erm", "warm"))
@@ -207,19 +247,35 @@ def fixed_costs(data: Path, work: Path, rounds: int) -> None:
             log(f"round {round_} {name} (cache {state}): wall {run['wall_s']:.2f} s, fixed "
                 f"{run['fixed_s']:.2f} s")
             results[(name, state)].append(run)
+    later: dict[str, list[dict]] = {name: [] for name in ALGORITHMS}
+    for round_ in range(rounds):
+        for name in ALGORITHMS:
+            runs = in_process_runs(data, name, work / f"in-process-{name}-{round_}",
+                                   cache_environment(cache, "warm"))
+            log(f"round {round_} {name}, runs after the first in one process: fixed "
+                + ", ".join(f"{r['fixed_s']:.2f}" for r in runs[1:]) + " s")
+            later[name] += runs[1:]
     import_torch_s = statistics.median(torch_import)
     erm_epoch_s = median_run(results[("erm", "warm")])["epochs_s"]
     for (name, state), runs in results.items():
-        run = median_run(runs)
-        emit({"benchmark": "train_overhead", "algorithm": name, "decoded_cache": state,
-              "size": SIZE, "n_train": run["n_train"], "rounds": rounds,
-              "wall_s": round(run["wall_s"], 2), "epochs_s": round(run["epochs_s"], 2),
-              "fixed_s": round(run["fixed_s"], 2), "startup_s": round(run["startup_s"], 2),
-              "phases_s": {k: round(v, 2) for k, v in run["phases"].items()},
-              "import_torch_s": round(import_torch_s, 2),
-              "erm_epoch_s": round(erm_epoch_s, 2),
-              "ratio_fixed_over_erm_epoch": round(run["fixed_s"] / erm_epoch_s, 3),
-              "target": "fixed_s < 5"})
+        emit_fixed_cost(name, median_run(runs), rounds, import_torch_s, erm_epoch_s,
+                        decoded_cache=state, n_train=runs[0]["n_train"])
+    for name, runs in later.items():
+        emit_fixed_cost(name, median_run(runs), rounds, import_torch_s, erm_epoch_s,
+                        decoded_cache="warm", in_process=True)
+
+
+def emit_fixed_cost(name: str, run: dict, rounds: int, import_torch_s: float,
+                    erm_epoch_s: float, **labels) -> None:
+    """One `train_overhead` record: a run's fixed cost by phase, with its references."""
+    emit({"benchmark": "train_overhead", "algorithm": name, **labels, "size": SIZE,
+          "rounds": rounds, "wall_s": round(run["wall_s"], 2),
+          "epochs_s": round(run["epochs_s"], 2), "fixed_s": round(run["fixed_s"], 2),
+          "startup_s": round(run["startup_s"], 2),
+          "phases_s": {k: round(v, 2) for k, v in run["phases"].items()},
+          "import_torch_s": round(import_torch_s, 2), "erm_epoch_s": round(erm_epoch_s, 2),
+          "ratio_fixed_over_erm_epoch": round(run["fixed_s"] / erm_epoch_s, 3),
+          "target": "fixed_s < 5"})
 
 
 if __name__ == "__main__":
