@@ -113,12 +113,15 @@ def test_one_image_rows_follow_the_serving_table(tmp_path):
                           "| 32 | 16 | 300.0 | 32 | 400.0 | 0.75 |"]
 
 
+ONE_CLIENT_FLOOR = {"benchmark": "one_image_floor", "size": 32, "detectors": "KNN",
+                    "raw_batch1_ms": 3.0, "decode_ms": 0.7, "empty_call_ms": 0.6,
+                    "floor_ms": 4.3, "served_ms": 7.5, "rest_ms": 3.2,
+                    "ceiling_ratio_over_raw": 3.0 / 4.3, "ratio_served_over_raw": 0.4}
+
+
 def test_the_one_image_floor_follows_the_one_image_rows(tmp_path):
     path = _write(tmp_path, "serving.jsonl", [
-        {"benchmark": "one_image_floor", "size": 32, "detectors": "KNN",
-         "raw_batch1_ms": 3.0, "decode_ms": 0.7, "empty_call_ms": 0.6, "floor_ms": 4.3,
-         "served_ms": 7.5, "rest_ms": 3.2, "ceiling_ratio_over_raw": 3.0 / 4.3,
-         "ratio_served_over_raw": 0.4},
+        ONE_CLIENT_FLOOR,
         {"benchmark": "one_image_score", "size": 32, "clients": 1,
          "served_images_per_s": 60.0, "raw_batch": 1, "raw_onnx_images_per_s": 100.0,
          "ratio_served_over_raw": 0.6}])
@@ -130,10 +133,7 @@ def test_the_one_image_floor_follows_the_one_image_rows(tmp_path):
 
 def test_the_cpu_floor_of_many_one_image_clients_follows_the_latency_floor(tmp_path):
     path = _write(tmp_path, "serving.jsonl", [
-        {"benchmark": "one_image_floor", "size": 32, "detectors": "KNN",
-         "raw_batch1_ms": 3.0, "decode_ms": 0.7, "empty_call_ms": 0.6, "floor_ms": 4.3,
-         "served_ms": 7.5, "rest_ms": 3.2, "ceiling_ratio_over_raw": 3.0 / 4.3,
-         "ratio_served_over_raw": 0.4},
+        ONE_CLIENT_FLOOR,
         {"benchmark": "one_image_cpu_floor", "size": 32, "detectors": "KNN", "clients": 16,
          "raw_batch": 32, "cores": 2, "raw_ms_per_image": 1.35, "decode_cpu_ms": 0.9,
          "empty_call_cpu_ms": 0.8, "empty_call_client_cpu_ms": 0.3, "floor_ms_per_image": 2.2,
