@@ -64,7 +64,13 @@ def one_run(data: Path, algorithm: str, out: Path, env: dict[str, str] | None = 
     wall = timed_process([sys.executable, "-m", "envad.client.cli", "train", "--data", str(data),
                           "--algorithm", algorithm, "--epochs", "1", "--size", str(SIZE),
                           "--out", str(out), "--quiet"], env)
-    run = json.loads((out / "run.json").read_text())
+    return fixed_cost(wall, out)
+
+
+def fixed_cost(wall: float, run_dir: Path) -> dict:
+    """A run's wall time split by its run.json: its training epochs, the rest (the fixed
+    cost) by phase, and what no phase counts (start-up)."""
+    run = json.loads((run_dir / "run.json").read_text())
     epochs = sum(e.get("seconds", 0.0) for e in run["epochs"] if e["epoch"] > 0)
     phases = dict(run["phase_seconds"])
     phases.pop("epochs", None)
@@ -195,17 +201,13 @@ def main(argv: list[str] | None = None) -> None:
 IN_PROCESS = """
 import json, sys, time
 from pathlib import Path
-from envad.training.run import TrainConfig, read_run, train
+from envad.training.run import TrainConfig, train
 data, algorithm, out, runs = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 for i in range(runs):
     started = time.perf_counter()
     run_dir = train(TrainConfig(data=data, algorithm=algorithm, out=out / str(i), epochs=1,
                                 size=int(sys.argv[5])), progress=False)
-    wall = time.perf_counter() - started
-    run = read_run(run_dir)
-    print(json.dumps({"wall_s": wall, "phases": run["phase_seconds"],
-                      "epochs_s": sum(e.get("seconds", 0.0) for e in run["epochs"]
-                                      if e["epoch"] > 0)}))
+    print(json.dumps({"wall_s": time.perf_counter() - started, "run_dir": str(run_dir)}))
 """
 
 
@@ -215,17 +217,8 @@ def in_process_runs(data: Path, algorithm: str, out: Path, env: dict[str, str],
     done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(data), algorithm, str(out),
                            str(runs), str(SIZE)], check=True, capture_output=True, text=True,
                           env=env)
-    results = []
-    for line in done.stdout.splitlines():
-        if line.startswith("{"):
-            run = json.loads(line)
-            phases = dict(run["phases"])
-            phases.pop("epochs", None)
-            fixed = run["wall_s"] - run["epochs_s"]
-            results.append({"wall_s": run["wall_s"], "epochs_s": run["epochs_s"],
-                            "fixed_s": fixed, "startup_s": fixed - sum(phases.values()),
-                            "phases": phases})
-    return results
+    finished = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [fixed_cost(run["wall_s"], Path(run["run_dir"])) for run in finished]
 
 
 #: (algorithm, decoded-image cache) per run of a round: the first run of a sweep decodes

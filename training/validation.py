@@ -13,16 +13,17 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from envad.training.models import EMBEDDING_DIM, inference_copy, to_float_nchw
+from envad.training.models import EMBEDDING_DIM, OneDnnEncoder, inference_copy, to_float_nchw
 
 
 @torch.no_grad()
 def embed_uint8(encoder: nn.Module, images: np.ndarray, device: str = "cpu",
                 batch_size: int = 256) -> torch.Tensor:
     """Embeddings [N, 512] of uint8 NHWC images through an `inference_copy` of an
-    algorithm's encoder (the embedding `Algorithm.embed` gives in eval mode)."""
-    out = [encoder(to_float_nchw(images[i:i + batch_size],
-                                 channels_last=torch.device(device).type != "cpu")
+    algorithm's encoder (the embedding `Algorithm.embed` gives in eval mode), fed the
+    input layout the copy runs in (dense for oneDNN's, channels-last otherwise)."""
+    channels_last = not isinstance(encoder, OneDnnEncoder)
+    out = [encoder(to_float_nchw(images[i:i + batch_size], channels_last=channels_last)
                    .to(device)).cpu()
            for i in range(0, len(images), batch_size)]
     return torch.cat(out) if out else torch.zeros(0, EMBEDDING_DIM)
