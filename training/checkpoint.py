@@ -22,11 +22,17 @@ def checkpoint_path(run_dir: Path, epoch: int) -> Path:
     return Path(run_dir) / f"checkpoint-epoch{epoch:03d}.pt"
 
 
-def save_checkpoint(path: Path, algorithm: Algorithm, *, epoch: int, meta: dict) -> Path:
-    """Write atomically (temp file + rename): a crash never leaves a partial checkpoint."""
+def save_checkpoint(path: Path, algorithm: Algorithm, *, epoch: int, meta: dict,
+                    resumable: bool = True) -> Path:
+    """Write atomically (temp file + rename): a crash never leaves a partial checkpoint.
+    `resumable=False` leaves out the optimizer state (under Adam twice the weights'
+    size), which only a run that trains further reads: a run's last epoch."""
+    state = algorithm.training_state()
+    if not resumable:
+        state.pop("optimizer", None)
     payload = {"format": FORMAT, "algorithm": algorithm.name,
                "args": algorithm.constructor_args(), "epoch": int(epoch), "meta": meta,
-               "state": _to_cpu(algorithm.training_state())}
+               "state": _to_cpu(state)}
     path = Path(path)
     tmp = path.with_suffix(".tmp")
     torch.save(payload, tmp)

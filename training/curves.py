@@ -1,25 +1,15 @@
 """A training run's curves.png: losses and validation accuracy per epoch.
 
-Kept apart from the evaluation plots (training/plots.py) so that a training run imports
-neither scipy nor matplotlib before it has an epoch to draw.
+Drawn with Pillow (training/line_chart.py), which decoding already imports: a training
+run imports neither scipy nor matplotlib, whose import alone cost a short run 0.45 s.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
+from envad.training.line_chart import Panel, draw_panels
 from envad.training.run_files import VAL_METRICS
-
-
-def pyplot():
-    """matplotlib.pyplot on the Agg backend (no display needed), imported on first use."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def training_curves(path: Path, epochs: list[dict], title: str) -> Path | None:
@@ -29,21 +19,13 @@ def training_curves(path: Path, epochs: list[dict], title: str) -> Path | None:
     trained = [e for e in epochs if e.get("epoch", 0) > 0]
     if not trained:
         return None
-    plt = pyplot()
-    x = [e["epoch"] for e in trained]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for key in sorted({k for e in trained for k in e.get("train", {})}):
-        left.plot(x, [e["train"].get(key, np.nan) for e in trained], marker="o", label=key)
-    left.set(xlabel="epoch", ylabel="mean training loss", title="training")
-    left.legend(fontsize=8)
-    for key in VAL_METRICS:
-        if any(key in e for e in trained):
-            right.plot(x, [e.get(key, np.nan) for e in trained], marker="o", label=key)
-    right.set(xlabel="epoch", ylabel="accuracy", ylim=(0, 1.01),
-              title="validation (training cameras)")
-    right.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    x = [float(e["epoch"]) for e in trained]
+    losses = {key: (x, [float(e.get("train", {}).get(key, "nan")) for e in trained])
+              for key in sorted({k for e in trained for k in e.get("train", {})})}
+    accuracies = {key: (x, [float(e.get(key, "nan")) for e in trained])
+                  for key in VAL_METRICS if any(key in e for e in trained)}
+    return draw_panels(path, [
+        Panel("training", "epoch", "mean training loss", losses),
+        Panel("validation (training cameras)", "epoch", "accuracy", accuracies,
+              ylim=(0.0, 1.01)),
+    ], title)

@@ -7,9 +7,17 @@ from pathlib import Path
 
 import numpy as np
 
-from envad.training.curves import pyplot
 from envad.training.metrics import roc_auc, roc_curve_points
 from envad.training.protocol import ENSEMBLE, MEAN_AD, result_name
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed), imported on first use."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
 
 
 def heatmap(path: Path, cells: dict, rows: list[str], algorithms: list[str]) -> None:

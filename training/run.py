@@ -1,8 +1,9 @@
 """`train(config)`: one pretraining run, from a dataset spec to an exported ONNX encoder.
 
 A run dir holds `run.json` (config, per-epoch metrics, status), one checkpoint per
-epoch (the newest `keep_checkpoints` are kept) and, when done, `curves.png` (losses and
-validation accuracy per epoch) and `encoder.onnx`.
+epoch (the newest `keep_checkpoints` are kept; the last epoch's holds the model without
+its optimizer state, since no run resumes past its last epoch) and, when done,
+`curves.png` (losses and validation accuracy per epoch) and `encoder.onnx`.
 Deterministic for a seed on one machine; `resume=True` continues after the last
 complete epoch and gives the same weights as an uninterrupted run.
 """
@@ -33,7 +34,7 @@ from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
 from envad.training.curves import training_curves
 from envad.training.data import load_dataset
-from envad.training.export import export_onnx
+from envad.training.export import export_algorithm
 from envad.training.models import EncoderConfig
 from envad.training.multienv import MultiEnvDataset
 from envad.training.run_files import (  # noqa: F401  (read_run: re-exported for callers of train)
@@ -293,7 +294,7 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
                                           sampler.envs_per_step / max(seconds, 1e-9), 1)
         log.info("epoch %d: %s", epoch, _format(entry))
         ckpt.save_checkpoint(ckpt.checkpoint_path(run_dir, epoch), algorithm, epoch=epoch,
-                             meta=meta)
+                             meta=meta, resumable=epoch < config.epochs)
         ckpt.prune_checkpoints(run_dir, config.keep_checkpoints)
         run["epochs"].append(entry)
         write_run(run_dir, run)
@@ -304,8 +305,10 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
     phases.lap("curves")
 
     parity = val[:32] if len(val) else data.uint8(np.arange(min(32, len(data))))
-    report = export_onnx(run_dir, run_dir / ENCODER_FILE, parity_images=parity,
-                         model_id=config.model_id)
+    # the algorithm as its newest checkpoint holds it, exported without reading it back
+    last_epoch = todo[-1] if todo else start_epoch - 1
+    report = export_algorithm(algorithm, meta, last_epoch, run_dir / ENCODER_FILE,
+                              parity_images=parity, model_id=config.model_id)
     phases.lap("export")
     run.update(status="done", export={"file": ENCODER_FILE, "model_id": report.model_id,
                                       "max_abs_diff": report.max_abs_diff,

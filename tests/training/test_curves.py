@@ -1,4 +1,4 @@
-"""curves.png of a training run, and what a run imports before it draws it."""
+"""curves.png of a training run, and what a run imports to draw it."""
 
 from __future__ import annotations
 
@@ -19,9 +19,14 @@ def test_curves_are_drawn_for_trained_epochs_only(tmp_path):
     assert not (tmp_path / "none.png").exists()
 
 
-def test_a_training_run_imports_neither_scipy_nor_matplotlib_up_front():
-    code = ("import sys; import envad.training.run; "
+def test_a_training_run_imports_neither_scipy_nor_matplotlib_even_to_draw_its_curves(
+        tmp_path):
+    code = ("import sys; from pathlib import Path; import envad.training.run; "
+            "from envad.training.curves import training_curves; "
+            "training_curves(Path(sys.argv[1]), [{'epoch': 1, 'train': {'loss': 1.0}, "
+            "'val_acc': 0.5}], 'erm'); "
             "print(sorted(m for m in ('scipy', 'matplotlib') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "curves.png")],
+                         capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"

@@ -42,7 +42,10 @@ def test_graph_follows_the_model_format(exported):
 
 
 def test_metadata(exported, finished_run):
-    props = {p.key: p.value for p in onnx.load(str(exported.path)).metadata_props}
+    entries = onnx.load(str(exported.path)).metadata_props
+    props = {p.key: p.value for p in entries}
+    assert len(entries) == len(props)                            # each key once
+    assert all(key.startswith("envad.") for key in props)
     assert set(REQUIRED_KEYS) <= set(props)
     assert props["envad.format_version"] == "1"
     assert props["envad.model_id"] == exported.model_id == "erm-photodigits-16px-e2-s0"

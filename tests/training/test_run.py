@@ -6,12 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
+import onnx
 import pytest
 import torch
 
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.training import checkpoint as ckpt
-from envad.training.export import parity_tolerance
+from envad.training.export import export_onnx, parity_tolerance
 from envad.training.run import read_run, resolved_hparams, train, trained_hparams
 from tiny_algorithms import FAST, tiny_config
 
@@ -135,6 +136,40 @@ def test_resume_continues_after_the_last_complete_epoch(finished_run, tiny_photo
     assert _same(_weights(interrupted, 2), _weights(finished_run, 2))
     assert [e["epoch"] for e in read_run(interrupted)["epochs"]] == [1, 2]
     assert (interrupted / "encoder.onnx").is_file()
+
+
+def test_the_last_epoch_s_checkpoint_holds_the_model_without_its_optimizer(finished_run):
+    earlier, last = (ckpt.load_checkpoint(ckpt.checkpoint_path(finished_run, epoch))
+                     for epoch in (1, 2))
+    assert set(earlier["state"]) == {"model", "optimizer"}       # epoch 2 resumes from it
+    assert set(last["state"]) == {"model"}                       # nothing resumes past it
+
+
+def _graph(path):
+    return onnx.load(str(path)).graph.SerializeToString()
+
+
+def test_the_run_exports_the_model_its_newest_checkpoint_holds(finished_run, tmp_path):
+    """The run exports the algorithm it holds without reading its checkpoint back:
+    the same graph and weights, to the byte, as `envad export` of that checkpoint."""
+    again = export_onnx(finished_run, tmp_path / "again.onnx")
+    assert _graph(again.path) == _graph(finished_run / "encoder.onnx")
+    assert again.model_id == read_run(finished_run)["export"]["model_id"]
+
+
+def test_a_run_stopped_before_its_export_resumes_to_it(finished_run, tiny_photodigits,
+                                                       tmp_path):
+    stopped = tmp_path / "stopped"
+    shutil.copytree(finished_run, stopped)
+    (stopped / "encoder.onnx").unlink()
+    run = json.loads((stopped / "run.json").read_text())
+    run.update(status="running")
+    run.pop("export")
+    (stopped / "run.json").write_text(json.dumps(run))
+    train(tiny_config(tiny_photodigits, stopped), progress=False, resume=True)
+    assert read_run(stopped)["status"] == "done"
+    assert [e["epoch"] for e in read_run(stopped)["epochs"]] == [1, 2]
+    assert _graph(stopped / "encoder.onnx") == _graph(finished_run / "encoder.onnx")
 
 
 def test_random_takes_no_steps(tiny_photodigits, tmp_path):
