@@ -3,8 +3,8 @@
 A training run draws its curves.png with it instead of matplotlib, whose import alone
 (about 0.45 s) was a tenth of a short run's fixed cost. Panels have a title, axis labels,
 "nice" ticks (steps of 1, 2, 2.5 or 5 times a power of ten; whole numbers on an integer
-axis), a legend and markers on every point; a NaN leaves a gap. Drawn at twice the size
-and scaled down, so lines and text are smoothed.
+axis), a legend and markers on every point of a series of up to 60; a NaN leaves a gap.
+Drawn at twice the size and scaled down, so lines and text are smoothed.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#7f7f7f", "#bcbd22", "#17becf")
 SCALE = 2                       # drawn at twice the size, then smoothed down
 PANEL_MARGINS = (78, 16, 34, 50)    # left, right, top, bottom, in output pixels
+MAX_MARKED_POINTS = 60          # a longer series is a line without markers
 
 
 def colours(count: int) -> list[str]:
@@ -60,8 +61,11 @@ def nice_ticks(lo: float, hi: float, count: int = 6, *, integer: bool = False) -
 
 
 def tick_label(value: float, ticks: list[float]) -> str:
-    """`value` with as many decimals as the spacing of `ticks` needs."""
+    """`value` with as many decimals as the spacing of `ticks` needs; in scientific
+    notation where that would be long (a tick of 1e5 or more, or a step under 1e-3)."""
     step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    if max(abs(t) for t in ticks) >= 1e5 or step < 1e-3:
+        return f"{value:.3g}"
     decimals = 0
     while decimals < 6 and abs(round(step, decimals) - step) > step * 1e-6:
         decimals += 1
@@ -133,7 +137,7 @@ def _draw_panel(image, draw, panel: Panel, box, font) -> None:
         for a, b in itertools.pairwise(points):
             if a is not None and b is not None:
                 draw.line((a, b), fill=colour, width=2 * SCALE)
-        for point in points:
+        for point in points if len(points) <= MAX_MARKED_POINTS else ():
             if point is not None:
                 px, py = point
                 draw.ellipse((px - radius, py - radius, px + radius, py + radius), fill=colour)

@@ -11,6 +11,7 @@ from PIL import Image, ImageColor
 
 from envad.training.line_chart import (
     COLOURS,
+    MAX_MARKED_POINTS,
     PANEL_MARGINS,
     Panel,
     data_range,
@@ -45,6 +46,9 @@ def test_tick_labels_carry_the_decimals_their_spacing_needs():
     assert [tick_label(t, [0.0, 0.25, 0.5]) for t in (0.0, 0.25)] == ["0.00", "0.25"]
     assert tick_label(10.0, [0.0, 5.0, 10.0]) == "10"
     assert tick_label(0.54, [0.52, 0.54]) == "0.54"
+    assert tick_label(2.5e8, [0.0, 2.5e8, 5e8]) == "2.5e+08"      # not 250000000
+    assert tick_label(2e-4, [0.0, 1e-4, 2e-4]) == "0.0002"
+    assert tick_label(0.0, [0.0, 2e-5]) == "0"
 
 
 def test_data_range_pads_ignores_nan_and_widens_a_single_value():
@@ -97,3 +101,15 @@ def test_panels_sit_side_by_side_each_with_its_own_series(tmp_path):
     orange = colour_mask(image, COLOURS[1])
     columns = np.nonzero(orange.any(axis=0))[0]
     assert columns.size and columns.min() >= 400                  # only in the right panel
+
+
+def test_a_long_series_is_a_line_without_markers(tmp_path):
+    def drawn_rows(count: int) -> int:
+        x = [float(i) for i in range(1, count + 1)]
+        panel = Panel("t", "epoch", "value", {"a": (x, [0.5] * count)}, ylim=(0.0, 1.0))
+        image = Image.open(draw_panels(tmp_path / f"{count}.png", [panel], "t",
+                                       size=(600, 400)))
+        blue = colour_mask(image, COLOURS[0])[:, PANEL_MARGINS[0] + 10:]
+        return int((blue.sum(axis=1) > 100).sum())       # rows the series fills widely
+
+    assert drawn_rows(40) > drawn_rows(MAX_MARKED_POINTS + 40)  # markers widen the band
