@@ -184,8 +184,7 @@ def _centred(draw, centre, text: str, font) -> None:
 
 def _vertical_text(image, centre, text: str, font) -> None:
     """`text` turned 90 degrees anticlockwise, centred on `centre`."""
-    probe = ImageDraw.Draw(image)
-    left, top, right, bottom = probe.textbbox((0, 0), text, font=font)
+    left, top, right, bottom = font.getbbox(text)
     label = Image.new("RGB", (int(right - left) + 4, int(bottom - top) + 4), "white")
     ImageDraw.Draw(label).text((2 - left, 2 - top), text, fill="black", font=font)
     turned = label.rotate(90, expand=True)
