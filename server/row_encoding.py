@@ -30,6 +30,9 @@ _ROWBATCH_ROWS = 1
 _CHUNK_ARROW_IPC, _CHUNK_ROWS, _CHUNK_PROVENANCE = 1, 2, 3   # ExportChunk's fields
 _MAX_VARINT_BYTES = 10
 _EMPTY = pa.scalar(b"", pa.large_binary())
+# Distinct values up to which a field's bytes are encoded value by value in Python
+# (cheaper than the column operations for a handful of cameras, labels or times)
+FEW_VALUES = 64
 
 
 def _varint(value: int) -> bytes:
@@ -57,21 +60,24 @@ def _varints(values: np.ndarray, prefix: bytes = b"", present: np.ndarray | None
              ) -> pa.Array:
     """Per row: `prefix` + the varint of the row's int64 value (negative: two's
     complement, 10 bytes); an empty value where `present` is False."""
-    unsigned = values.astype(np.int64).view(np.uint64)
+    unsigned = values.astype(np.int64, copy=False).view(np.uint64)
     rows = len(unsigned)
-    top = int(unsigned.max()) if rows else 0
-    columns = max(1, (top.bit_length() + 6) // 7)      # bytes of the longest varint
-    count = np.ones(rows, np.int64)
-    for group in range(1, columns):
-        count += unsigned >= np.uint64(1 << (7 * group))
-    shifts = np.arange(columns, dtype=np.uint64) * np.uint64(7)
-    groups = ((unsigned[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
-    position = np.arange(columns)
-    groups[position[None, :] < count[:, None] - 1] |= 0x80
-    cells = np.empty((rows, len(prefix) + columns), np.uint8)
+    shortest = _varint_bytes(int(unsigned.min())) if rows else 1
+    longest = _varint_bytes(int(unsigned.max())) if rows else 1
+    cells = np.empty((rows, len(prefix) + longest), np.uint8)
     cells[:, :len(prefix)] = np.frombuffer(prefix, np.uint8)
-    cells[:, len(prefix):] = groups
-    width = count + len(prefix)
+    for group in range(longest):                    # 7 bits a byte, low bits first
+        cells[:, len(prefix) + group] = (unsigned >> np.uint64(7 * group)) & np.uint64(0x7F)
+    if shortest == longest:                         # every value the same length
+        cells[:, len(prefix):-1] |= 0x80
+        width = np.full(rows, cells.shape[1], np.int64)
+    else:
+        count = np.ones(rows, np.int64)
+        for group in range(1, longest):
+            count += unsigned >= np.uint64(1 << (7 * group))
+        position = np.arange(longest)
+        cells[:, len(prefix):][position[None, :] < count[:, None] - 1] |= 0x80
+        width = count + len(prefix)
     if present is not None:
         width = np.where(present, width, 0)
     offsets = np.zeros(rows + 1, np.int64)
@@ -80,6 +86,11 @@ def _varints(values: np.ndarray, prefix: bytes = b"", present: np.ndarray | None
         return _binary(offsets, cells.ravel())
     keep = np.arange(cells.shape[1])[None, :] < width[:, None]
     return _binary(offsets, cells[keep])
+
+
+def _varint_bytes(unsigned: int) -> int:
+    """The length of the varint of an unsigned 64-bit value."""
+    return max(1, (unsigned.bit_length() + 6) // 7)
 
 
 def _string_field(field: int, column: pa.Array) -> list[pa.Array]:
@@ -95,8 +106,11 @@ def _timestamp_field(field: int, column: pa.Array) -> list[pa.Array]:
     """A Timestamp message per row (seconds, then nanos, each only when non-zero);
     nothing for a missing timestamp. Each distinct value is encoded once and taken per
     row: `ingested_at` is one value per write, and capture times repeat in bursts."""
-    encoded = pc.dictionary_encode(column.cast(pa.int64()), null_encoding="encode")
-    values = encoded.dictionary
+    encoded = pc.dictionary_encode(column, null_encoding="encode")
+    values = encoded.dictionary.cast(pa.int64())
+    if len(values) <= FEW_VALUES:
+        return _taken_pieces([_timestamp_piece(field, v) for v in values.to_pylist()],
+                             encoded.indices)
     present = values.is_valid().to_numpy(zero_copy_only=False)
     micros = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
     seconds, rest = np.divmod(micros, 1_000_000)
@@ -107,15 +121,36 @@ def _timestamp_field(field: int, column: pa.Array) -> list[pa.Array]:
                   encoded.indices)
 
 
+def _timestamp_piece(field: int, micros: int | None) -> bytes:
+    """One row's Timestamp field for a time in microseconds since the epoch (none when
+    missing): `_timestamp_field`'s bytes, for one value."""
+    if micros is None:
+        return b""
+    seconds, rest = divmod(micros, 1_000_000)        # floored, as numpy's divmod
+    nanos = rest * 1000
+    body = ((_key(1, _VARINT) + _varint(seconds) if seconds else b"")
+            + (_key(2, _VARINT) + _varint(nanos) if nanos else b""))
+    return _key(field) + _varint(len(body)) + body
+
+
 def _category_field(field: int, column: pa.Array) -> list[pa.Array]:
     """`_string_field` for a column of few distinct values (camera, label, split,
     model): each distinct value's tag, length and bytes encoded once, then taken per
     row, so the row join has one column for the field instead of two."""
-    encoded = pc.dictionary_encode(pc.fill_null(column.cast(pa.large_binary()), b""))
-    values = encoded.dictionary
+    encoded = pc.dictionary_encode(column, null_encoding="encode")
+    if len(encoded.dictionary) <= FEW_VALUES:
+        return _taken_pieces([_string_piece(field, v) for v in encoded.dictionary.to_pylist()],
+                             encoded.indices)
+    values = pc.fill_null(encoded.dictionary.cast(pa.large_binary()), b"")
     lengths = _lengths(values)
     return _taken(_join([_varints(lengths, _key(field), lengths > 0), values]),
                   encoded.indices)
+
+
+def _string_piece(field: int, value: str | None) -> bytes:
+    """One row's string field (nothing for an empty or missing string)."""
+    data = (value or "").encode()
+    return _key(field) + _varint(len(data)) + data if data else b""
 
 
 def _text_field(field: int, column: pa.Array, categorical: bool) -> list[pa.Array]:
@@ -127,6 +162,13 @@ def _taken(pieces: pa.Array, indices: pa.Array) -> list[pa.Array]:
     if not _lengths(pieces).any():
         return []
     return [pieces.take(indices)]
+
+
+def _taken_pieces(pieces: list[bytes], indices: pa.Array) -> list[pa.Array]:
+    """`_taken` of pieces encoded one by one in Python."""
+    if not any(pieces):
+        return []
+    return [pa.array(pieces, pa.large_binary()).take(indices)]
 
 
 def _vector_field(column: pa.Array) -> list[pa.Array]:

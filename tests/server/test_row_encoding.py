@@ -6,7 +6,9 @@ import datetime as dt
 
 import numpy as np
 import pytest
+from google.protobuf import timestamp_pb2 as pb_timestamp
 
+from envad.server import row_encoding
 from envad.server.row_encoding import arrow_chunk_bytes, row_batch_bytes, rows_chunk_bytes
 from envad.server.store import EmbeddingStore, Row, rows_table
 from envad.v1 import envad_pb2 as pb
@@ -43,8 +45,17 @@ def sample_rows() -> list[Row]:
             for i in range(25)]
 
 
+@pytest.fixture(params=["per value", "as columns"])
+def encoding_path(request, monkeypatch):
+    """Every test below twice: each distinct category or time encoded in Python, and
+    every one encoded by column operations (as for a field of many distinct values)."""
+    if request.param == "as columns":
+        monkeypatch.setattr(row_encoding, "FEW_VALUES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("with_vectors", [True, False])
-def test_encoded_rows_equal_the_field_by_field_message(with_vectors):
+def test_encoded_rows_equal_the_field_by_field_message(with_vectors, encoding_path):
     table = rows_table(sample_rows(), "model-x", 300)
     if not with_vectors:
         table = table.drop_columns(["vector"])
@@ -54,7 +65,7 @@ def test_encoded_rows_equal_the_field_by_field_message(with_vectors):
     assert pb.RowBatch.FromString(row_batch_bytes(batch)) == expected
 
 
-def test_export_chunks_of_a_real_store_hold_its_rows(tmp_path):
+def test_export_chunks_of_a_real_store_hold_its_rows(tmp_path, encoding_path):
     store = EmbeddingStore(tmp_path / "lancedb", "model-x", 300)
     store.append(store.to_arrow(sample_rows()))
     provenance = pb.Provenance(model_id="model-x", table_version=store.version)
@@ -72,7 +83,7 @@ def test_export_chunks_of_a_real_store_hold_its_rows(tmp_path):
                           np.stack(stored.column("vector").to_numpy(zero_copy_only=False)))
 
 
-def test_columns_empty_in_every_row_are_left_out_as_the_message_leaves_them():
+def test_columns_empty_in_every_row_are_left_out_as_the_message_leaves_them(encoding_path):
     rows = sample_rows()
     for row in rows:
         row.uri, row.label, row.timestamp, row.event = "", "", None, ""
@@ -80,7 +91,7 @@ def test_columns_empty_in_every_row_are_left_out_as_the_message_leaves_them():
     assert row_batch_bytes(batch) == reference(batch).SerializeToString()
 
 
-def test_columns_of_one_value_or_none_encode_as_the_message_does():
+def test_columns_of_one_value_or_none_encode_as_the_message_does(encoding_path):
     """One camera and split, no label or capture time, one ingestion time: each
     distinct value is encoded once and repeated, or nothing is written."""
     rng = np.random.default_rng(1)
@@ -89,3 +100,22 @@ def test_columns_of_one_value_or_none_encode_as_the_message_does():
                 sha256=f"{i:064x}") for i in range(40)]
     batch = rows_table(rows, "model-x", 8).to_batches()[0]
     assert row_batch_bytes(batch) == reference(batch).SerializeToString()
+
+
+@pytest.mark.parametrize("values", [
+    [0, 1, 127],                                   # one byte each
+    [128, 300, 16383],                             # two bytes each
+    [0, 127, 128, 16384, 2**35, 2**63 - 1],        # every length from one to nine bytes
+    [-1, -(2**63), 5],                             # negatives: ten bytes, two's complement
+])
+def test_varint_columns_equal_one_varint_per_value(values):
+    from envad.server.row_encoding import _key, _varint, _varints
+
+    column = _varints(np.array(values, np.int64), _key(7)).to_pylist()
+    assert column == [_key(7) + _varint(v) for v in values]
+    for v in values:         # a Timestamp's seconds are an int64 field, number 1
+        if v:
+            assert pb_timestamp.Timestamp(seconds=v).SerializeToString() == b"\x08" + _varint(v)
+    kept = np.array([i % 2 == 0 for i in range(len(values))])
+    column = _varints(np.array(values, np.int64), b"", kept).to_pylist()
+    assert column == [_varint(v) if keep else b"" for v, keep in zip(values, kept, strict=True)]
