@@ -30,8 +30,10 @@ _ROWBATCH_ROWS = 1
 _CHUNK_ARROW_IPC, _CHUNK_ROWS, _CHUNK_PROVENANCE = 1, 2, 3   # ExportChunk's fields
 _MAX_VARINT_BYTES = 10
 _EMPTY = pa.scalar(b"", pa.large_binary())
-# Distinct values up to which a field's bytes are encoded value by value in Python
-# (cheaper than the column operations for a handful of cameras, labels or times)
+# Distinct values up to which a field's bytes are encoded value by value in Python:
+# below it that beats the column operations' fixed cost (a 4,096-row chunk, one value:
+# 87 us against 160 for a text field, 67 against 194 for a time; they meet at about
+# 64-128 values, and at 1,024 the column operations are 4-6x faster)
 FEW_VALUES = 64
 
 
