@@ -121,26 +121,44 @@ def _loda(seed: int):
 OCSVM_MAX_FIT_ROWS = 4096
 
 
-@register("OCSVM", uses_scaler=True, quadratic=True, max_fit_rows=OCSVM_MAX_FIT_ROWS,
-          description="one-class SVM, RBF kernel, gamma='auto' (fitted on at most "
-                      "4,096 rows)")
-def _ocsvm(seed: int):
+def _pyod_ocsvm(seed: int):
     from pyod.models.ocsvm import OCSVM
     return OCSVM(gamma="auto")
 
 
-@register("PCA", uses_scaler=True, quadratic=False,
-          description="PCA reconstruction, no standardisation inside, whiten=True")
-def _pca(seed: int):
+@register("OCSVM", uses_scaler=True, quadratic=True, max_fit_rows=OCSVM_MAX_FIT_ROWS,
+          reference=_pyod_ocsvm,
+          description="one-class SVM, RBF kernel, gamma='auto' (fitted on at most "
+                      "4,096 rows; libsvm's fit, vectorised scoring)")
+def _ocsvm(seed: int):
+    from envad.server.detectors.ocsvm import VectorizedOCSVM
+    return VectorizedOCSVM(gamma="auto")
+
+
+def _pyod_pca(seed: int):
     from pyod.models.pca import PCA
     return PCA(standardization=False, whiten=True, random_state=seed)
 
 
-@register("LOF5", uses_scaler=True, quadratic=True,
-          description="local outlier factor, 5 neighbours, euclidean, novelty mode")
-def _lof5(seed: int):
+@register("PCA", uses_scaler=True, quadratic=False, reference=_pyod_pca,
+          description="PCA reconstruction, no standardisation inside, whiten=True (pyod's "
+                      "fit, vectorised scoring)")
+def _pca(seed: int):
+    from envad.server.detectors.pca import VectorizedPCA
+    return VectorizedPCA(standardization=False, whiten=True, random_state=seed)
+
+
+def _pyod_lof5(seed: int):
     from pyod.models.lof import LOF
     return LOF(n_neighbors=5, novelty=True, metric="euclidean")
+
+
+@register("LOF5", uses_scaler=True, quadratic=True, reference=_pyod_lof5,
+          description="local outlier factor, 5 neighbours, euclidean, novelty mode "
+                      "(scikit-learn's fit, vectorised scoring)")
+def _lof5(seed: int):
+    from envad.server.detectors.lof import VectorizedLOF
+    return VectorizedLOF(n_neighbors=5, novelty=True, metric="euclidean")
 
 
 def _pyod_knn(seed: int):

@@ -1,7 +1,8 @@
-"""The detectors that score with private internals of scikit-learn (DirectIForest) and
-pyod (VectorizedINNE) run only on the versions pinned in pyproject.toml's [server] extra:
-the pins hold an upper bound, the installed versions satisfy them, and the internals the
-fast scorers read are there (their parity with pyod is tested in test_iforest/test_inne).
+"""The detectors that score with private internals of scikit-learn (DirectIForest,
+VectorizedLOF, VectorizedOCSVM) and pyod (VectorizedINNE) run only on the versions pinned
+in pyproject.toml's [server] extra: the pins hold an upper bound, the installed versions
+satisfy them, and the internals the fast scorers read are there (their parity with pyod
+is tested in test_iforest, test_inne, test_lof and test_ocsvm).
 Widening a pin means running those tests on the new versions first."""
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from packaging.requirements import Requirement
 
 from envad.server.detectors.iforest import DirectIForest
 from envad.server.detectors.inne import VectorizedINNE
+from envad.server.detectors.lof import VectorizedLOF
+from envad.server.detectors.ocsvm import VectorizedOCSVM
 
 ROOT = Path(__file__).resolve().parents[3]
 PINNED = ("scikit-learn", "pyod")
@@ -49,3 +52,10 @@ def test_the_private_internals_the_fast_scorers_read_exist() -> None:
     inne = VectorizedINNE(n_estimators=5, random_state=0).fit(X)
     for attribute in ("_centroids", "_centroids_radius", "_ratio"):
         assert hasattr(inne, attribute), f"pyod INNE lost {attribute}"
+    lof = VectorizedLOF(n_neighbors=5).fit(X).detector_
+    for attribute in ("_fit_X", "_distances_fit_X_", "_lrd", "n_neighbors_", "novelty",
+                      "metric", "p"):
+        assert hasattr(lof, attribute), f"LocalOutlierFactor lost {attribute}"
+    svm = VectorizedOCSVM().fit(X).detector_
+    for attribute in ("support_vectors_", "dual_coef_", "intercept_", "_gamma", "kernel"):
+        assert hasattr(svm, attribute), f"OneClassSVM lost {attribute}"
