@@ -32,7 +32,11 @@ from envad.server.detectors import registry
 from envad.server.detectors.calibration import DEFAULT_CALIBRATION, Calibration
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space
 from envad.server.detectors.leave_out import FitGroups
-from envad.server.detectors.score_adaptation import ScoreAdaptation, parse_score_adaptation
+from envad.server.detectors.score_adaptation import (
+    ReferenceMoments,
+    ScoreAdaptation,
+    parse_score_adaptation,
+)
 from envad.server.detectors.space_selection import choose_space, usable_for_selection
 from envad.server.detectors.stylist import select_features
 from envad.server.env_stats import EnvStatistics
@@ -109,6 +113,8 @@ class DetectorBundle:
     fit_groups: FitGroups | None = field(default=None, repr=False)   # leave_out.py
     _calibrations: dict[str, Calibration] = field(default_factory=dict, init=False,
                                                   repr=False, compare=False)
+    _reference_moments: ReferenceMoments | None = field(default=None, init=False,
+                                                        repr=False, compare=False)
 
     def calibrate(self, name: str, raw: np.ndarray) -> np.ndarray:
         """Detector `name`'s raw (or adapted) scores calibrated against its reference."""
@@ -142,8 +148,10 @@ class DetectorBundle:
         adapted, weight = raw, np.zeros(len(X))
         if self.score_adaptation.enabled and score_stats is not None and envs is not None:
             score_stats.update(envs, self.score_adaptation.statistics_of(raw, self.detectors))
-            adapted, weight = self.score_adaptation.adapt(raw, self.reference, self.detectors,
-                                                          envs, score_stats.get)
+            if self._reference_moments is None:
+                self._reference_moments = ReferenceMoments.of(self.reference, self.detectors)
+            adapted, weight = self.score_adaptation.adapt(raw, self._reference_moments,
+                                                          self.detectors, envs, score_stats.get)
         calibrated = {name: self.calibrate(name, adapted[name]) for name in raw}
         # added detector by detector: a row's ensemble does not depend on the rows
         # scored with it (np.mean over a stack sums pairwise or in order by its shape)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from pyod.models.lof import LOF
 
-from envad.server.detectors.distances import row_blocks, squared_distances, squared_norms
+from envad.server.detectors.distances import row_blocks, squared_norms
 
 
 class VectorizedLOF(LOF):
@@ -37,9 +37,15 @@ class VectorizedLOF(LOF):
         k_distance = lof._distances_fit_X_[:, k - 1]
         scores = np.empty(len(X))
         for block in row_blocks(len(X), len(fit_rows)):
-            squared = squared_distances(X[block], fit_rows, self.fit_squared_)
-            nearest = np.argpartition(squared, k - 1, axis=1)[:, :k]
-            distances = np.sqrt(np.take_along_axis(squared, nearest, axis=1))
+            query = X[block]
+            # ||q||^2 is the same for every fit row of a query: the neighbours are chosen
+            # on ||f||^2 - 2 q.f, and ||q||^2 is added to the k chosen only
+            partial = query @ fit_rows.T
+            partial *= -2.0
+            partial += self.fit_squared_
+            nearest = np.argpartition(partial, k - 1, axis=1)[:, :k]
+            squared = np.take_along_axis(partial, nearest, axis=1) + squared_norms(query)[:, None]
+            distances = np.sqrt(np.maximum(squared, 0.0))
             reach = np.maximum(distances, k_distance[nearest])
             density = 1.0 / (np.mean(reach, axis=1) + 1e-10)
             scores[block] = np.mean(lof._lrd[nearest] / density[:, None], axis=1)

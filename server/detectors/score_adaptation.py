@@ -48,6 +48,21 @@ MIN_SCALE_FRACTION = 1e-3
 
 
 @dataclass(frozen=True)
+class ReferenceMoments:
+    """Mean and standard deviation of each detector's reference scores (the fit set's
+    scale), in the order of the detectors they were taken for: fixed for a bundle, so
+    taken once, not at every Score."""
+
+    mean: np.ndarray
+    sd: np.ndarray
+
+    @classmethod
+    def of(cls, reference: dict[str, np.ndarray], detectors: list[str]) -> ReferenceMoments:
+        return cls(np.array([reference[name].mean() for name in detectors]),
+                   np.array([reference[name].std() for name in detectors]))
+
+
+@dataclass(frozen=True)
 class ScoreAdaptation:
     """`none`, or `camera` with the prior weight of the fit set's statistics in rows."""
 
@@ -71,10 +86,11 @@ class ScoreAdaptation:
                           axis=1)
         return np.concatenate([scores, scores * scores], axis=1)
 
-    def adapt(self, raw: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+    def adapt(self, raw: dict[str, np.ndarray], fit: ReferenceMoments,
               detectors: list[str], envs, running: Callable[[str], CameraStats | None] | None
               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """(adapted scores per detector, camera weight per row). `running(env)` gives a
+        """(adapted scores per detector, camera weight per row). `fit`: the moments of
+        the reference scores of `detectors`, in that order. `running(env)` gives a
         camera's count and mean of `statistics_of` rows; None, or an adaptation that is
         off, leaves the scores as they are with weight 0."""
         n_rows = len(next(iter(raw.values()))) if raw else 0
@@ -82,8 +98,7 @@ class ScoreAdaptation:
         if not self.enabled or running is None or envs is None:
             return {name: raw[name] for name in detectors}, weight
         prior = float(self.prior_rows or 0)
-        fit_mean = np.array([reference[name].mean() for name in detectors])
-        fit_sd = np.array([reference[name].std() for name in detectors])
+        fit_mean, fit_sd = fit.mean, fit.sd
         envs = np.asarray(envs).astype(str)
         adapted = {name: np.array(raw[name], dtype=np.float64) for name in detectors}
         k = len(detectors)

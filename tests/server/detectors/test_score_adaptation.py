@@ -10,6 +10,7 @@ from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.geometry import CameraStats
 from envad.server.detectors.score_adaptation import (
     DEFAULT_PRIOR_ROWS,
+    ReferenceMoments,
     ScoreAdaptation,
     parse_score_adaptation,
 )
@@ -45,13 +46,17 @@ def _stats_of(adaptation, detectors, raw_rows):
     return CameraStats(len(rows), rows.mean(axis=0))
 
 
+def knn_moments(reference):
+    return ReferenceMoments.of(reference, ["KNN"])
+
+
 def test_a_camera_with_many_images_is_mapped_onto_the_fit_scale():
     rng = np.random.default_rng(0)
     reference = {"KNN": np.sort(rng.normal(1.0, 0.1, 500))}
     camera_scores = 5.0 + 2.0 * rng.normal(size=5000)   # shifted and spread out
     adaptation = ScoreAdaptation(16)
     stats = _stats_of(adaptation, ["KNN"], {"KNN": camera_scores})
-    adapted, weight = adaptation.adapt({"KNN": camera_scores}, reference, ["KNN"],
+    adapted, weight = adaptation.adapt({"KNN": camera_scores}, knn_moments(reference), ["KNN"],
                                        ["cam"] * len(camera_scores), lambda env: stats)
     assert adapted["KNN"].mean() == pytest.approx(reference["KNN"].mean(), abs=0.01)
     assert adapted["KNN"].std() == pytest.approx(reference["KNN"].std(), rel=0.02)
@@ -65,7 +70,7 @@ def test_the_prior_holds_a_camera_with_few_images_near_the_fit_scale():
     raw = {"KNN": np.array([10.0, 10.0])}
     adaptation = ScoreAdaptation(1000)
     stats = _stats_of(adaptation, ["KNN"], raw)
-    adapted, weight = adaptation.adapt(raw, reference, ["KNN"], ["cam", "cam"],
+    adapted, weight = adaptation.adapt(raw, knn_moments(reference), ["KNN"], ["cam", "cam"],
                                        lambda env: stats)
     assert weight == pytest.approx([2 / 1002] * 2)
     # two rows against a prior of 1000: the camera's mean barely moves, its spread is
@@ -83,7 +88,7 @@ def test_unknown_cameras_rows_without_a_camera_and_none_are_left_alone():
         (ScoreAdaptation(None), ["cam", "cam"], lambda env: stats),  # adaptation off
         (ScoreAdaptation(4), ["cam", "cam"], None),                 # no statistics kept
     ]:
-        adapted, weight = adaptation.adapt(raw, reference, ["KNN"], envs, running)
+        adapted, weight = adaptation.adapt(raw, knn_moments(reference), ["KNN"], envs, running)
         assert adapted["KNN"].tolist() == [3.0, 4.0]
         assert weight.tolist() == [0.0, 0.0]
 
@@ -93,7 +98,8 @@ def test_a_camera_whose_scores_are_all_alike_does_not_blow_up():
     raw = {"KNN": np.full(50, 0.7)}
     adaptation = ScoreAdaptation(1)
     stats = _stats_of(adaptation, ["KNN"], raw)
-    adapted, _ = adaptation.adapt(raw, reference, ["KNN"], ["cam"] * 50, lambda env: stats)
+    adapted, _ = adaptation.adapt(raw, knn_moments(reference), ["KNN"], ["cam"] * 50,
+                                  lambda env: stats)
     assert np.isfinite(adapted["KNN"]).all()
 
 
@@ -150,3 +156,29 @@ def test_a_bundle_updates_the_statistics_it_is_given_and_reports_weights():
     plain = bundle.score(X, ["cam"] * 10)
     assert plain.adapted["KNN"] == pytest.approx(plain.raw["KNN"])
     assert plain.camera_weight.tolist() == [0.0] * 10
+
+
+def test_a_bundle_takes_its_reference_moments_once(monkeypatch):
+    """The fit set's scale is fixed for a bundle: not recomputed over the reference
+    scores at every Score."""
+    rng = np.random.default_rng(5)
+    bundle = fit_bundle(rng.normal(size=(200, 4)), detectors=["KNN", "PCA"],
+                        score_adaptation="camera:10")
+    taken = []
+    original = ReferenceMoments.of.__func__
+    monkeypatch.setattr(ReferenceMoments, "of", classmethod(
+        lambda cls, reference, detectors: taken.append(detectors) or original(
+            cls, reference, detectors)))
+    stats = bundle.new_score_statistics()
+    X = rng.normal(size=(10, 4)) + 2.0
+    first = bundle.score(X, ["cam"] * 10, score_stats=stats)
+    bundle.score(X, ["cam"] * 10, score_stats=stats)
+    assert taken == [["KNN", "PCA"]]
+    # the scores are those of the moments taken afresh
+    fresh = bundle.new_score_statistics()
+    fresh.update(["cam"] * 10, bundle.score_adaptation.statistics_of(first.raw, bundle.detectors))
+    expected, _ = bundle.score_adaptation.adapt(
+        first.raw, original(ReferenceMoments, bundle.reference, bundle.detectors),
+        bundle.detectors, ["cam"] * 10, fresh.get)
+    for name in bundle.detectors:
+        np.testing.assert_array_equal(first.adapted[name], expected[name])
