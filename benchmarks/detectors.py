@@ -54,9 +54,9 @@ def run(name: str, n: int, dim: int, queries: int, seed: int, reference: bool = 
               "score_seconds_envad": score_ours,
               "single_query_ms_envad": single_query_ms(ours.score, Q[:1])}
     record.update(extra_references(name, ours, X, Q, scores_ours))
-    if not reference:
-        return record
     spec = registry.get(name)
+    if not reference or spec.reference is None:     # None: envad's own, no pyod estimator
+        return record
     scaler = StandardScaler().fit(X) if spec.uses_scaler else None
     prep = (lambda A: scaler.transform(A)) if scaler else (lambda A: A)
     ref = spec.pyod_estimator(seed, ours.estimator_)
