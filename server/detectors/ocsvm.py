@@ -38,5 +38,7 @@ class VectorizedOCSVM(OCSVM):
             kernel = squared_distances(X[block], support, self.support_squared_)
             kernel *= -svm._gamma
             np.exp(kernel, out=kernel)
-            scores[block] = -(kernel @ alpha + svm.intercept_[0])
+            # each row's weighted sum on its own (a matrix-vector product sums one row
+            # in another order than many)
+            scores[block] = -(np.einsum("ij,j->i", kernel, alpha) + svm.intercept_[0])
         return scores
