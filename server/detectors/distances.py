@@ -2,7 +2,8 @@
 
 ||x - y||^2 = ||x||^2 - 2 x.y + ||y||^2: a GEMM instead of a loop over pairs, as
 scikit-learn's brute-force neighbour search computes them; negative rounding residues
-are clipped to 0. The vectorised scorers of pyod's PCA, LOF and OCSVM share it.
+are clipped to 0. ExactKDE and the vectorised scorers of pyod's PCA, LOF and OCSVM share
+it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ def squared_distances(X: np.ndarray, Y: np.ndarray, y_squared: np.ndarray | None
     y_squared = squared_norms(Y) if y_squared is None else y_squared
     squared = X @ Y.T
     squared *= -2.0
-    squared += squared_norms(X)[:, None]
     squared += y_squared[None, :]
+    squared += squared_norms(X)[:, None]
     return np.maximum(squared, 0.0, out=squared)
 
 

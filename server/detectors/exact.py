@@ -29,6 +29,8 @@ import faiss
 import numpy as np
 from scipy.special import logsumexp
 
+from envad.server.detectors.distances import squared_distances, squared_norms
+
 _CHUNK = 1024
 #: reference rows a KDE keeps (a seeded sample when the fit set is larger)
 DEFAULT_KDE_MAX_REFERENCE = 10_000
@@ -138,7 +140,7 @@ class ExactKDE:
         X = np.asarray(X, dtype=np.float64)
         self.center_ = X.mean(axis=0)
         self.X_ = np.ascontiguousarray(X - self.center_)
-        self.sq_norms_ = np.einsum("ij,ij->i", self.X_, self.X_)
+        self.sq_norms_ = squared_norms(self.X_)
         if self.bandwidth is None:
             self.bandwidth_ = self.bandwidth_factor * neighbour_scale(
                 self.X_, seed=self.random_state)
@@ -179,11 +181,7 @@ class ExactKDE:
         kernel_norm = self.log_norm_ - np.log(n)    # the normalisation less log(rows)
         for start in range(0, len(X), _CHUNK):
             q = X[start:start + _CHUNK]
-            squared = q @ self.X_.T
-            squared *= -2.0
-            squared += self.sq_norms_[None, :]
-            squared += np.einsum("ij,ij->i", q, q)[:, None]
-            np.maximum(squared, 0.0, out=squared)
+            squared = squared_distances(q, self.X_, self.sq_norms_)
             squared *= scale
             log_norm = np.full(len(q), self.log_norm_)
             if query_groups is not None and reference_groups is not None:
