@@ -130,6 +130,23 @@ def threads(records: list[dict]) -> list[str]:
     return lines
 
 
+def rpc_pool(records: list[dict]) -> list[str]:
+    rounds = records[0].get("rounds", 1)
+    lines = [f"| gRPC handlers' pool | before the rounds | 1 client images/s (best of {rounds}) "
+             "| 1 client ms | x standard pool after the burst | 16 clients images/s "
+             "| x standard pool |",
+             "| --- |" + " --- |" * 6]
+    for r in records:
+        state = "a burst of 16 clients" if r["after_burst"] else "never more than 1 client"
+        lines.append(
+            f"| {r['pool']} | {state} | {_f(r['one_client_images_per_s'])} | "
+            f"{_f(r['one_client_ms'], 2)} | "
+            f"{_f(r['ratio_one_client_over_standard_after_burst'], 2)} | "
+            f"{_f(r.get('sixteen_clients_images_per_s'))} | "
+            f"{_f(r.get('ratio_sixteen_clients_over_standard'), 2)} |")
+    return lines
+
+
 def _pair(record: dict, key: str, digits: int) -> str:
     """`envad / pyod (xratio)` for one measurement of a detector record."""
     ours, ref = record.get(f"{key}_envad"), record.get(f"{key}_pyod")
@@ -319,7 +336,7 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
              "one_image_floor": serving_all, "one_image_cpu_floor": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
-             "threads": threads, "scale": scale, "server_scale": server_scale,
+             "threads": threads, "rpc_pool": rpc_pool, "scale": scale, "server_scale": server_scale,
              "store_write": store_write,
              "export_rows": store_write, "camera_stats": camera_stats,
              "train_overhead": train_overhead, "train_decode": train_overhead,

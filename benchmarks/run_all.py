@@ -33,6 +33,7 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
     return {
         "serving": ["benchmarks.serving", "--sizes", "224", "32"],
         "threads": ["benchmarks.threads", "--size", "32", "--rounds", "2"],
+        "rpc_pool": ["benchmarks.rpc_pool", "--size", "32", "--rounds", "3"],
         "detectors_10k": ["benchmarks.detectors", "--sizes", "10000"],
         "detectors_100k": ["benchmarks.detectors", "--sizes", "100000", "--detectors",
                            "IsoForest", "INNE", "LODA", "OCSVM", "PCA", "KNN", "KDE",
@@ -52,7 +53,7 @@ def print_ratios(name: str, path: Path) -> None:
     for line in path.read_text().splitlines():
         record = json.loads(line)
         what = ", ".join(f"{k}={record[k]}" for k in ("size", "rows", "cameras", "kind", "clients",
-                                                      "detector",
+                                                      "detector", "pool", "after_burst",
                                                       "n_reference", "setting", "algorithm")
                          if k in record)
         for key, value in record.items():

@@ -48,16 +48,22 @@ class LocalServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def command(self) -> list[str]:
+        """The process to run: `envad serve` with this server's address and directories."""
+        return [sys.executable, "-m", "envad.client.cli", *self.serve_args()]
+
+    def serve_args(self) -> list[str]:
+        return ["serve", "--host", self.host, "--port", str(self.port),
+                "--data-dir", str(self.data_dir), "--models-dir", str(self.models_dir)]
+
     def start(self, timeout: float = 120.0, wait_service: bool = True) -> LocalServer:
         """Start the process; return once it listens (and, by default, once the scoring
         service reports SERVING, i.e. an encoder is loaded)."""
         self._listening = False
-        cmd = [sys.executable, "-m", "envad.client.cli", "serve", "--host", self.host,
-               "--port", str(self.port), "--data-dir", str(self.data_dir),
-               "--models-dir", str(self.models_dir)]
         env = {**os.environ, "ENVAD_LOG_FORMAT": "text", **self.env}
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        text=True, env=env, bufsize=1)
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, env=env,
+                                        bufsize=1)
         log = self.log_path.open("a") if self.log_path else None
         self._pump = threading.Thread(target=self._read_output, args=(log,), daemon=True)
         self._pump.start()

@@ -19,6 +19,7 @@ import threading
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -39,6 +40,7 @@ from envad.server.interceptors import (
 from envad.server.logs import configure_logging
 from envad.server.metrics import ServerMetrics
 from envad.server.service import AnomalyServicer
+from envad.server.worker_pool import RecentFirstPool
 from envad.v1 import envad_pb2, envad_pb2_grpc
 
 log = logging.getLogger("envad.server")
@@ -60,21 +62,25 @@ class RunningServer:
     port: int
     stop_event: threading.Event
     gate: DrainGate
+    pool: RecentFirstPool | None = None      # the handlers' threads
     refresher: threading.Thread | None = None
 
     def stop(self, grace: float | None = None) -> None:
         """NOT_SERVING first; new RPCs are refused (UNAVAILABLE) while the ones in flight
         finish, for up to `grace` s, with health still answering; then stop.
 
-        The engine closes only after the refresh loop has finished its last pass, so a
-        refresh (which saves indexes and reads the store) never runs alongside the close
-        (which saves them too)."""
+        The engine closes only after every handler has returned (gRPC's stop does not
+        wait for them) and the refresh loop has finished its last pass, so neither a
+        late handler nor a refresh (which saves indexes and reads the store) runs
+        alongside the close (which saves them too)."""
         self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self.stop_event.set()
         if grace:
             self.gate.drain(grace)
         self.server.stop(FINAL_GRACE_SECONDS if grace else grace).wait()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
         if self.refresher is not None:
             self.refresher.join()
         self.engine.close()
@@ -99,7 +105,9 @@ def start(config: ServerConfig) -> RunningServer:
         PreSerializedResponses([f"/{SERVICE_NAME}/Export"])]
     if config.auth_token:
         interceptors.insert(0, BearerTokenInterceptor(config.auth_token))
-    server = grpc.server(futures.ThreadPoolExecutor(config.workers, thread_name_prefix="rpc"),
+    pool = RecentFirstPool(config.workers, thread_name_prefix="rpc")
+    # gRPC's stubs name ThreadPoolExecutor; the server only submits to it (any Executor)
+    server = grpc.server(cast(futures.ThreadPoolExecutor, pool),
                          interceptors=interceptors, options=grpc_options(config))
     envad_pb2_grpc.add_AnomalyServiceServicer_to_server(AnomalyServicer(engine, config), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
@@ -114,7 +122,8 @@ def start(config: ServerConfig) -> RunningServer:
     server.start()
     if config.metrics_port:
         metrics.serve(config.metrics_port, config.metrics_host)
-    running = RunningServer(server, engine, health_servicer, port, threading.Event(), gate)
+    running = RunningServer(server, engine, health_servicer, port, threading.Event(), gate,
+                            pool)
     log.info("listening", extra={"address": f"{config.host}:{port}", "version": __version__,
                                  "data_dir": str(config.data_dir),
                                  "models_dir": str(config.resolved_models_dir)})

@@ -45,7 +45,7 @@ class ServerConfig:
     max_batch: int = 64                     # images per ONNX Runtime call
     max_wait_ms: float = 2.0                # batching window after the first request
     decode_threads: int = 0                 # threads decoding images (0 = thread budget)
-    workers: int = 16                       # gRPC worker threads
+    workers: int = 16                       # most gRPC handler threads (worker_pool.py)
     threads: int = 0                        # thread budget of every pool (0 = all cores)
     intra_op_threads: int = 0               # ONNX Runtime intra-op threads (0 = budget)
     intra_op_spinning: int = 0              # 1: idle ONNX Runtime threads spin (0: they yield)

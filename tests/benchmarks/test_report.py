@@ -295,3 +295,22 @@ def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
     assert "| PhotoDigits PNG | 4,320 | 2,398 | 0.50 | 0.54 | 1.07 | – | – |" in lines
     assert lines[-2] == "| oneDNN inference copy (validation) | 1,480 | 1.70 | 1.00 |"
     assert lines[-1] == "| encoder in eval mode | 1,480 | 2.65 | 1.56 |"
+
+
+def test_rpc_pool_table_has_a_row_per_server_and_no_burst_figures_for_the_quiet_one(tmp_path):
+    path = _write(tmp_path, "rpc_pool.jsonl", [
+        {"benchmark": "rpc_pool", "pool": "standard", "after_burst": False, "rounds": 3,
+         "one_client_images_per_s": 170.0, "one_client_ms": 5.88,
+         "ratio_one_client_over_standard_after_burst": 1.133},
+        {"benchmark": "rpc_pool", "pool": "standard", "after_burst": True, "rounds": 3,
+         "one_client_images_per_s": 150.0, "one_client_ms": 6.67,
+         "ratio_one_client_over_standard_after_burst": 1.0,
+         "sixteen_clients_images_per_s": 290.0, "ratio_sixteen_clients_over_standard": 1.0},
+        {"benchmark": "rpc_pool", "pool": "envad", "after_burst": True, "rounds": 3,
+         "one_client_images_per_s": 175.0, "one_client_ms": 5.71,
+         "ratio_one_client_over_standard_after_burst": 1.167,
+         "sixteen_clients_images_per_s": 300.0, "ratio_sixteen_clients_over_standard": 1.034}])
+    lines = report.render(path).splitlines()
+    assert "1 client images/s (best of 3)" in lines[2]
+    assert lines[4] == "| standard | never more than 1 client | 170.0 | 5.88 | 1.13 | – | – |"
+    assert lines[6] == "| envad | a burst of 16 clients | 175.0 | 5.71 | 1.17 | 300.0 | 1.03 |"

@@ -164,3 +164,49 @@ def test_stop_closes_the_engine_only_after_the_last_refresh(tmp_path, tiny_model
     assert events[-1] == "close"
     assert events[-2] == "refresh ended"
     assert running.refresher is not None and not running.refresher.is_alive()
+
+
+def test_stop_closes_the_engine_only_after_the_handlers_in_flight_return(
+        tmp_path, tiny_model_path):
+    """gRPC's stop does not wait for handlers still running; the server's does, so no
+    handler uses the engine while it closes (a real server, one handler slowed down)."""
+    from envad.server.app import start
+    from envad.server.config import ServerConfig
+
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(tiny_model_path, models / "tiny.onnx")
+    running = start(ServerConfig(port=0, data_dir=tmp_path / "data", models_dir=models))
+    events: list[str] = []
+    in_handler = threading.Event()
+    real_info, real_close = running.engine.info, running.engine.close
+
+    def slow_info():
+        in_handler.set()
+        time.sleep(0.5)
+        info = real_info()
+        events.append("handler returned")
+        return info
+
+    def recorded_close() -> None:
+        events.append("close")
+        real_close()
+
+    running.engine.info = slow_info
+    running.engine.close = recorded_close
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    caller = threading.Thread(target=lambda: _ignore_rpc_error(
+        lambda: pb_grpc.AnomalyServiceStub(channel).GetInfo(pb.GetInfoRequest(), timeout=10)))
+    caller.start()
+    assert in_handler.wait(10)
+    running.stop(grace=0)
+    caller.join(10)
+    channel.close()
+    assert events == ["handler returned", "close"]
+
+
+def _ignore_rpc_error(call) -> None:
+    try:
+        call()
+    except grpc.RpcError:      # the stop cancels the call; the handler still runs to its end
+        pass
