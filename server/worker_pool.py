@@ -64,16 +64,26 @@ class RecentFirstPool(Executor):
                 worker.task = task
                 worker.wake.release()
             elif len(self._workers) < self.max_workers:
-                worker = _Worker()
-                worker.task = task
-                worker.thread = threading.Thread(
-                    target=self._serve, args=(worker,), daemon=True,
-                    name=f"{self._prefix}_{len(self._workers)}")
-                self._workers.append(worker)
-                worker.thread.start()
+                self._start_worker(task)
             else:
                 self._waiting.append(task)
         return future
+
+    def _start_worker(self, task: _Task) -> None:
+        """A new thread for `task` (under the lock). If the system refuses a thread, the
+        task waits for one of the running threads; with none running, submit fails."""
+        worker = _Worker()
+        worker.task = task
+        worker.thread = threading.Thread(target=self._serve, args=(worker,), daemon=True,
+                                         name=f"{self._prefix}_{len(self._workers)}")
+        try:
+            worker.thread.start()
+        except RuntimeError:            # "can't start new thread": out of threads or memory
+            if not self._workers:
+                raise
+            self._waiting.append(task)
+            return
+        self._workers.append(worker)
 
     def _serve(self, worker: _Worker) -> None:
         task = worker.task

@@ -186,3 +186,39 @@ def test_a_real_grpc_server_on_the_pool_serves_a_lone_client_from_one_thread():
     finally:
         server.stop(None).wait()
         pool.shutdown()
+
+
+def test_a_thread_the_system_refuses_leaves_the_task_to_the_running_threads(monkeypatch):
+    pool = RecentFirstPool(4)
+    gate = threading.Event()
+    try:
+        first = pool.submit(lambda: gate.wait(10))
+        assert pool.threads == 1
+
+        def refuse(self):
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        second = pool.submit(lambda: "ran on the running thread")
+        assert pool.threads == 1
+        monkeypatch.undo()
+        gate.set()
+        assert first.result(10) is True
+        assert second.result(10) == "ran on the running thread"
+    finally:
+        pool.shutdown()
+
+
+def test_submit_fails_when_the_system_refuses_the_first_thread(monkeypatch):
+    pool = RecentFirstPool(2)
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(RuntimeError, match="new thread"):
+        pool.submit(lambda: None)
+    monkeypatch.undo()
+    assert pool.threads == 0
+    assert pool.submit(lambda: "later").result(10) == "later"
+    pool.shutdown()
