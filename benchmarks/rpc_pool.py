@@ -27,10 +27,9 @@ from pathlib import Path
 
 from benchmarks.common import emit, log
 from benchmarks.models import build_resnet18_onnx
-from benchmarks.serving import camera_jpegs, concurrent_score
+from benchmarks.serving import camera_jpegs, concurrent_score, store_and_fit
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
-from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 
 STANDARD = "standard library (ThreadPoolExecutor)"
@@ -58,17 +57,6 @@ def serve_with_standard_pool(argv: list[str]) -> int:
     return main(argv)
 
 
-def prepare(models: Path, data: Path, images: list[bytes]) -> None:
-    """Store the fit images and fit the default detector set once."""
-    with LocalServer(data, models) as server, make_channel(server.address) as channel:
-        stub = pb_grpc.AnomalyServiceStub(channel)
-        items = [pb.IngestItem(image=pb.Image(data=d, id=f"fit-{i}", env=f"cam{i % 3}"),
-                               split="train") for i, d in enumerate(images)]
-        stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 32])
-                          for i in range(0, len(items), 32)]), timeout=600)
-        stub.Fit(pb.FitRequest(allow_few_rows=True), timeout=600)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=32)
@@ -80,7 +68,7 @@ def main() -> None:
         models, prepared = Path(tmp) / "models", Path(tmp) / "prepared"
         build_resnet18_onnx(args.size, models / f"resnet18-{args.size}.onnx")
         images = camera_jpegs(args.fit_rows, 640, 480, seed=args.size)
-        prepare(models, prepared, images)
+        store_and_fit(models, prepared, images)
         sides = [(STANDARD, False, StandardPoolServer), (STANDARD, True, StandardPoolServer),
                  (RECENT_FIRST, True, LocalServer)]
         servers, stubs = [], []

@@ -38,7 +38,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +69,20 @@ def camera_jpegs(count: int, width: int, height: int, seed: int = 0) -> list[byt
         img.save(buffer, format="JPEG", quality=88)
         out.append(buffer.getvalue())
     return out
+
+
+def store_and_fit(models: Path, data: Path, images: list[bytes],
+                  detectors: Sequence[str] = ()) -> None:
+    """Store `images` as training rows of three cameras through a real server and fit
+    `detectors` (none named: the default set) on them, below the usual row minimum if need be;
+    servers started on `data` later find both."""
+    with LocalServer(data, models) as server, make_channel(server.address) as channel:
+        stub = pb_grpc.AnomalyServiceStub(channel)
+        items = [pb.IngestItem(image=pb.Image(data=d, id=f"fit-{i}", env=f"cam{i % 3}"),
+                               split="train") for i, d in enumerate(images)]
+        stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 32])
+                          for i in range(0, len(items), 32)]), timeout=600)
+        stub.Fit(pb.FitRequest(allow_few_rows=True, detectors=list(detectors)), timeout=600)
 
 
 def concurrent_score(stub, images: list[bytes], batch: int, clients: int, seconds: float) -> float:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import emit, log, percentile_ms
 from benchmarks.models import build_resnet18_onnx
-from benchmarks.serving import camera_jpegs, concurrent_score
+from benchmarks.serving import camera_jpegs, concurrent_score, store_and_fit
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
 from envad.server.detectors.registry import PAPER_DETECTORS
@@ -55,17 +55,6 @@ def measure(models: Path, data: Path, env: dict[str, str], images: list[bytes],
             "p50_ms": percentile_ms(latencies, 50)}
 
 
-def prepare(models: Path, data: Path, images: list[bytes]) -> None:
-    """Store the fit images and fit every detector once; every setting reuses them."""
-    with LocalServer(data, models) as server, make_channel(server.address) as channel:
-        stub = pb_grpc.AnomalyServiceStub(channel)
-        items = [pb.IngestItem(image=pb.Image(data=d, id=f"fit-{i}", env=f"cam{i % 3}"),
-                               split="train") for i, d in enumerate(images)]
-        stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 32])
-                          for i in range(0, len(items), 32)]), timeout=600)
-        stub.Fit(pb.FitRequest(detectors=PAPER_DETECTORS), timeout=600)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=32)
@@ -77,7 +66,7 @@ def main() -> None:
         models, data = Path(tmp) / "models", Path(tmp) / "data"
         build_resnet18_onnx(args.size, models / f"resnet18-{args.size}.onnx")
         images = camera_jpegs(args.fit_rows, 640, 480, seed=args.size)
-        prepare(models, data, images)
+        store_and_fit(models, data, images, PAPER_DETECTORS)
         best: dict[str, dict] = {}
         for round_ in range(args.rounds):
             for name, env in SETTINGS.items():
