@@ -2,9 +2,9 @@
 
 `concurrent.futures.ThreadPoolExecutor` hands each call to the thread that has waited
 longest. Once a burst of concurrent calls has grown the pool to its full size, a lone
-client's calls then go round every thread of it in turn, each a thread whose stack,
-interpreter state and caches have gone cold since its last call; on the 2-core build
-host that made a one-image Score 1.3-2.3 ms slower (docs/benchmarks.md). `RecentFirstPool`
+client's calls then go round every thread of it in turn; on the 2-core build host that
+made a one-image Score 1.3-2.3 ms slower, in waiting rather than in CPU (a thread
+switched 20-25 times in a call instead of 6; docs/benchmarks.md). `RecentFirstPool`
 keeps its idle threads on a stack: a call goes to the thread that finished most recently,
 so a lone client is served by the same warm thread, and threads beyond what the load
 needs stay asleep. It creates threads only when every existing one is busy, up to
