@@ -53,6 +53,11 @@ class RecentFirstPool(Executor):
         """How many threads the pool has started (they live until shutdown)."""
         return len(self._workers)
 
+    @property
+    def idle_threads(self) -> int:
+        """How many of them wait for a task now."""
+        return len(self._idle)
+
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()
         task = (future, fn, args, kwargs)

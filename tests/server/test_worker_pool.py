@@ -5,6 +5,7 @@ server."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -22,8 +23,22 @@ def _burst(pool, n: int) -> set[int]:
     return {f.result(10) for f in futures}
 
 
+def _all_idle(pool) -> None:
+    """Wait until every started thread is back among the idle ones (a task's result
+    reaches its caller a moment before its thread returns to the pool)."""
+    deadline = time.monotonic() + 10
+    while pool.idle_threads < pool.threads:
+        assert time.monotonic() < deadline, "the pool's threads never went idle"
+        time.sleep(0.001)
+
+
 def _threads_of_sequential_calls(pool, calls: int) -> set[int]:
-    return {pool.submit(threading.get_ident).result(10) for _ in range(calls)}
+    threads = set()
+    for _ in range(calls):
+        if isinstance(pool, RecentFirstPool):
+            _all_idle(pool)
+        threads.add(pool.submit(threading.get_ident).result(10))
+    return threads
 
 
 def test_a_lone_caller_after_a_burst_keeps_one_thread():
@@ -66,11 +81,7 @@ def test_the_thread_that_finished_last_runs_the_next_task():
         for i in (2, 0, 1):                 # finish in this order
             release[i].set()
             finish_order.append(held[i].result(10))
-        # wait until the last one to finish is idle again, then submit
-        for _ in range(1000):
-            if len(pool._idle) == 3:
-                break
-            threading.Event().wait(0.005)
+        _all_idle(pool)
         assert pool.submit(threading.get_ident).result(10) == finish_order[-1]
     finally:
         pool.shutdown()
@@ -182,7 +193,11 @@ def test_a_real_grpc_server_on_the_pool_serves_a_lone_client_from_one_thread():
             with ThreadPoolExecutor(6) as clients:
                 burst = set(clients.map(lambda _: who(b"burst", timeout=10), range(6)))
             assert len(burst) == 6 and pool.threads == 6
-            assert len({who(b"one", timeout=10) for _ in range(30)}) == 1
+            lone = set()
+            for _ in range(30):
+                _all_idle(pool)
+                lone.add(who(b"one", timeout=10))
+            assert len(lone) == 1
     finally:
         server.stop(None).wait()
         pool.shutdown()
