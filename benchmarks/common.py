@@ -12,10 +12,23 @@ from collections.abc import Callable
 import numpy as np
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux: /proc/cpuinfo), None where it cannot be read: hosts
+    with the same core count differ (vector width, cache) and so do their numbers."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def machine() -> dict:
     """A short description of where the numbers came from, with the 1-minute load average
     when the record was written (above the core count: other work shared the machine)."""
-    return {"cpu_count": os.cpu_count(), "machine": platform.machine(),
+    return {"cpu_count": os.cpu_count(), "machine": platform.machine(), "cpu": cpu_model(),
             "python": platform.python_version(), "load_1min": round(os.getloadavg()[0], 1),
             "date": time.strftime("%Y-%m-%d", time.gmtime())}
 

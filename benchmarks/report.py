@@ -316,8 +316,10 @@ def train_overhead(records: list[dict]) -> list[str]:
                   f"{_f(r.get('ratio_decode_over_cached'), 1)} |" for r in decodes]
     embeds = [r for r in records if r["benchmark"] == "train_validation_embed"]
     if embeds:
-        lines += ["", "| embedding validation's images at 32 px | images | s | "
-                  "ratio (s ÷ the oneDNN copy's) |", "| --- |" + " --- |" * 3]
+        capability = embeds[0].get("cpu_capability")
+        where = f" (torch's CPU capability: {capability})" if capability else ""
+        lines += ["", f"| embedding validation's images at 32 px{where} | images | s | "
+                  "ratio (s ÷ validation's copy's) |", "| --- |" + " --- |" * 3]
         lines += [f"| {r['path']} | {r['images']:,} | {_f(r['seconds'], 2)} | "
                   f"{_f(r['ratio_over_validation'], 2)} |" for r in embeds]
     return lines
@@ -358,7 +360,8 @@ def render(path: Path) -> str:
     shared = (f"; load average {min(loads)}-{max(loads)} while it ran"
               f"{', so other work shared the machine' if busy else ''}" if loads else "")
     when = f", {machine['date']}" if machine.get("date") else ""
-    return "\n".join([f"`{path.name}` ({where}{machine.get('cpu_count')} CPU cores, "
+    cpu = f"{machine['cpu']}, " if machine.get("cpu") else ""
+    return "\n".join([f"`{path.name}` ({where}{machine.get('cpu_count')} CPU cores, {cpu}"
                       f"{machine.get('machine')}, Python {machine.get('python')}{when}{shared}):",
                       "", *renderer(records)])
 

@@ -140,20 +140,31 @@ def decode_times(data: Path, rounds: int, cache: Path) -> dict:
 
 def validation_embedding(rounds: int, count: int = 1480) -> list[dict]:
     """Seconds to embed `count` images at 32 px (a run's 1,000 reference and 480 val
-    images) through what validation uses, `inference_copy` (oneDNN's blocked layout on
-    a CPU), against the channels-last copy it replaced and the encoder in eval mode
-    (interleaved rounds, median)."""
+    images) through the inference copy validation uses (`inference_copy`: oneDNN's
+    blocked layout or channels-last, whichever this CPU runs faster), against the other
+    layout's copy and the encoder in eval mode (interleaved rounds, median)."""
     import numpy as np
     import torch
 
-    from envad.training.models import Encoder, EncoderConfig, inference_copy, to_float_nchw
+    from envad.training.models import (
+        Encoder,
+        EncoderConfig,
+        blocked_layout_is_faster,
+        inference_copy,
+        to_float_nchw,
+    )
 
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig(SIZE)).eval()
     images = np.random.default_rng(0).integers(0, 256, (count, SIZE, SIZE, 3), dtype=np.uint8)
-    paths = {"oneDNN inference copy (validation)": (inference_copy(encoder, "cpu"), False),
-             "channels-last inference copy": (inference_copy(encoder, "meta"), True),
-             "encoder in eval mode": (encoder, False)}
+    chosen = blocked_layout_is_faster()
+    copies = {"inference copy, oneDNN blocked layout": True,
+              "inference copy, channels-last": False}
+    paths = {f"{name}{' (validation)' if blocked == chosen else ''}":
+             (inference_copy(encoder, "cpu", blocked=blocked), not blocked)
+             for name, blocked in copies.items()}
+    paths["encoder in eval mode"] = (encoder, False)
+    validation = next(name for name in paths if name.endswith("(validation)"))
     seconds: dict[str, list[float]] = {name: [] for name in paths}
     with torch.no_grad():
         for _ in range(rounds + 1):                    # the first round warms up
@@ -162,10 +173,11 @@ def validation_embedding(rounds: int, count: int = 1480) -> list[dict]:
                 for i in range(0, count, 256):
                     module(to_float_nchw(images[i:i + 256], channels_last=channels_last))
                 seconds[name].append(time.perf_counter() - started)
-    ours = statistics.median(seconds["oneDNN inference copy (validation)"][1:])
+    ours = statistics.median(seconds[validation][1:])
     return [{"benchmark": "train_validation_embed", "path": name, "size": SIZE,
              "images": count, "rounds": rounds, "seconds": round(statistics.median(s[1:]), 3),
-             "ratio_over_validation": round(statistics.median(s[1:]) / ours, 2)}
+             "ratio_over_validation": round(statistics.median(s[1:]) / ours, 2),
+             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
             for name, s in seconds.items()]
 
 

@@ -95,14 +95,16 @@ class Encoder(nn.Module):
         return torch.flatten(net.avgpool(x), 1)
 
 
-def inference_copy(encoder: Encoder, device: str = "cpu") -> nn.Module:
+def inference_copy(encoder: Encoder, device: str = "cpu", *,
+                   blocked: bool | None = None) -> nn.Module:
     """An eval-mode copy of `encoder` for embedding many images, the same embedding to
     float rounding (about 1e-5); the encoder itself is left as it was. Each batch norm
-    is folded into the convolution before it. On a CPU with oneDNN (torch's MKL-DNN)
-    the copy keeps its weights and feature maps in oneDNN's blocked layout between
-    layers (`OneDnnEncoder`: 1.4x faster than channels-last at 32 px on a 2-core x86
-    CPU, docs/benchmarks.md); elsewhere its weights are channels-last. Feed it float
-    NCHW input in [0, 1] (`to_float_nchw`, either layout)."""
+    is folded into the convolution before it. On a CPU whose oneDNN (torch's MKL-DNN)
+    runs blocked layouts fastest (`blocked_layout_is_faster`) the copy keeps its weights
+    and feature maps in oneDNN's blocked layout between layers (`OneDnnEncoder`);
+    elsewhere its weights are channels-last. `blocked` True or False asks for one layout
+    (CPU only for the blocked one). Feed it float NCHW input in [0, 1] (`to_float_nchw`,
+    either layout)."""
     folded = copy.deepcopy(encoder).eval()
     net = folded.net
     net.conv1, net.bn1 = _fold(net.conv1, net.bn1), nn.Identity()
@@ -111,9 +113,26 @@ def inference_copy(encoder: Encoder, device: str = "cpu") -> nn.Module:
         block.conv2, block.bn2 = _fold(block.conv2, block.bn2), nn.Identity()
         if isinstance(block.downsample, nn.Sequential):
             block.downsample = _fold(block.downsample[0], block.downsample[1])
-    if torch.device(device).type == "cpu" and torch.backends.mkldnn.is_available():
+    if blocked is None:
+        blocked = torch.device(device).type == "cpu" and blocked_layout_is_faster()
+    if blocked:
         return OneDnnEncoder(folded)
     return folded.to(memory_format=torch.channels_last)
+
+
+#: torch's CPU capabilities (`torch.backends.cpu.get_cpu_capability`) on which oneDNN's
+#: blocked layout beats channels-last for the folded ResNet-18 (docs/benchmarks.md)
+BLOCKED_LAYOUT_CAPABILITIES = ("AVX512",)
+
+
+def blocked_layout_is_faster() -> bool:
+    """Whether this CPU embeds faster with feature maps in oneDNN's blocked layout than in
+    channels-last. With AVX-512, oneDNN's direct convolutions on the blocked layout were
+    1.54x faster than channels-last at 32 px (2 cores); with AVX2 only, oneDNN runs
+    channels-last convolutions through its brgemm kernels and the blocked layout through
+    older direct ones, and channels-last was 1.26x faster (2-core AMD EPYC)."""
+    return (torch.backends.mkldnn.is_available()
+            and torch.backends.cpu.get_cpu_capability() in BLOCKED_LAYOUT_CAPABILITIES)
 
 
 class OneDnnEncoder(nn.Module):

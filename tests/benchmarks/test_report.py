@@ -164,6 +164,15 @@ def test_the_caption_says_when_other_work_shared_the_machine(tmp_path):
     assert "| setting (best of 2 rounds) |" in text
 
 
+def test_the_caption_names_the_cpu_model_when_the_record_has_it(tmp_path):
+    path = tmp_path / "camera_stats.jsonl"
+    path.write_text(json.dumps({
+        "benchmark": "camera_stats", "cameras": 1, "update_ms": 0.2, "snapshot_ms": 1.0,
+        "ratio": 5.0, "machine": {**MACHINE, "cpu": "AMD EPYC", "date": "2026-11-26"}}) + "\n")
+    assert report.render(path).splitlines()[0] == (
+        "`camera_stats.jsonl` (2 CPU cores, AMD EPYC, x86_64, Python 3.11.7, 2026-11-26):")
+
+
 def test_write_docs_replaces_only_the_blocks_whose_results_exist(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
@@ -278,10 +287,12 @@ def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
         {"benchmark": "train_decode", "files": "PhotoDigits PNG", "size": 32, "images": 4320,
          "mean_file_bytes": 2398, "decode_s": 0.5, "one_thread_s": 0.54,
          "ratio_one_thread_over_decode": 1.07},
-        {"benchmark": "train_validation_embed", "path": "oneDNN inference copy (validation)",
-         "size": 32, "images": 1480, "rounds": 3, "seconds": 1.7, "ratio_over_validation": 1.0},
+        {"benchmark": "train_validation_embed", "path": "inference copy, channels-last "
+         "(validation)", "size": 32, "images": 1480, "rounds": 3, "seconds": 1.7,
+         "ratio_over_validation": 1.0, "cpu_capability": "AVX2"},
         {"benchmark": "train_validation_embed", "path": "encoder in eval mode", "size": 32,
-         "images": 1480, "rounds": 3, "seconds": 2.65, "ratio_over_validation": 1.56}])
+         "images": 1480, "rounds": 3, "seconds": 2.65, "ratio_over_validation": 1.56,
+         "cpu_capability": "AVX2"}])
     lines = report.render(path).splitlines()
     assert lines[4] == (
         "| erm | 30.00 | 24.00 | 6.00 (x0.25) | 2.00 (1.25) | 0.60 | 1.20 | – | 1.50 | "
@@ -293,7 +304,9 @@ def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
     assert "| 640x480 JPEG | 4,320 | 24,439 | 1.50 | 2.60 | 1.73 | 0.012 | 125.0 |" in lines
     # a record from before the cache existed renders with dashes for it
     assert "| PhotoDigits PNG | 4,320 | 2,398 | 0.50 | 0.54 | 1.07 | – | – |" in lines
-    assert lines[-2] == "| oneDNN inference copy (validation) | 1,480 | 1.70 | 1.00 |"
+    assert lines[-4] == ("| embedding validation's images at 32 px (torch's CPU capability: "
+                         "AVX2) | images | s | ratio (s ÷ validation's copy's) |")
+    assert lines[-2] == "| inference copy, channels-last (validation) | 1,480 | 1.70 | 1.00 |"
     assert lines[-1] == "| encoder in eval mode | 1,480 | 2.65 | 1.56 |"
 
 

@@ -13,6 +13,7 @@ from envad.training.models import (
     EncoderConfig,
     OneDnnEncoder,
     Uint8Encoder,
+    blocked_layout_is_faster,
     inference_copy,
     to_float_nchw,
 )
@@ -97,8 +98,14 @@ def test_channels_last_input_holds_the_same_values():
     assert torch.equal(dense, last)
 
 
+def _cpu_capability(monkeypatch, capability: str) -> None:
+    """Make torch report `capability` as this CPU's (the hardware is outside the tests)."""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+
+
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
-def test_inference_copy_on_the_cpu_keeps_feature_maps_in_onednn_layout():
+def test_inference_copy_on_an_avx512_cpu_keeps_feature_maps_in_onednn_layout(monkeypatch):
+    _cpu_capability(monkeypatch, "AVX512")
     torch.manual_seed(2)
     encoder = Encoder(EncoderConfig(32)).eval()
     folded = inference_copy(encoder, "cpu")
@@ -117,3 +124,25 @@ def test_inference_copy_on_the_cpu_keeps_feature_maps_in_onednn_layout():
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
     # where oneDNN is not the device's library, the copy is the channels-last module
     assert isinstance(inference_copy(encoder, "meta"), Encoder)
+
+
+@pytest.mark.parametrize("capability", ["AVX2", "DEFAULT"])
+def test_inference_copy_without_avx512_is_channels_last(monkeypatch, capability):
+    _cpu_capability(monkeypatch, capability)
+    torch.manual_seed(3)
+    encoder = Encoder(EncoderConfig(32)).eval()
+    folded = inference_copy(encoder, "cpu")
+    assert not isinstance(folded, OneDnnEncoder) and isinstance(folded, Encoder)
+    assert folded.net.layer1[0].conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    pixels = np.random.default_rng(3).integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)
+    with torch.no_grad():
+        got = folded(to_float_nchw(pixels, channels_last=True))
+        expected = encoder(to_float_nchw(pixels))
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_blocked_layout_needs_onednn(monkeypatch):
+    _cpu_capability(monkeypatch, "AVX512")
+    assert blocked_layout_is_faster() is torch.backends.mkldnn.is_available()
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert not blocked_layout_is_faster()
