@@ -299,7 +299,9 @@ def train_overhead(records: list[dict]) -> list[str]:
         phases = r["phases_s"]
         lines.append(
             f"| {r['algorithm']}{', a later run in one process' if r.get('in_process') else ''}"
-            f"{CACHE_STATES.get(r.get('decoded_cache', ''), '')} | "
+            f"{CACHE_STATES.get(r.get('decoded_cache', ''), '')}"
+            f"{' (not decoded ahead)' if r.get('decode_ahead') is False else ''}"
+            f"{', ' + r['files'] if r.get('files') else ''} | "
             f"{_f(r['wall_s'], 2)} | {_f(r['epochs_s'], 2)} | "
             f"{_f(r['fixed_s'], 2)} (x{_f(r['ratio_fixed_over_erm_epoch'], 2)}) | "
             f"{_f(r['startup_s'], 2)} ({_f(r['import_torch_s'], 2)}) | "

@@ -5,9 +5,11 @@
 Runs `envad train` as a user does (a fresh process, `--quiet`) on PhotoDigits at 32 px
 (generated into a temporary folder unless --data names one): `random` (no training
 steps: the run is nothing but its fixed cost) with the decoded-image cache off (the
-first run of a sweep, which decodes its images) and warm (the runs after it), and
-`erm --epochs 1` with a warm cache; then both again as the runs after the first that one
-process makes one after another (`envad sweep`, `select` and `evaluate` train in
+first run of a sweep, which decodes its images, ahead while it imports torch) and warm
+(the runs after it), and `erm --epochs 1` with a warm cache; `random` with the cache
+off, decoding ahead and not (`ENVAD_DECODE_AHEAD=0`, the reference), on the PNGs and on
+the same images as 640x480 camera JPEGs; then both algorithms again as the runs after
+the first that one process makes one after another (`envad sweep`, `select` and `evaluate` train in
 process: start-up and imports are paid once). The fixed cost is
 the process's wall time minus the seconds of its training epochs; run.json's
 `phase_seconds` split it into data (reading, decoding), model (building the algorithm
@@ -41,6 +43,7 @@ from benchmarks.common import emit, log
 
 ALGORITHMS = ("random", "erm")
 SIZE = 32
+PNG, JPEG = "PhotoDigits PNG", "640x480 JPEG"
 
 
 def timed_process(args: list[str], env: dict[str, str] | None = None) -> float:
@@ -50,13 +53,15 @@ def timed_process(args: list[str], env: dict[str, str] | None = None) -> float:
     return time.perf_counter() - started
 
 
-def cache_environment(cache: Path, state: str) -> dict[str, str]:
-    """The environment of a run whose decoded-image cache is `off` or kept in `cache`."""
+def cache_environment(cache: Path, state: str, decode_ahead: bool = True) -> dict[str, str]:
+    """The environment of a run whose decoded-image cache is `off` or kept in `cache`,
+    decoding its images ahead (while it imports torch) or not."""
     env = {**os.environ, "ENVAD_CACHE_DIR": str(cache)}
     if state == "off":
         env["ENVAD_DECODED_CACHE_MB"] = "0"
     else:
         env.pop("ENVAD_DECODED_CACHE_MB", None)
+    env["ENVAD_DECODE_AHEAD"] = "1" if decode_ahead else "0"
     return env
 
 
@@ -197,9 +202,9 @@ def main(argv: list[str] | None = None) -> None:
             from envad.training.photodigits import generate
 
             data = generate(Path(tmp) / "photodigits", size=SIZE, seed=0, progress=False)
-        fixed_costs(data, Path(tmp), args.rounds)
-        for files, folder in (("PhotoDigits PNG", data),
-                              ("640x480 JPEG", jpeg_copy(data, Path(tmp) / "jpeg"))):
+        datasets = {PNG: data, JPEG: jpeg_copy(data, Path(tmp) / "jpeg")}
+        fixed_costs(datasets, Path(tmp), args.rounds)
+        for files, folder in datasets.items():
             log(f"decoding {files} ...")
             emit({"benchmark": "train_decode", "files": files, "size": SIZE,
                   **decode_times(folder, args.rounds, Path(tmp) / f"cache-{folder.name}")})
@@ -233,38 +238,44 @@ def in_process_runs(data: Path, algorithm: str, out: Path, env: dict[str, str],
     return [fixed_cost(run["wall_s"], Path(run["run_dir"])) for run in finished]
 
 
-#: (algorithm, decoded-image cache) per run of a round: the first run of a sweep decodes
-#: its images (`off`), the later ones read them from the cache (`warm`)
-RUNS = (("random", "off"), ("random", "warm"), ("erm", "warm"))
+#: (files, algorithm, decoded-image cache, decoding ahead) per run of a round: the first
+#: run of a sweep decodes its images (`off`), the later ones read them from the cache
+#: (`warm`); the reference for decoding ahead decodes them after importing torch, as runs
+#: did before, on PhotoDigits' PNGs and on camera-sized JPEGs of the same images
+RUNS = ((PNG, "random", "off", True), (PNG, "random", "off", False),
+        (PNG, "random", "warm", True), (PNG, "erm", "warm", True),
+        (JPEG, "random", "off", True), (JPEG, "random", "off", False))
 
 
-def fixed_costs(data: Path, work: Path, rounds: int) -> None:
-    """The `train_overhead` records: `RUNS`, interleaved."""
+def fixed_costs(datasets: dict[str, Path], work: Path, rounds: int) -> None:
+    """The `train_overhead` records: `RUNS` on `datasets` (by files), interleaved."""
     cache = work / "cache"
-    one_run(data, "random", work / "fill-cache", cache_environment(cache, "warm"))
-    results: dict[tuple[str, str], list[dict]] = {run: [] for run in RUNS}
+    one_run(datasets[PNG], "random", work / "fill-cache", cache_environment(cache, "warm"))
+    results: dict[tuple[str, str, str, bool], list[dict]] = {run: [] for run in RUNS}
     torch_import: list[float] = []
     for round_ in range(rounds):          # interleaved, so drift hits all alike
         torch_import.append(timed_process([sys.executable, "-c", "import torch"]))
-        for name, state in RUNS:
-            run = one_run(data, name, work / f"{name}-{state}-{round_}",
-                          cache_environment(cache, state))
-            log(f"round {round_} {name} (cache {state}): wall {run['wall_s']:.2f} s, fixed "
-                f"{run['fixed_s']:.2f} s")
-            results[(name, state)].append(run)
+        for files, name, state, ahead in RUNS:
+            run = one_run(datasets[files], name,
+                          work / f"{files[:3]}-{name}-{state}-{ahead}-{round_}".replace(" ", ""),
+                          cache_environment(cache, state, ahead))
+            log(f"round {round_} {files} {name} (cache {state}, decoding ahead {ahead}): "
+                f"wall {run['wall_s']:.2f} s, fixed {run['fixed_s']:.2f} s")
+            results[(files, name, state, ahead)].append(run)
     later: dict[str, list[dict]] = {name: [] for name in ALGORITHMS}
     for round_ in range(rounds):
         for name in ALGORITHMS:
-            runs = in_process_runs(data, name, work / f"in-process-{name}-{round_}",
+            runs = in_process_runs(datasets[PNG], name, work / f"in-process-{name}-{round_}",
                                    cache_environment(cache, "warm"))
             log(f"round {round_} {name}, runs after the first in one process: fixed "
                 + ", ".join(f"{r['fixed_s']:.2f}" for r in runs[1:]) + " s")
             later[name] += runs[1:]
     import_torch_s = statistics.median(torch_import)
-    erm_epoch_s = median_run(results[("erm", "warm")])["epochs_s"]
-    for (name, state), runs in results.items():
+    erm_epoch_s = median_run(results[(PNG, "erm", "warm", True)])["epochs_s"]
+    for (files, name, state, ahead), runs in results.items():
         emit_fixed_cost(name, median_run(runs), rounds, import_torch_s, erm_epoch_s,
-                        decoded_cache=state, n_train=runs[0]["n_train"])
+                        decoded_cache=state, decode_ahead=ahead, n_train=runs[0]["n_train"],
+                        **({"files": files} if files != PNG else {}))
     for name, runs in later.items():
         emit_fixed_cost(name, median_run(runs), rounds, import_torch_s, erm_epoch_s,
                         decoded_cache="warm", in_process=True)

@@ -18,9 +18,8 @@ from tqdm import tqdm
 from envad.training.algorithms.base import EnvBatch
 from envad.training.models import to_float_nchw
 from envad.training.multienv import MultiEnvDataset
+from envad.training.run_images import DECODE_CHUNK, DEFAULT_CACHE_BYTES
 
-#: predecode the training set when its pixels take at most this many bytes
-DEFAULT_CACHE_BYTES = 4 * 1024**3
 #: what supervised algorithms learn: the paper's two normal buckets, or every normal class
 TASKS = ("bucket", "class")
 
@@ -66,9 +65,9 @@ class TrainData:
         self._pixels: np.ndarray | None = None
         if len(self.positions) * size * size * 3 <= cache_bytes:
             self._pixels = np.empty((len(self.positions), size, size, 3), dtype=np.uint8)
-            for k in tqdm(range(0, len(self.positions), 256), desc="decoding", unit="batch",
-                          disable=not progress, leave=False):
-                chunk = self.positions[k:k + 256]
+            for k in tqdm(range(0, len(self.positions), DECODE_CHUNK), desc="decoding",
+                          unit="batch", disable=not progress, leave=False):
+                chunk = self.positions[k:k + DECODE_CHUNK]
                 self._pixels[k:k + len(chunk)] = dataset.images(chunk, size)
 
     def __len__(self) -> int:

@@ -125,20 +125,29 @@ def cmd_photodigits(args) -> int:
 
 def cmd_train(args) -> int:
     from envad.errors import InvalidInput
-    from envad.training.run import ENCODER_FILE, TrainConfig, read_run, train
-    from envad.training.run_files import last_val_metrics
+    from envad.training.run_images import DecodeAhead, ahead_enabled
 
+    # the run's images are decoded in a child process while this one imports torch
+    ahead = DecodeAhead(args.data, size=args.size, seed=args.seed, task=args.task) \
+        if ahead_enabled() else None
     try:
-        hparams = parse_hparams(args.hparam)
-        config = TrainConfig(
-            data=args.data, algorithm=args.algorithm, out=args.out, size=args.size,
-            epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-            device=args.device, envs_per_step=args.envs_per_step, hparams=hparams,
-            weights=args.weights, keep_checkpoints=args.keep_checkpoints,
-            model_id=args.model_id, task=args.task, augment=args.augment, aux=args.aux)
-        run_dir = train(config, progress=not args.quiet, resume=args.resume)
-    except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
-        raise InvalidInput(str(exc)) from exc
+        from envad.training.run import ENCODER_FILE, TrainConfig, read_run, train
+        from envad.training.run_files import last_val_metrics
+
+        try:
+            hparams = parse_hparams(args.hparam)
+            config = TrainConfig(
+                data=args.data, algorithm=args.algorithm, out=args.out, size=args.size,
+                epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+                device=args.device, envs_per_step=args.envs_per_step, hparams=hparams,
+                weights=args.weights, keep_checkpoints=args.keep_checkpoints,
+                model_id=args.model_id, task=args.task, augment=args.augment, aux=args.aux)
+            run_dir = train(config, progress=not args.quiet, resume=args.resume, ahead=ahead)
+        except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
+            raise InvalidInput(str(exc)) from exc
+    finally:
+        if ahead is not None:
+            ahead.close()
     run = read_run(run_dir)
     metrics = ", ".join(f"{k} {v:.3f}" for k, v in last_val_metrics(run).items())
     print(f"run: {run_dir}  ({metrics or 'no val split'})")

@@ -10,10 +10,11 @@ because the iWildCam reader builds these records too and `data.py` dispatches to
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +67,9 @@ class MultiEnvDataset:
         self._split = np.array([r.split for r in self.records], dtype=object)
         self._env = np.array([r.env for r in self.records], dtype=object)
         self._normal = np.array([not r.is_anomaly for r in self.records], dtype=bool)
+        #: where `images` first looks for a group decoded ahead (training/run_images.py's
+        #: `DecodeAhead`: `take(group_key)` gives the pixels or None)
+        self.decoded_ahead: Any = None
 
     def __len__(self) -> int:
         return len(self.records)
@@ -82,8 +86,13 @@ class MultiEnvDataset:
         `DECODE_GROUP` files at a time; a group of large files (camera JPEGs: PIL lets go
         of the GIL while it decodes) is decoded on every core. A call for many images
         keeps its result in the decoded-image cache (training/decoded_cache.py) and
-        takes it from there when none of the files has changed."""
+        takes it from there when none of the files has changed. A group that
+        `decoded_ahead` holds is taken from it instead."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if self.decoded_ahead is not None:
+            ahead = self.decoded_ahead.take(self.group_key(indices, size))
+            if ahead is not None:
+                return ahead
         cache = DecodedCache.from_environment()
         if len(indices) < MIN_CACHED_IMAGES or not cache.enabled:
             return self._decode(indices, size)
@@ -96,6 +105,11 @@ class MultiEnvDataset:
         out = self._decode(indices, size)
         cache.store(key, out)
         return out
+
+    def group_key(self, indices, size: int) -> Hashable:
+        """What names the images of records `indices` at `size` px in any process: the
+        folder, the size and the files."""
+        return (str(self.root), size, tuple(self.records[int(i)].path for i in indices))
 
     def _decode(self, indices: np.ndarray, size: int) -> np.ndarray:
         out = np.empty((len(indices), size, size, 3), dtype=np.uint8)

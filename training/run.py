@@ -33,7 +33,6 @@ from envad.training.algorithms.base import AUX_LOSSES, make_hparams
 from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
 from envad.training.curves import training_curves
-from envad.training.data import load_dataset
 from envad.training.export import export_algorithm
 from envad.training.models import EncoderConfig
 from envad.training.multienv import MultiEnvDataset
@@ -45,11 +44,17 @@ from envad.training.run_files import (  # noqa: F401  (read_run: re-exported for
     read_run_if_any,
     write_run,
 )
+from envad.training.run_images import (
+    DecodeAhead,
+    run_dataset,
+    train_positions,
+    val_positions,
+    validation_rng,
+)
 from envad.training.validation import validate
 
 log = logging.getLogger(__name__)
 MAX_REFERENCE = 1000   # training images embedded for the k-NN validation metric
-MAX_VAL = 4000
 
 
 #: images per step unless a run says otherwise
@@ -208,8 +213,11 @@ def seed_everything(seed: int) -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -> Path:
-    """Run (or resume, or return the cached result of) a training run; returns its dir."""
+def train(config: TrainConfig, *, progress: bool = True, resume: bool = False,
+          ahead: DecodeAhead | None = None) -> Path:
+    """Run (or resume, or return the cached result of) a training run; returns its dir.
+    `ahead`: a child decoding this run's images since before torch was imported
+    (`envad train`), whose groups the run takes instead of decoding them."""
     config.check()
     config = dataclasses.replace(config, device=resolve_device(config.device))
     run_dir = Path(config.out)
@@ -231,11 +239,10 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False) -
 
     phases = PhaseClock()
     seed_everything(config.seed)
-    dataset = load_dataset(config.data)
-    if config.exclude_envs or config.exclude_labels:
-        dataset = dataset.without(config.exclude_envs, config.exclude_labels)
+    dataset = run_dataset(config.data, config.exclude_envs, config.exclude_labels)
+    dataset.decoded_ahead = ahead
     train_envs = dataset.envs("train")
-    data = TrainData(dataset, dataset.indices("train", normal_only=True), config.size,
+    data = TrainData(dataset, train_positions(dataset), config.size,
                      train_envs, task=config.task, progress=progress)
     phases.lap("data")
     sampler = EnvBalancedSampler(data.envs, config.batch_size, config.envs_per_step,
@@ -365,21 +372,15 @@ def _train_epoch(algorithm: Algorithm, sampler: EnvBalancedSampler, data: TrainD
 def _validation_sets(dataset: MultiEnvDataset, data: TrainData, config: TrainConfig):
     """Seeded subsets: training reference images and the val split's normals, with their
     targets (val images of a class absent from training are left out)."""
-    rng = np.random.default_rng([config.seed, 99])
+    rng = validation_rng(config.seed)
     rows = np.sort(rng.permutation(len(data))[:MAX_REFERENCE])
-    val_positions = dataset.indices("val", normal_only=True)
+    positions = val_positions(dataset, set(data.class_names), config.task, rng)
+    val = dataset.images(positions, config.size)
     if config.task == "class":
-        known = set(data.class_names)
-        val_positions = np.array([i for i in val_positions
-                                  if dataset.records[int(i)].label in known], dtype=np.int64)
-    if len(val_positions) > MAX_VAL:
-        val_positions = np.sort(rng.choice(val_positions, MAX_VAL, replace=False))
-    val = dataset.images(val_positions, config.size)
-    if config.task == "class":
-        val_y = class_targets([dataset.records[int(i)].label for i in val_positions],
+        val_y = class_targets([dataset.records[int(i)].label for i in positions],
                               data.class_names)
     else:
-        val_y = dataset.buckets(val_positions)
+        val_y = dataset.buckets(positions)
     return data.uint8(rows), data.targets[rows], val, val_y
 
 

@@ -42,13 +42,14 @@ from envad.pipeline import DEFAULT_PIPELINE, Pipeline
 from envad.training.algorithms import get
 from envad.training.algorithms.base import make_hparams
 from envad.training.data import load_dataset
-from envad.training.run import MAX_VAL, TrainConfig, resolved_hparams, train
+from envad.training.run import TrainConfig, resolved_hparams, train
 from envad.training.run_files import (
     last_val_metrics,
     read_run,
     training_seconds,
     write_text_atomically,
 )
+from envad.training.run_images import MAX_VAL
 
 #: epochs at the end of a run whose validation metric shows whether it plateaued
 PLATEAU_EPOCHS = 5

@@ -280,6 +280,11 @@ def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
          "fixed_s": 4.0, "startup_s": 0.1, "phases_s": {"data": 0.2, "validation": 1.5},
          "import_torch_s": 1.25, "erm_epoch_s": 24.0, "ratio_fixed_over_erm_epoch": 0.167,
          "target": "fixed_s < 5"},
+        {"benchmark": "train_overhead", "algorithm": "random", "decoded_cache": "off",
+         "decode_ahead": False, "files": "640x480 JPEG", "size": 32, "n_train": 4320,
+         "rounds": 3, "wall_s": 7.0, "epochs_s": 0.0, "fixed_s": 7.0, "startup_s": 2.0,
+         "phases_s": {"data": 2.5, "validation": 1.6}, "import_torch_s": 1.25,
+         "erm_epoch_s": 24.0, "ratio_fixed_over_erm_epoch": 0.292, "target": "fixed_s < 5"},
         {"benchmark": "train_decode", "files": "640x480 JPEG", "size": 32, "images": 4320,
          "mean_file_bytes": 24439, "decode_s": 1.5, "one_thread_s": 2.6,
          "ratio_one_thread_over_decode": 1.733, "cached_s": 0.012,
@@ -301,6 +306,8 @@ def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
                         "0.70 | – | – | 1.60 | – | – | – |")
     assert lines[6] == ("| erm, a later run in one process (images from the cache) | 28.00 | "
                         "24.00 | 4.00 (x0.17) | 0.10 (1.25) | 0.20 | – | – | 1.50 | – | – | – |")
+    assert lines[7] == ("| random (images decoded) (not decoded ahead), 640x480 JPEG | 7.00 | "
+                        "0.00 | 7.00 (x0.29) | 2.00 (1.25) | 2.50 | – | – | 1.60 | – | – | – |")
     assert "| 640x480 JPEG | 4,320 | 24,439 | 1.50 | 2.60 | 1.73 | 0.012 | 125.0 |" in lines
     # a record from before the cache existed renders with dashes for it
     assert "| PhotoDigits PNG | 4,320 | 2,398 | 0.50 | 0.54 | 1.07 | – | – |" in lines
