@@ -286,6 +286,15 @@ TRAIN_PHASES = ("data", "model", "prepare", "validation", "checkpoints", "curves
 
 
 CACHE_STATES = {"off": " (images decoded)", "warm": " (images from the cache)"}
+DECODED = {True: " (images decoded ahead)", False: " (images decoded after `import torch`)"}
+
+
+def _images_label(record: dict) -> str:
+    """How a run got its images: from the cache, or decoded (ahead of torch's import, after
+    it, or, in records from before decoding ahead existed, unsaid)."""
+    if record.get("decoded_cache") == "off" and record.get("decode_ahead") in DECODED:
+        return DECODED[record["decode_ahead"]]
+    return CACHE_STATES.get(record.get("decoded_cache", ""), "")
 
 
 def train_overhead(records: list[dict]) -> list[str]:
@@ -299,9 +308,7 @@ def train_overhead(records: list[dict]) -> list[str]:
         phases = r["phases_s"]
         lines.append(
             f"| {r['algorithm']}{', a later run in one process' if r.get('in_process') else ''}"
-            f"{CACHE_STATES.get(r.get('decoded_cache', ''), '')}"
-            f"{' (not decoded ahead)' if r.get('decode_ahead') is False else ''}"
-            f"{', ' + r['files'] if r.get('files') else ''} | "
+            f"{_images_label(r)}{', ' + r['files'] if r.get('files') else ''} | "
             f"{_f(r['wall_s'], 2)} | {_f(r['epochs_s'], 2)} | "
             f"{_f(r['fixed_s'], 2)} (x{_f(r['ratio_fixed_over_erm_epoch'], 2)}) | "
             f"{_f(r['startup_s'], 2)} ({_f(r['import_torch_s'], 2)}) | "

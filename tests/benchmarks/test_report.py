@@ -306,7 +306,7 @@ def test_train_overhead_table_splits_the_fixed_cost_into_phases(tmp_path):
                         "0.70 | – | – | 1.60 | – | – | – |")
     assert lines[6] == ("| erm, a later run in one process (images from the cache) | 28.00 | "
                         "24.00 | 4.00 (x0.17) | 0.10 (1.25) | 0.20 | – | – | 1.50 | – | – | – |")
-    assert lines[7] == ("| random (images decoded) (not decoded ahead), 640x480 JPEG | 7.00 | "
+    assert lines[7] == ("| random (images decoded after `import torch`), 640x480 JPEG | 7.00 | "
                         "0.00 | 7.00 (x0.29) | 2.00 (1.25) | 2.50 | – | – | 1.60 | – | – | – |")
     assert "| 640x480 JPEG | 4,320 | 24,439 | 1.50 | 2.60 | 1.73 | 0.012 | 125.0 |" in lines
     # a record from before the cache existed renders with dashes for it
