@@ -14,10 +14,12 @@ cache and every error message are the same with or without it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 from collections.abc import Hashable, Sequence
 from multiprocessing.connection import Connection
@@ -93,7 +95,9 @@ def _decode_in_child(data: str, exclude_envs: list[str], exclude_labels: list[st
     """The child: decode the run's groups in order, each sent as (key, pixels) as soon as
     it is ready, until `max_bytes`; then None. Any failure ends it early (the run then
     decodes the rest itself and reports the error, if it is one, as it would anyway).
-    A thread sends, so decoding goes on while the parent is not yet reading."""
+    A thread sends, so decoding goes on while the parent is not yet reading. Ctrl-C is
+    the parent's to handle (it stops the child), so the child ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     outbox: queue.SimpleQueue = queue.SimpleQueue()
     sender = threading.Thread(target=_send_all, args=(outbox, out), name="send")
     sender.start()
@@ -150,7 +154,8 @@ class DecodeAhead:
             target=_decode_in_child, name="envad-decode-ahead", daemon=True,
             args=(data, list(exclude_envs), list(exclude_labels), size, seed, task,
                   max_bytes, child_end))
-        self._process.start()
+        with _sigint_ignored():                  # inherited from the first instruction
+            self._process.start()
         child_end.close()       # only the child writes: its exit ends the stream here
 
     def take(self, key: Hashable) -> np.ndarray | None:
@@ -189,6 +194,20 @@ class DecodeAhead:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """Ignore Ctrl-C while a child starts, so it starts ignoring it (the parent stops the
+    child when it handles Ctrl-C itself). Only the main thread may change handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def ahead_enabled() -> bool:

@@ -135,6 +135,17 @@ def test_a_killed_child_does_not_leave_the_run_waiting(tiny_photodigits):
     assert ahead._process.exitcode == -signal.SIGKILL
 
 
+def test_ctrl_c_is_left_to_the_parent(tiny_photodigits):
+    dataset = run_dataset(str(tiny_photodigits))
+    groups = decode_groups(dataset, 16, seed=0, task="bucket")
+    with DecodeAhead(str(tiny_photodigits), size=16, seed=0, task="bucket") as ahead:
+        os.kill(ahead._process.pid, signal.SIGINT)   # as a terminal's Ctrl-C reaches it
+        assert all(ahead.take(dataset.group_key(g, 16)) is not None for g in groups)
+        assert ahead.take(("nothing", 16, ())) is None      # read on to the child's end
+    assert ahead._process.exitcode == 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # restored here
+
+
 def test_leaving_early_stops_the_child(tiny_photodigits):
     ahead = DecodeAhead(str(tiny_photodigits), size=16, seed=0, task="bucket")
     ahead.close()
