@@ -178,8 +178,14 @@ class DecodeAhead:
         """Stop the child (if still decoding) and drop what was not taken."""
         if self._inbox.closed:
             return
-        self._done = True
         self._ready.clear()
+        try:    # what the child has sent, or sends within a moment (its closing None)
+            while not self._done and self._inbox.poll(0.1):
+                if self._inbox.recv() is None:
+                    self._done = self._finished = True
+        except (EOFError, OSError):
+            pass
+        self._done = True
         if self._finished:
             self._process.join(timeout=5)    # it is closing its end and exiting
         if self._process.is_alive():

@@ -146,6 +146,14 @@ def test_ctrl_c_is_left_to_the_parent(tiny_photodigits):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # restored here
 
 
+def test_a_child_that_sent_everything_ends_by_itself(tiny_photodigits):
+    dataset = run_dataset(str(tiny_photodigits))
+    groups = decode_groups(dataset, 16, seed=0, task="bucket")
+    with DecodeAhead(str(tiny_photodigits), size=16, seed=0, task="bucket") as ahead:
+        assert all(ahead.take(dataset.group_key(g, 16)) is not None for g in groups)
+    assert ahead._process.exitcode == 0        # read to its end, not terminated
+
+
 def test_leaving_early_stops_the_child(tiny_photodigits):
     ahead = DecodeAhead(str(tiny_photodigits), size=16, seed=0, task="bucket")
     ahead.close()
