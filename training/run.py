@@ -48,13 +48,11 @@ from envad.training.run_images import (
     DecodeAhead,
     run_dataset,
     train_positions,
-    val_positions,
-    validation_rng,
+    validation_draws,
 )
 from envad.training.validation import validate
 
 log = logging.getLogger(__name__)
-MAX_REFERENCE = 1000   # training images embedded for the k-NN validation metric
 
 
 #: images per step unless a run says otherwise
@@ -372,9 +370,8 @@ def _train_epoch(algorithm: Algorithm, sampler: EnvBalancedSampler, data: TrainD
 def _validation_sets(dataset: MultiEnvDataset, data: TrainData, config: TrainConfig):
     """Seeded subsets: training reference images and the val split's normals, with their
     targets (val images of a class absent from training are left out)."""
-    rng = validation_rng(config.seed)
-    rows = np.sort(rng.permutation(len(data))[:MAX_REFERENCE])
-    positions = val_positions(dataset, set(data.class_names), config.task, rng)
+    rows, positions = validation_draws(dataset, len(data), set(data.class_names),
+                                       config.task, config.seed)
     val = dataset.images(positions, config.size)
     if config.task == "class":
         val_y = class_targets([dataset.records[int(i)].label for i in positions],

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 DECODE_CHUNK = 256
 #: the training set is decoded once and kept when its pixels take at most this many bytes
 DEFAULT_CACHE_BYTES = 4 * 1024**3
+#: training images embedded for the k-NN validation metric at most (a seeded sample)
+MAX_REFERENCE = 1000
 #: validation images at most (a seeded sample of the val split's normal images)
 MAX_VAL = 4000
 #: what a child decodes ahead at most; the rest is decoded by the run as it goes
@@ -76,6 +78,15 @@ def validation_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, 99])
 
 
+def validation_draws(dataset: MultiEnvDataset, n_train: int, train_labels: set[str],
+                     task: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A run's seeded validation samples, drawn in the run's order: the k-NN reference
+    rows (sorted, of its `n_train` training images) and the val positions."""
+    rng = validation_rng(seed)
+    rows = np.sort(rng.permutation(n_train)[:MAX_REFERENCE])
+    return rows, val_positions(dataset, train_labels, task, rng)
+
+
 def decode_groups(dataset: MultiEnvDataset, size: int, seed: int, task: str,
                   cache_bytes: int = DEFAULT_CACHE_BYTES) -> list[np.ndarray]:
     """The position groups a run decodes, in order: its training images in
@@ -85,9 +96,8 @@ def decode_groups(dataset: MultiEnvDataset, size: int, seed: int, task: str,
     if len(train) * size * size * 3 <= cache_bytes:
         groups = [train[k:k + DECODE_CHUNK] for k in range(0, len(train), DECODE_CHUNK)]
     labels = {dataset.records[int(i)].label for i in train}
-    rng = validation_rng(seed)
-    rng.permutation(len(train))          # the run draws its reference rows first
-    return [*groups, val_positions(dataset, labels, task, rng)]
+    _, val = validation_draws(dataset, len(train), labels, task, seed)
+    return [*groups, val]
 
 
 def _decode_in_child(data: str, exclude_envs: list[str], exclude_labels: list[str], size: int,
