@@ -17,6 +17,14 @@ holds, or a saved vector that differs from the store's is a rebuild from the sto
 one log line saying why; it never stops the server. A saved index that covers fewer rows
 than the store is loaded and only the rows stored after it are read and added (and saved
 again at once only when they are many: `due_for_saving`).
+
+Loading at a million rows reads 2 GB of saved index and a million rows of store metadata:
+the files are checked and read in a thread of their own while the metadata is read
+(checksums and FAISS's reader run outside the GIL), and FAISS reads a file only after
+its check passed. The saved ids are usually the store's first rows in the store's order
+(rows are appended; a relabel moves a row to the table's end), which a single
+comparison confirms; otherwise each is looked up by id. The store's ids read on the way
+go to the writer (`Opened.stored_ids`), which would otherwise read them again.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import logging
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +47,7 @@ import pyarrow.compute as pc
 from envad.server.config import DEFAULT_IVF_THRESHOLD
 from envad.server.durable import fsync_path
 from envad.server.index import Snapshot, VectorIndex
-from envad.server.store import METADATA_COLUMNS, EmbeddingStore, vectors_of
+from envad.server.store import METADATA_COLUMNS, EmbeddingStore, StoredIds, vectors_of
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +82,7 @@ class Opened:
     added: int              # rows read from the store and added to it
     saved_rows: int         # rows the saved index covers now
     reason: str = ""        # why a saved index was not used ("" when it was)
+    stored_ids: StoredIds | None = None   # the store's ids read on the way (the writer's)
 
 
 def save_index(directory: Path, index: VectorIndex, *, model_id: str,
@@ -119,7 +129,7 @@ def open_index(directory: Path, store: EmbeddingStore, *,
     no usable saved index, one built from the whole table (saved right away)."""
     started = time.monotonic()
     try:
-        index, added = _load(directory, store, ivf_threshold)
+        index, added, stored_ids = _load(directory, store, ivf_threshold)
     except StaleIndex as exc:
         reason = str(exc)
         log.log(logging.INFO if exc.nothing_saved else logging.WARNING,
@@ -138,7 +148,7 @@ def open_index(directory: Path, store: EmbeddingStore, *,
     return_freed_memory()
     log.info("index of %s loaded: %d rows (%s), %d added from the store, %.1f s",
              store.model_id, len(index), index.kind, added, time.monotonic() - started)
-    return Opened(index, loaded=True, added=added, saved_rows=saved)
+    return Opened(index, loaded=True, added=added, saved_rows=saved, stored_ids=stored_ids)
 
 
 def return_freed_memory() -> None:
@@ -171,9 +181,34 @@ def _save_quietly(directory: Path, index: VectorIndex, store: EmbeddingStore) ->
 
 
 def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int
-          ) -> tuple[VectorIndex, int]:
+          ) -> tuple[VectorIndex, int, StoredIds]:
     manifest = _manifest(directory, store)
     _remove_unlisted(directory, {manifest["index_file"], manifest["ids_file"], MANIFEST})
+    # the saved files are checked and read (zlib and FAISS, outside the GIL) while the
+    # store's metadata is read: at a million rows each takes seconds
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-load") as pool:
+        reading = pool.submit(_read_saved, directory, manifest)
+        version = store.version             # before the read: a commit in between only
+        metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS)  # re-syncs
+        faiss_index, ids = reading.result()
+    rows = manifest["rows"]
+    if faiss_index.ntotal != rows or len(ids) != rows or faiss_index.d != store.dim:
+        raise StaleIndex(f"saved index holds {faiss_index.ntotal} rows of {faiss_index.d} "
+                         f"dims and {len(ids)} ids; the manifest says {rows} of {store.dim}")
+    if manifest["kind"] == "ivf":
+        faiss_index.nprobe = manifest["nprobe"]  # type: ignore[attr-defined]
+    stored_ids = metadata.column("id").combine_chunks()
+    where, missing = _match_saved_rows(ids, stored_ids)
+    saved = Snapshot(faiss_index, ids, manifest["kind"], manifest["trained_rows"])
+    in_index = metadata.slice(0, len(ids)) if where is None else metadata.take(where)
+    index = VectorIndex.restored(saved, in_index, ivf_threshold=ivf_threshold)
+    _spot_check(index, ids, store)
+    added = index.add_table(store.read_ids(missing.to_pylist())) if len(missing) else 0
+    return index, added, StoredIds(stored_ids, version)
+
+
+def _read_saved(directory: Path, manifest: dict) -> tuple[faiss.Index, pa.Array]:
+    """The saved FAISS index and ids, each file checked against the manifest first."""
     for name in (manifest["index_file"], manifest["ids_file"]):
         _check_file(directory / name, manifest["files"].get(name, {}))
     try:
@@ -182,24 +217,22 @@ def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int
             ids = pa.ipc.open_file(source).read_all().column("id").combine_chunks()
     except Exception as exc:   # faiss raises RuntimeError, Arrow ArrowInvalid
         raise StaleIndex(f"saved index unreadable: {exc}") from exc
-    rows = manifest["rows"]
-    if faiss_index.ntotal != rows or len(ids) != rows or faiss_index.d != store.dim:
-        raise StaleIndex(f"saved index holds {faiss_index.ntotal} rows of {faiss_index.d} "
-                         f"dims and {len(ids)} ids; the manifest says {rows} of {store.dim}")
-    if manifest["kind"] == "ivf":
-        faiss_index.nprobe = manifest["nprobe"]  # type: ignore[attr-defined]
-    metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS)
-    stored_ids = metadata.column("id")
+    return faiss_index, ids
+
+
+def _match_saved_rows(ids: pa.Array, stored_ids: pa.Array) -> tuple[pa.Array | None, pa.Array]:
+    """The store row of each saved id (None: rows 0..n-1, the usual case, as the index
+    was saved from the store in its order and rows are appended), and the stored ids
+    the saved index lacks."""
+    if len(ids) <= len(stored_ids) and ids.equals(stored_ids.slice(0, len(ids))):
+        return None, stored_ids.slice(len(ids))
     where = pc.index_in(ids, value_set=stored_ids)
     if where.null_count:
         raise StaleIndex(f"{where.null_count} saved rows are not in the store table "
                          "(another store, or the table was replaced)")
-    saved = Snapshot(faiss_index, ids, manifest["kind"], manifest["trained_rows"])
-    index = VectorIndex.restored(saved, metadata.take(where), ivf_threshold=ivf_threshold)
-    _spot_check(index, ids, store)
-    missing = pc.filter(stored_ids, pc.invert(pc.is_in(stored_ids, value_set=ids)))
-    added = index.add_table(store.read_ids(missing.to_pylist())) if len(missing) else 0
-    return index, added
+    lacking = np.ones(len(stored_ids), dtype=bool)
+    lacking[where.to_numpy()] = False
+    return where, stored_ids.filter(pa.array(lacking))
 
 
 def _manifest(directory: Path, store: EmbeddingStore) -> dict:
@@ -248,9 +281,10 @@ def _spot_check(index: VectorIndex, ids: pa.Array, store: EmbeddingStore) -> Non
 
 def _describe(path: Path) -> dict:
     crc = 0
-    with open(path, "rb") as source:
-        while chunk := source.read(_CHUNK):
-            crc = zlib.crc32(chunk, crc)
+    chunk = bytearray(_CHUNK)               # one buffer read into again and again
+    with open(path, "rb", buffering=0) as source:
+        while size := source.readinto(chunk):
+            crc = zlib.crc32(memoryview(chunk)[:size], crc)
     return {"bytes": path.stat().st_size, "crc32": crc}
 
 

@@ -66,7 +66,7 @@ class ModelSpace:
         self.index, self._saved_rows = opened.index, opened.saved_rows
         self._metrics = metrics
         self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
-                                  on_commit=self._committed)
+                                  on_commit=self._committed, stored_ids=opened.stored_ids)
         self.bundle = bundles.active(self.model_id)
         self._stats_stem = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}"
         self._stats_dir = config.camera_stats_dir

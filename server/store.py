@@ -157,6 +157,15 @@ def rows_table(rows: Sequence[Row], model_id: str, dim: int) -> pa.Table:
     return pa.table(columns, schema=make_schema(dim))
 
 
+@dataclass(frozen=True)
+class StoredIds:
+    """Every id the store held at table `version` or later (read after it): a holder that
+    sees the version move past `version` reads them again."""
+
+    ids: pa.Array | pa.ChunkedArray
+    version: int
+
+
 class EmbeddingStore:
     """The store table of one encoder: insert (idempotent by id), read, count, optimize."""
 
@@ -215,6 +224,11 @@ class EmbeddingStore:
     def id_column(self) -> pa.ChunkedArray:
         """Every stored id, as Arrow (no Python string per row)."""
         return self._table.search().select(["id"]).limit(None).to_arrow().column("id")
+
+    def stored_ids(self) -> StoredIds:
+        """Every stored id with the table version read just before them."""
+        version = self.version
+        return StoredIds(self.id_column(), version)
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """The subset of `ids` already stored."""

@@ -30,7 +30,7 @@ from envad.errors import ResourceExhausted, Unavailable
 from envad.server.id_positions import IdPositions
 from envad.server.index import VectorIndex
 from envad.server.queue_drain import CLOSE, consume
-from envad.server.store import EmbeddingStore, Row
+from envad.server.store import EmbeddingStore, Row, StoredIds
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,8 @@ class StoreWriter:
 
     def __init__(self, store: EmbeddingStore, index: VectorIndex, *, max_rows: int = 4096,
                  optimize_every: int = 100,
-                 on_commit: Callable[[int, int], None] | None = None):
+                 on_commit: Callable[[int, int], None] | None = None,
+                 stored_ids: StoredIds | None = None):
         self.store = store
         self.index = index
         self.max_rows = max_rows
@@ -60,7 +61,9 @@ class StoreWriter:
         self._queue: queue.Queue[tuple[Sequence[Row], Future] | None] = queue.Queue()
         self._commits = 0
         self._closed = False
-        self._stored_ids, self._synced_version = IdPositions(store.id_column()), store.version
+        # the stored ids, read here unless the caller read them already (opening the index)
+        stored = stored_ids or store.stored_ids()
+        self._stored_ids, self._synced_version = IdPositions(stored.ids), stored.version
         self._thread = threading.Thread(target=self._run, name=f"writer-{store.model_id}",
                                         daemon=True)
         self._thread.start()
@@ -140,10 +143,9 @@ class StoreWriter:
 
     def _sync_ids(self) -> None:
         """Re-read the stored ids when another process committed since our last commit."""
-        version = self.store.version
-        if version != self._synced_version:
-            self._stored_ids = IdPositions(self.store.id_column())
-            self._synced_version = version
+        if self.store.version != self._synced_version:
+            stored = self.store.stored_ids()
+            self._stored_ids, self._synced_version = IdPositions(stored.ids), stored.version
 
     def _append(self, rows: list[Row]) -> dict[str, str]:
         """Append rows (ids known to be new); a failing group is split in halves until

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from envad.records import RowFilter
@@ -85,6 +86,33 @@ def test_labels_come_from_the_store_not_the_saved_index(tmp_path):
     index = open_index(directory, store).index
     hits = index.search(queries(1), 300, exclude_labels=("anomaly",))[0]
     assert {"r1", "r2", "r5"}.isdisjoint(h.id for h in hits) and len(hits) == 238
+
+
+def test_relabelled_rows_keep_their_labels_cameras_and_positions(tmp_path):
+    """Relabelling moves rows to the table's end, so the saved order no longer matches the
+    store's: each saved row is found in the store by id (the other path, when nothing
+    moved, takes rows 0..n-1 as they are)."""
+    store, directory = saved_store(tmp_path)
+    store.set_label(["r1", "r2", "r7"], "anomaly")
+    store.insert(rows(300, 330))
+    opened = open_index(directory, store)
+    assert opened.loaded and opened.added == 30 and len(opened.index) == 330
+    for envs in ((), ("e1",), ("e2",)):
+        assert found(opened.index, queries(), 9, envs) == exact(store, queries(), 9, envs)
+    hits = opened.index.search(queries(1), 330, exclude_labels=("anomaly",))[0]
+    assert {"r1", "r2", "r7"}.isdisjoint(h.id for h in hits) and len(hits) == 330 - 69
+    assert opened.stored_ids is not None
+    assert sorted(opened.stored_ids.ids.to_pylist()) == sorted(store.id_column().to_pylist())
+
+
+def test_saved_rows_match_the_store_in_order_or_by_id():
+    stored = pa.array(["a", "b", "c", "d"])
+    where, missing = index_files._match_saved_rows(pa.array(["a", "b"]), stored)
+    assert where is None and missing.to_pylist() == ["c", "d"]
+    where, missing = index_files._match_saved_rows(pa.array(["d", "a"]), stored)
+    assert where.to_pylist() == [3, 0] and missing.to_pylist() == ["b", "c"]
+    with pytest.raises(index_files.StaleIndex, match="1 saved rows are not in the store"):
+        index_files._match_saved_rows(pa.array(["a", "zz"]), stored)
 
 
 def truncate(directory: Path) -> None:

@@ -51,3 +51,8 @@ def test_a_restart_loads_the_saved_index_and_a_kill_adds_the_unsaved_rows(envad_
     stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
     assert _neighbours(stub) == after
     assert "loaded: 40 rows (flat), 10 added from the store" in "".join(envad_server.tail)
+    # the writer knows every stored id from the load, the ones added after the save too
+    again = stub.Ingest(iter([pb.IngestRequest(items=[
+        pb.IngestItem(image=pb.Image(data=images[i], id=f"img-{i}", env="cam-a"), split="train")
+        for i in (0, 35)])]), timeout=60)
+    assert again.inserted == 0 and again.duplicates == 2, again

@@ -6,11 +6,12 @@ import threading
 from concurrent.futures import Future
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from envad.errors import ResourceExhausted
 from envad.server.index import VectorIndex
-from envad.server.store import EmbeddingStore, Row
+from envad.server.store import EmbeddingStore, Row, StoredIds
 from envad.server.writer import StoreWriter
 
 
@@ -89,6 +90,23 @@ def test_stored_ids_are_known_at_start_and_after_another_process_writes(tmp_path
     assert result.inserted == ("z",) and result.duplicates == ("x", "y")
     assert sorted(store.read(with_vectors=False).column("id").to_pylist()) == [
         "a", "b", "c", "x", "y", "z"]
+
+
+def test_ids_the_caller_read_are_used_until_the_table_moves_past_their_version(tmp_path):
+    """A writer handed the stored ids (read while opening the index) does not read them
+    again; once the table's version moves past theirs it does."""
+    store = EmbeddingStore(tmp_path, "m", 4)
+    store.insert(make_rows(["a"]))
+    handed = StoredIds(pa.array(["a", "only-in-what-was-read"]), store.version)
+    writer = StoreWriter(store, VectorIndex(4), stored_ids=handed)
+    result = writer.write(make_rows(["only-in-what-was-read", "b"]))
+    assert result.duplicates == ("only-in-what-was-read",) and result.inserted == ("b",)
+    stale = StoredIds(pa.array(["a", "only-in-what-was-read"]), store.version - 1)
+    writer2 = StoreWriter(store, VectorIndex(4), stored_ids=stale)
+    result = writer2.write(make_rows(["only-in-what-was-read", "b"]))
+    writer.close()
+    writer2.close()
+    assert result.inserted == ("only-in-what-was-read",) and result.duplicates == ("b",)
 
 
 def test_a_commit_is_one_append_of_only_new_rows(tmp_path):
