@@ -48,6 +48,7 @@ from envad.server.config import DEFAULT_IVF_THRESHOLD
 from envad.server.durable import fsync_path
 from envad.server.index import Snapshot, VectorIndex
 from envad.server.store import METADATA_COLUMNS, EmbeddingStore, StoredIds, vectors_of
+from envad.server.threads import every_core_for_bulk_work
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,8 @@ def open_index(directory: Path, store: EmbeddingStore, *,
                 "index of %s not loaded, building it from the store: %s", store.model_id,
                 reason)
         index = VectorIndex(store.dim, ivf_threshold=ivf_threshold)
-        added = index.add_batches(store.iter_batches(batch_size=BUILD_BATCH_ROWS))
+        with every_core_for_bulk_work():      # k-means and list assignment of every row
+            added = index.add_batches(store.iter_batches(batch_size=BUILD_BATCH_ROWS))
         saved = _save_quietly(directory, index, store)
         return_freed_memory()
         log.info("index of %s built from the store: %d rows (%s), %.1f s", store.model_id,

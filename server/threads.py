@@ -12,7 +12,9 @@ BLAS beside a busy ONNX Runtime pool is what slowed one-image Score down. ONNX R
 idle threads yield their core instead of spinning (`intra_op_spinning=0`): spinning wins
 a few milliseconds on a quiet machine and loses more on a busy one. Each pool can be set
 on its own (`intra_op_threads`, `intra_op_spinning`, `blas_threads`, `faiss_threads`,
-`decode_threads`).
+`decode_threads`). Bulk work made of large matrix products (building the neighbour index
+from the store at a first start) takes every thread of the budget for FAISS and BLAS
+while it runs (`every_core_for_bulk_work`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from envad.errors import InvalidInput
@@ -73,16 +77,18 @@ class ThreadBudget:
         import faiss
         from threadpoolctl import threadpool_limits
 
-        global _faiss_threads
+        global _faiss_threads, _budget_total
         threadpool_limits(self.blas, user_api="blas")
         faiss.omp_set_num_threads(self.faiss)
-        _faiss_threads = self.faiss
+        _faiss_threads, _budget_total = self.faiss, self.total
         log.info("thread budget %d: onnxruntime %d, blas %d, faiss %d, decode %d",
                  self.total, self.onnx_intra_op, self.blas, self.faiss, self.decode)
 
 
 #: FAISS's OpenMP threads, once a budget is applied (0: none applied, OpenMP's default)
 _faiss_threads = 0
+#: the applied budget's every thread (0: none applied)
+_budget_total = 0
 _this_thread = threading.local()
 
 
@@ -92,9 +98,38 @@ def limit_faiss_in_this_thread() -> None:
     workers, the micro-batcher and the index thread at OpenMP's default (every core), so
     each thread that searches or adds calls this first (once per thread and budget)."""
     wanted = _faiss_threads
+    if getattr(_this_thread, "bulk", False):     # every_core_for_bulk_work holds it
+        return
     if wanted and getattr(_this_thread, "faiss", 0) != wanted:
         import faiss
 
         faiss.omp_set_num_threads(wanted)
         _this_thread.faiss = wanted
 
+
+
+@contextmanager
+def every_core_for_bulk_work() -> Iterator[None]:
+    """For the block, FAISS (OpenMP, in the calling thread) and BLAS (process-wide) on
+    every thread of the budget, then the budget again: for bulk work made of large
+    matrix products, such as building the neighbour index from the store (k-means and the
+    assignment of every row to its list), where one thread each, right for a
+    micro-batch, leaves cores idle (250,000 rows: 55.7 s on one thread, 30.4 s on both
+    cores of a 2-core host, docs/benchmarks.md). Other threads' BLAS shares the cores
+    meanwhile. With no budget applied nothing changes (the libraries' defaults)."""
+    total = _budget_total
+    if not total:
+        yield
+        return
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    _this_thread.bulk = True
+    faiss.omp_set_num_threads(total)
+    try:
+        with threadpool_limits(total, user_api="blas"):
+            yield
+    finally:
+        _this_thread.bulk = False
+        faiss.omp_set_num_threads(_faiss_threads)
+        _this_thread.faiss = _faiss_threads

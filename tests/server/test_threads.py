@@ -86,3 +86,40 @@ def test_threads_that_search_or_add_to_the_index_get_the_faiss_budget():
                          check=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "4"})
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen == {"searching thread": 1, "index thread": 1, "other thread": 4}
+
+
+def test_bulk_work_gets_every_core_and_the_budget_comes_back():
+    """A build of the index from the store trains and fills IVF with FAISS and BLAS on
+    every thread of the budget; before and after, the budget's one thread each."""
+    script = (
+        "import json, tempfile, faiss, numpy as np\n"
+        "from pathlib import Path\n"
+        "from threadpoolctl import threadpool_info\n"
+        "from envad.server import ann, index_files, threads\n"
+        "from envad.server.store import EmbeddingStore, Row\n"
+        "threads.ThreadBudget.from_settings(threads=2, blas_threads=1, faiss_threads=1).apply()\n"
+        "def blas():\n"
+        "    return sorted({p['num_threads'] for p in threadpool_info()\n"
+        "                   if p['user_api'] == 'blas'})\n"
+        "seen = {}\n"
+        "trained = ann.trained_ivf\n"
+        "def watched(sample, nlist):\n"
+        "    seen['training'] = [faiss.omp_get_max_threads(), blas()]\n"
+        "    return trained(sample, nlist)\n"
+        "ann.trained_ivf = watched\n"
+        "tmp = Path(tempfile.mkdtemp())\n"
+        "store = EmbeddingStore(tmp / 'db', 'm', 4)\n"
+        "vectors = np.random.default_rng(0).normal(size=(300, 4)).astype(np.float32)\n"
+        "store.insert([Row(id=f'r{i}', vector=v, env='e') for i, v in enumerate(vectors)])\n"
+        "opened = index_files.open_index(tmp / 'index', store, ivf_threshold=100)\n"
+        "seen['kind'] = opened.index.kind\n"
+        "seen['after'] = [faiss.omp_get_max_threads(), blas()]\n"
+        "with threads.every_core_for_bulk_work():\n"
+        "    threads.limit_faiss_in_this_thread()\n"
+        "    seen['inside, after a search thread limit'] = faiss.omp_get_max_threads()\n"
+        "print(json.dumps(seen))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == {"training": [2, [2]], "kind": "ivf", "after": [1, [1]],
+                    "inside, after a search thread limit": 2}
