@@ -38,6 +38,14 @@ def test_a_negative_setting_is_a_one_line_error():
         ThreadBudget.from_settings(blas_threads=-1)
 
 
+def printed_json(script: str, env: dict[str, str] | None = None) -> dict:
+    """Run `script` in a fresh interpreter (thread pools are per process); the JSON object
+    it printed last."""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def test_apply_limits_blas_and_faiss_in_the_process():
     script = (
         "import json, faiss, numpy\n"
@@ -46,9 +54,7 @@ def test_apply_limits_blas_and_faiss_in_the_process():
         "ThreadBudget.from_settings(threads=2, blas_threads=1, faiss_threads=1).apply()\n"
         "blas = [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']\n"
         "print(json.dumps({'blas': blas, 'faiss': faiss.omp_get_max_threads()}))\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=120)
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    seen = printed_json(script)
     assert seen["blas"] and set(seen["blas"]) == {1}
     assert seen["faiss"] == 1
 
@@ -82,9 +88,7 @@ def test_threads_that_search_or_add_to_the_index_get_the_faiss_budget():
         "for target in (search, other):\n"
         "    t = threading.Thread(target=target); t.start(); t.join()\n"
         "print(json.dumps(seen))\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "4"})
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    seen = printed_json(script, {**os.environ, "OMP_NUM_THREADS": "4"})
     assert seen == {"searching thread": 1, "index thread": 1, "other thread": 4}
 
 
@@ -118,8 +122,6 @@ def test_bulk_work_gets_every_core_and_the_budget_comes_back():
         "    threads.limit_faiss_in_this_thread()\n"
         "    seen['inside, after a search thread limit'] = faiss.omp_get_max_threads()\n"
         "print(json.dumps(seen))\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=120)
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    seen = printed_json(script)
     assert seen == {"training": [2, [2]], "kind": "ivf", "after": [1, [1]],
                     "inside, after a search thread limit": 2}
