@@ -190,8 +190,9 @@ def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int
     # store's metadata is read: at a million rows each takes seconds
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-load") as pool:
         reading = pool.submit(_read_saved, directory, manifest)
-        version = store.version             # before the read: a commit in between only
-        metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS)  # re-syncs
+        # the version first: a commit between the two makes the writer read the ids again
+        version = store.version
+        metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS)
         faiss_index, ids = reading.result()
     rows = manifest["rows"]
     if faiss_index.ntotal != rows or len(ids) != rows or faiss_index.d != store.dim:

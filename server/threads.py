@@ -97,15 +97,14 @@ def limit_faiss_in_this_thread() -> None:
     thread: `omp_set_num_threads` in the thread that applied the budget leaves gRPC's
     workers, the micro-batcher and the index thread at OpenMP's default (every core), so
     each thread that searches or adds calls this first (once per thread and budget)."""
-    wanted = _faiss_threads
     if getattr(_this_thread, "bulk", False):     # every_core_for_bulk_work holds it
         return
+    wanted = _faiss_threads
     if wanted and getattr(_this_thread, "faiss", 0) != wanted:
         import faiss
 
         faiss.omp_set_num_threads(wanted)
         _this_thread.faiss = wanted
-
 
 
 @contextmanager
