@@ -47,6 +47,12 @@ class StringColumn:
     def __init__(self) -> None:
         self._chunks: list[pa.Array] = []
 
+    def copy(self) -> StringColumn:
+        """A column that grows apart from this one (the Arrow chunks are immutable)."""
+        twin = StringColumn()
+        twin._chunks = list(self._chunks)
+        return twin
+
     def extend(self, values: pa.Array) -> None:
         self._chunks.append(values.cast(pa.string()).fill_null(""))
         if len(self._chunks) > 64:
@@ -141,6 +147,16 @@ class IdPositions:
         if len(self._recent) >= max(MERGE_MIN, MERGE_SHARE * len(self._sorted_hashes)):
             self._merge_recent()
 
+    def copy(self) -> IdPositions:
+        """The same ids at the same positions, growing apart from here on: no id is hashed
+        again (the sorted arrays are shared; a merge replaces them, never writes into them)."""
+        twin = IdPositions()
+        twin._ids = self._ids.copy()
+        twin._count = self._count
+        twin._sorted_hashes, twin._sorted_positions = self._sorted_hashes, self._sorted_positions
+        twin._recent = dict(self._recent)
+        return twin
+
     def array(self) -> pa.Array:
         """Every id, in position order."""
         return self._ids.array()
@@ -162,3 +178,5 @@ class IdPositions:
         order = np.argsort(all_hashes, kind="stable")
         self._sorted_hashes = all_hashes[order]
         self._sorted_positions = np.concatenate([self._sorted_positions, positions])[order]
+        # copies share these arrays: nothing may write into them
+        self._sorted_hashes.flags.writeable = self._sorted_positions.flags.writeable = False

@@ -153,6 +153,13 @@ class VectorIndex:
         with self._lock:
             return set(self._ids.array().to_pylist())
 
+    def id_positions(self) -> IdPositions:
+        """A copy of the indexed ids for a holder that appends its own (the store writer
+        after a load), so that no id is hashed twice."""
+        self.flush()
+        with self._lock:
+            return self._ids.copy()
+
     def add_table_soon(self, table: pa.Table) -> None:
         """`add_table` in the index's own thread, so that the caller (the store writer)
         goes on with its next commit meanwhile. Every read of the index that starts after

@@ -24,7 +24,9 @@ the files are checked and read in a thread of their own while the metadata is re
 its check passed. The saved ids are usually the store's first rows in the store's order
 (rows are appended; a relabel moves a row to the table's end), which a single
 comparison confirms; otherwise each is looked up by id. The store's ids read on the way
-go to the writer (`Opened.stored_ids`), which would otherwise read them again.
+go to the writer (`Opened.stored_ids`), which would otherwise read them again; when the
+index holds every one of them (the usual case) the writer gets a copy of the index's
+hashed ids, so that each id is hashed once at a start.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import pyarrow.compute as pc
 
 from envad.server.config import DEFAULT_IVF_THRESHOLD
 from envad.server.durable import fsync_path
+from envad.server.id_positions import IdPositions
 from envad.server.index import Snapshot, VectorIndex
 from envad.server.store import METADATA_COLUMNS, EmbeddingStore, StoredIds, vectors_of
 from envad.server.threads import every_core_for_bulk_work
@@ -207,7 +210,9 @@ def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int
     index = VectorIndex.restored(saved, in_index, ivf_threshold=ivf_threshold)
     _spot_check(index, ids, store)
     added = index.add_table(store.read_ids(missing.to_pylist())) if len(missing) else 0
-    return index, added, StoredIds(stored_ids, version)
+    # the index holds distinct store ids of this version: as many means the same ones
+    held = index.id_positions() if len(index) == len(stored_ids) else IdPositions(stored_ids)
+    return index, added, StoredIds(held, version)
 
 
 def _read_saved(directory: Path, manifest: dict) -> tuple[faiss.Index, pa.Array]:

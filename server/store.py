@@ -24,6 +24,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.records import RowFilter
+from envad.server.id_positions import IdPositions
 from envad.server.limits import MAX_NAME_CHARS, text_problem
 
 PRIMARY_KEY_METADATA = {"lance-schema:unenforced-primary-key": "true"}
@@ -159,10 +160,10 @@ def rows_table(rows: Sequence[Row], model_id: str, dim: int) -> pa.Table:
 
 @dataclass(frozen=True)
 class StoredIds:
-    """Every id the store held at table `version` or later (read after it): a holder that
-    sees the version move past `version` reads them again."""
+    """Every id the store held at table `version` or later (read after it), ready for
+    lookups: a holder that sees the version move past `version` reads them again."""
 
-    ids: pa.Array | pa.ChunkedArray
+    ids: IdPositions
     version: int
 
 
@@ -228,7 +229,7 @@ class EmbeddingStore:
     def stored_ids(self) -> StoredIds:
         """Every stored id with the table version read just before them."""
         version = self.version
-        return StoredIds(self.id_column(), version)
+        return StoredIds(IdPositions(self.id_column()), version)
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """The subset of `ids` already stored."""

@@ -27,7 +27,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from envad.errors import ResourceExhausted, Unavailable
-from envad.server.id_positions import IdPositions
 from envad.server.index import VectorIndex
 from envad.server.queue_drain import CLOSE, consume
 from envad.server.store import EmbeddingStore, Row, StoredIds
@@ -63,7 +62,7 @@ class StoreWriter:
         self._closed = False
         # the stored ids, read here unless the caller read them already (opening the index)
         stored = stored_ids or store.stored_ids()
-        self._stored_ids, self._synced_version = IdPositions(stored.ids), stored.version
+        self._stored_ids, self._synced_version = stored.ids, stored.version
         self._thread = threading.Thread(target=self._run, name=f"writer-{store.model_id}",
                                         daemon=True)
         self._thread.start()
@@ -145,7 +144,7 @@ class StoreWriter:
         """Re-read the stored ids when another process committed since our last commit."""
         if self.store.version != self._synced_version:
             stored = self.store.stored_ids()
-            self._stored_ids, self._synced_version = IdPositions(stored.ids), stored.version
+            self._stored_ids, self._synced_version = stored.ids, stored.version
 
     def _append(self, rows: list[Row]) -> dict[str, str]:
         """Append rows (ids known to be new); a failing group is split in halves until

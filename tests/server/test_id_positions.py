@@ -57,3 +57,18 @@ def test_an_empty_set_holds_nothing():
     assert len(held) == 0 and "a" not in held
     assert held.positions(["a", "b"]).tolist() == [-1, -1]
     assert held.array().to_pylist() == [] and held.at(np.array([], np.int64)) == []
+
+
+def test_a_copy_holds_the_same_ids_and_grows_apart(hashing, monkeypatch):
+    monkeypatch.setattr(id_positions, "MERGE_MIN", 10)
+    held = IdPositions(pa.array([f"a{i}" for i in range(100)]))
+    held.append(["r0", "r1"])                       # in the unmerged part when copied
+    twin = held.copy()
+    twin.append([f"t{i}" for i in range(20)])       # merged into the twin's arrays only
+    held.append(["h0"])
+    assert twin.positions(["a7", "r1", "t19", "h0"]).tolist() == [7, 101, 121, -1]
+    assert held.positions(["a7", "r1", "t19", "h0"]).tolist() == [7, 101, -1, 102]
+    assert len(twin) == 122 and len(held) == 103
+    assert twin.array().to_pylist()[:102] == held.array().to_pylist()[:102]
+    with pytest.raises(ValueError):                  # shared arrays are never written into
+        held._sorted_hashes[0] = 0

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from envad.errors import ResourceExhausted
+from envad.server.id_positions import IdPositions
 from envad.server.index import VectorIndex
 from envad.server.store import EmbeddingStore, Row, StoredIds
 from envad.server.writer import StoreWriter
@@ -97,11 +98,11 @@ def test_ids_the_caller_read_are_used_until_the_table_moves_past_their_version(t
     again; once the table's version moves past theirs it does."""
     store = EmbeddingStore(tmp_path, "m", 4)
     store.insert(make_rows(["a"]))
-    handed = StoredIds(pa.array(["a", "only-in-what-was-read"]), store.version)
+    handed = StoredIds(IdPositions(pa.array(["a", "only-in-what-was-read"])), store.version)
     writer = StoreWriter(store, VectorIndex(4), stored_ids=handed)
     result = writer.write(make_rows(["only-in-what-was-read", "b"]))
     assert result.duplicates == ("only-in-what-was-read",) and result.inserted == ("b",)
-    stale = StoredIds(pa.array(["a", "only-in-what-was-read"]), store.version - 1)
+    stale = StoredIds(IdPositions(pa.array(["a", "only-in-what-was-read"])), store.version - 1)
     writer2 = StoreWriter(store, VectorIndex(4), stored_ids=stale)
     result = writer2.write(make_rows(["only-in-what-was-read", "b"]))
     writer.close()
