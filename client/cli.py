@@ -34,8 +34,9 @@ COMMAND_MODULES = {
     "envad.client.commands": None,
     "envad.client.scan_command": "server",
 }
-#: extras that include others (`envad[train]` and `envad[ray]` install `envad[server]`)
-INCLUDED_EXTRAS = {"train": {"server"}, "ray": {"server"}}
+#: extras that include others (`envad[train]` installs `envad[server]`; `envad[ray]`
+#: goes with `envad[server]` or `envad[gpu]`, which choose ONNX Runtime's build)
+INCLUDED_EXTRAS = {"train": {"server"}}
 
 #: For each importable module an extra provides: (extra, distribution). Checked against
 #: pyproject.toml by tests/client/test_client_imports.py.

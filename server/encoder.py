@@ -4,12 +4,17 @@ An encoder file follows docs/model-format.md: input `images` uint8 [N,H,W,3], ou
 `embedding` float32 [N,D], metadata in metadata_props. The `accelerator` setting picks
 the provider: `auto` (default) uses CUDA when onnxruntime-gpu provides it and the CPU
 otherwise, `cpu` always the CPU, `cuda` CUDA, falling back to the CPU with a logged
-one-line reason when this onnxruntime has no CUDA provider.
+one-line reason when this onnxruntime has no CUDA provider. ONNX Runtime's CPU build
+(`onnxruntime`) and CUDA build (`onnxruntime-gpu`) install the same module: where both
+are installed the one installed last wins, typically the CPU build, and the reason then
+says how to keep only the CUDA build (also under `auto`, since installing onnxruntime-gpu
+asked for CUDA).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import logging
 import threading
@@ -44,20 +49,45 @@ CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 
 
-def choose_providers(accelerator: str = "auto",
-                     available: list[str] | None = None) -> tuple[list[str], str]:
+#: ONNX Runtime's builds on PyPI: each installs the module `onnxruntime`
+CPU_BUILD, CUDA_BUILD = "onnxruntime", "onnxruntime-gpu"
+
+
+def installed_onnxruntime_builds() -> set[str]:
+    """Which of ONNX Runtime's CPU and CUDA builds are installed (their distributions)."""
+    found = set()
+    for name in (CPU_BUILD, CUDA_BUILD):
+        try:
+            importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        found.add(name)
+    return found
+
+
+def choose_providers(accelerator: str = "auto", available: list[str] | None = None,
+                     builds: set[str] | None = None) -> tuple[list[str], str]:
     """ONNX Runtime providers for the `accelerator` setting, and a one-line note when
-    the choice differs from what was asked (`cuda` without onnxruntime-gpu's CUDA)."""
+    the choice differs from what was asked (`cuda` without onnxruntime-gpu's CUDA, or
+    onnxruntime-gpu installed but shadowed by the CPU build)."""
     if accelerator not in ACCELERATORS:
         raise InvalidInput(f"accelerator must be one of {', '.join(ACCELERATORS)}, "
                            f"got {accelerator!r}")
     available = ort.get_available_providers() if available is None else available
-    if accelerator == "cpu" or CUDA not in available:
-        note = ("accelerator 'cuda' asked for, but this onnxruntime has no CUDA provider "
-                "(install envad[gpu] on a CUDA machine): encoding on the CPU"
-                if accelerator == "cuda" else "")
-        return [CPU], note
-    return [CUDA, CPU], ""
+    if accelerator == "cpu":
+        return [CPU], ""
+    if CUDA in available:
+        return [CUDA, CPU], ""
+    builds = installed_onnxruntime_builds() if builds is None else builds
+    if builds >= {CPU_BUILD, CUDA_BUILD}:
+        return [CPU], (f"{CUDA_BUILD} is installed beside {CPU_BUILD}, whose files took its "
+                       f"place, so there is no CUDA provider (keep one build: pip uninstall "
+                       f"-y {CPU_BUILD} {CUDA_BUILD} && pip install {CUDA_BUILD}): encoding "
+                       f"on the CPU")
+    if accelerator == "cuda":
+        return [CPU], ("accelerator 'cuda' asked for, but this onnxruntime has no CUDA "
+                       "provider (install envad[gpu] on a CUDA machine): encoding on the CPU")
+    return [CPU], ""
 
 
 def parse_metadata(props: dict[str, str], path: Path, sha256: str) -> ModelInfo:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import tomllib
+
+from pyproject_extras import requirements
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,3 +36,19 @@ def test_server_app_does_not_import_torch() -> None:
 
     code = "import envad.server.app, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+#: distributions that install the same module: one environment may hold one of each set
+ONE_MODULE_BUILDS = ({"onnxruntime", "onnxruntime-gpu"},
+                     {"faiss-cpu", "faiss-gpu", "faiss-gpu-cu12", "faiss-gpu-cuvs"})
+
+
+@pytest.mark.parametrize("extras", [("server",), ("gpu",), ("train",), ("ray", "server"),
+                                    ("ray", "gpu")], ids=",".join)
+def test_no_documented_install_gets_two_builds_of_one_module(extras) -> None:
+    """Two builds of one module overwrite each other's files: with ONNX Runtime's CPU and
+    CUDA builds both installed, the CPU build's files win and CUDA is gone."""
+    installed = set(requirements(*extras))
+    for builds in ONE_MODULE_BUILDS:
+        assert len(installed & builds) <= 1, (extras, installed & builds)
+    assert installed & {"onnxruntime", "onnxruntime-gpu"}, extras   # one of them, always

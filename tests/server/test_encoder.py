@@ -60,6 +60,38 @@ def test_accelerator_setting_picks_providers_and_falls_back_with_a_reason():
         choose_providers("tpu", [CPU])
 
 
+def test_a_cuda_build_shadowed_by_the_cpu_build_is_named_with_the_fix():
+    """Both ONNX Runtime builds installed: the CPU build's files win, so no CUDA; the note
+    says so under `auto` too, since installing the CUDA build asked for CUDA."""
+    from envad.server.encoder import CPU, CPU_BUILD, CUDA, CUDA_BUILD, choose_providers
+
+    both = {CPU_BUILD, CUDA_BUILD}
+    for accelerator in ("auto", "cuda"):
+        providers, note = choose_providers(accelerator, [CPU], both)
+        assert providers == [CPU] and "\n" not in note
+        assert "onnxruntime-gpu is installed beside onnxruntime" in note
+        assert ("pip uninstall -y onnxruntime onnxruntime-gpu && pip install onnxruntime-gpu"
+                in note)
+    assert choose_providers("auto", [CPU], {CPU_BUILD}) == ([CPU], "")
+    assert choose_providers("cpu", [CPU], both) == ([CPU], "")
+    assert choose_providers("auto", [CUDA, CPU], both) == ([CUDA, CPU], "")
+
+
+def test_installed_builds_are_read_from_the_installed_distributions(tmp_path, monkeypatch):
+    """The build this environment runs on is found, and a CUDA build's metadata placed
+    on the path as pip leaves it is found beside it."""
+    from envad.server.encoder import CPU_BUILD, CUDA_BUILD, installed_onnxruntime_builds
+
+    before = installed_onnxruntime_builds()
+    assert before and before <= {CPU_BUILD, CUDA_BUILD}
+    info = tmp_path / "onnxruntime_gpu-1.31.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: onnxruntime-gpu\n"
+                                   "Version: 1.31.1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert installed_onnxruntime_builds() == before | {CUDA_BUILD}
+
+
 @pytest.mark.gpu
 def test_cuda_encoder_matches_the_cpu_encoder(tmp_path):
     """On a CUDA machine with envad[gpu]: the CUDA session embeds as the CPU one does."""

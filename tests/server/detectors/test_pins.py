@@ -8,31 +8,22 @@ Widening a pin means running those tests on the new versions first."""
 from __future__ import annotations
 
 import importlib.metadata
-from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
-from packaging.requirements import Requirement
 
 from envad.server.detectors.iforest import DirectIForest
 from envad.server.detectors.inne import VectorizedINNE
 from envad.server.detectors.lof import VectorizedLOF
 from envad.server.detectors.ocsvm import VectorizedOCSVM
+from pyproject_extras import requirements
 
-ROOT = Path(__file__).resolve().parents[3]
 PINNED = ("scikit-learn", "pyod")
-
-
-def server_requirements() -> dict[str, Requirement]:
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]
-    return {Requirement(r).name: Requirement(r) for r in extras["server"]}
 
 
 @pytest.mark.parametrize("name", PINNED)
 def test_pin_has_an_upper_bound_and_holds_the_installed_version(name) -> None:
-    requirement = server_requirements()[name]
+    requirement = requirements("server")[name]
     assert any(spec.operator in ("<", "<=", "==", "~=") for spec in requirement.specifier), \
         f"{requirement}: detectors use {name}'s private internals; pin a range"
     installed = importlib.metadata.version(name)
