@@ -9,12 +9,9 @@ answering, then stops.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import faulthandler
 import logging
 import signal
-import sys
 import threading
 from concurrent import futures
 from dataclasses import dataclass
@@ -28,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from envad import __version__
 from envad.server.config import ServerConfig
 from envad.server.engine import Engine
+from envad.server.freed_memory import return_freed_memory
 from envad.server.interceptors import (
     BearerTokenInterceptor,
     DrainGate,
@@ -44,7 +42,6 @@ from envad.server.worker_pool import RecentFirstPool
 from envad.v1 import envad_pb2, envad_pb2_grpc
 
 log = logging.getLogger("envad.server")
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform == "linux" else None
 #: After the drain, what gRPC's own stop waits for calls still unfinished (seconds).
 FINAL_GRACE_SECONDS = 1.0
 #: Beyond the drain, how long a shutdown may take before the threads' stacks are logged.
@@ -155,7 +152,7 @@ def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:
     interval = running.engine.config.refresh_seconds
     while not running.stop_event.wait(interval):
         try:
-            release_freed_memory()
+            return_freed_memory()
             running.engine.refresh()
             _set_health(running)
             info = running.engine.info()
@@ -163,12 +160,6 @@ def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:
                 metrics.observe_envs(info.active_model.model_id, info.env_counts)
         except Exception:  # keep refreshing; a bad model file must not stop the server
             log.exception("refresh failed")
-
-
-def release_freed_memory() -> None:
-    """Hand memory freed by large requests back to the OS (glibc keeps it otherwise)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
 
 
 def serve(config: ServerConfig) -> int:

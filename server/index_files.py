@@ -31,7 +31,6 @@ hashed ids, so that each id is hashed once at a start.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import threading
@@ -48,6 +47,7 @@ import pyarrow.compute as pc
 
 from envad.server.config import DEFAULT_IVF_THRESHOLD
 from envad.server.durable import fsync_path
+from envad.server.freed_memory import return_freed_memory
 from envad.server.id_positions import IdPositions
 from envad.server.index import Snapshot, VectorIndex
 from envad.server.store import METADATA_COLUMNS, EmbeddingStore, StoredIds, vectors_of
@@ -154,18 +154,6 @@ def open_index(directory: Path, store: EmbeddingStore, *,
     log.info("index of %s loaded: %d rows (%s), %d added from the store, %.1f s",
              store.model_id, len(index), index.kind, added, time.monotonic() - started)
     return Opened(index, loaded=True, added=added, saved_rows=saved, stored_ids=stored_ids)
-
-
-def return_freed_memory() -> None:
-    """Hand the heap memory freed by opening an index (the store's metadata read, id lists,
-    a flat index replaced by IVF) back to the system: glibc keeps freed blocks for reuse,
-    which at a million rows left about 0.3 GB resident for good (docs/benchmarks.md). A
-    no-op where the C library has no `malloc_trim`."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return
-    trim(0)
 
 
 def due_for_saving(rows: int, saved_rows: int) -> bool:
