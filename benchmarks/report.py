@@ -243,7 +243,7 @@ def scale(records: list[dict]) -> list[str]:
 def server_scale(records: list[dict]) -> list[str]:
     lines = ["| rows | first start to SERVING s | Fit s (rows fitted) | Score p50 ms (÷ first "
              "size) | Search p50 ms (÷ first size) | restart to SERVING s (÷ first size) | "
-             "server RSS GB (bytes per row) | peak RSS GB (first start) |",
+             "server RSS GiB (bytes per row) | peak RSS GiB (first start) |",
              "| --- |" + " --- |" * 7]
     for r in sorted(records, key=lambda r: r["rows"]):
         lines.append(
