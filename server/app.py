@@ -14,7 +14,7 @@ import logging
 import signal
 import threading
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
@@ -61,6 +61,9 @@ class RunningServer:
     gate: DrainGate
     pool: RecentFirstPool | None = None      # the handlers' threads
     refresher: threading.Thread | None = None
+    # held while the service's health is set: once `stop` has set NOT_SERVING, a refresh
+    # pass that was under way cannot set SERVING again
+    health_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stop(self, grace: float | None = None) -> None:
         """NOT_SERVING first; new RPCs are refused (UNAVAILABLE) while the ones in flight
@@ -70,9 +73,10 @@ class RunningServer:
         wait for them) and the refresh loop has finished its last pass, so neither a
         late handler nor a refresh (which saves indexes and reads the store) runs
         alongside the close (which saves them too)."""
-        self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.stop_event.set()
+        with self.health_lock:
+            self.stop_event.set()
+            self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+            self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         if grace:
             self.gate.drain(grace)
         self.server.stop(FINAL_GRACE_SECONDS if grace else grace).wait()
@@ -143,9 +147,13 @@ def _bind(server: grpc.Server, config: ServerConfig) -> int:
 
 
 def _set_health(running: RunningServer) -> None:
+    """The service's health from the engine's readiness, unless the server is stopping
+    (then it stays NOT_SERVING, as `stop` set it)."""
     status = (health_pb2.HealthCheckResponse.SERVING if running.engine.ready
               else health_pb2.HealthCheckResponse.NOT_SERVING)
-    running.health.set(SERVICE_NAME, status)
+    with running.health_lock:
+        if not running.stop_event.is_set():
+            running.health.set(SERVICE_NAME, status)
 
 
 def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:

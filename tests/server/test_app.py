@@ -166,6 +166,39 @@ def test_stop_closes_the_engine_only_after_the_last_refresh(tmp_path, tiny_model
     assert running.refresher is not None and not running.refresher.is_alive()
 
 
+def test_a_refresh_under_way_at_stop_leaves_the_service_not_serving(tmp_path, tiny_model_path):
+    """`stop` sets NOT_SERVING first; a refresh pass that was under way then ends by
+    setting the health from the engine, still ready: it must not set SERVING again for
+    the rest of the drain (a real in-process server, its refresh only slowed down)."""
+    from envad.server.app import SERVICE_NAME, start
+    from envad.server.config import ServerConfig
+
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(tiny_model_path, models / "tiny.onnx")
+    running = start(ServerConfig(port=0, data_dir=tmp_path / "data", models_dir=models,
+                                 refresh_seconds=0.01))
+    refreshing = threading.Event()
+    real_refresh, real_set = running.engine.refresh, running.health.set
+    statuses: list[int] = []
+
+    def slow_refresh() -> None:
+        refreshing.set()
+        time.sleep(0.5)
+        real_refresh()
+
+    def recorded_set(service: str, status) -> None:
+        if service == SERVICE_NAME:
+            statuses.append(status)
+        real_set(service, status)
+
+    running.engine.refresh = slow_refresh
+    running.health.set = recorded_set
+    assert refreshing.wait(10)
+    running.stop(grace=0)
+    assert statuses == [health_pb2.HealthCheckResponse.NOT_SERVING]
+
+
 def test_stop_closes_the_engine_only_after_the_handlers_in_flight_return(
         tmp_path, tiny_model_path):
     """gRPC's stop does not wait for handlers still running; the server's does, so no
