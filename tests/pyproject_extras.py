@@ -11,8 +11,12 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
 def project() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return pyproject()["project"]
 
 
 def requirements(*extras: str) -> dict[str, Requirement]:

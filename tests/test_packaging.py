@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tomllib
 
-from pyproject_extras import requirements
+from pyproject_extras import pyproject, requirements
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _setuptools_config() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return pyproject()["tool"]["setuptools"]
 
 
 def test_every_package_folder_is_listed() -> None:
