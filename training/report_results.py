@@ -206,6 +206,24 @@ def spaces_section(report: dict) -> list[str]:
     return lines
 
 
+def spaces_grid(report: dict) -> list[str]:
+    """One row per pretraining, one column per space step: Mean AD / KNN on the unseen
+    cameras (pooled, mean ± std over seeds); the compact form of `spaces_section`."""
+    spaces = report["config"].get("spaces") or []
+    if not spaces:
+        return []
+    algorithms = [a for a in report["config"]["algorithms"] if per_seed(report, a)]
+    variants = space_variants(spaces, report["config"].get("score_adaptation", "none"))
+    lines = ["| pretraining | " + " | ".join(label for label, _ in variants) + " |",
+             "| --- |" + " --- |" * len(variants)]
+    for algorithm in algorithms:
+        cells = [f"{_cell(per_seed(report, algorithm, variant=variant))} / "
+                 f"{_cell(per_seed(report, algorithm, 'KNN', variant))}"
+                 for _, variant in variants]
+        lines.append(f"| {DISPLAY.get(algorithm, algorithm)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def training_times(report: dict) -> str:
     """Mean training seconds per run and algorithm (recorded with each result)."""
     parts = []
@@ -243,11 +261,15 @@ def _training_settings(config: dict) -> str:
 
 
 def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
-                   wall_time: str, machine: str) -> str:
-    """One report's part of RESULTS.md: setup, claims, side-by-side, full grid, plots."""
+                   wall_time: str, machine: str, summary: bool = False) -> str:
+    """One report's part of RESULTS.md: setup, claims, side-by-side, full grid, plots;
+    with `summary`, setup, claims, side-by-side and one Mean AD / KNN row per
+    pretraining and space step instead of the per-space lists, full grid and plots."""
     report = json.loads((report_dir / "results.json").read_text())
     config, tag = report["config"], report_dir.name
     machine = machine or f"{machines(report)} (recorded with each run)"
+    if not command and (report_dir / "command.txt").is_file():
+        command = " ".join((report_dir / "command.txt").read_text().split())
     seeds = sorted({r["seed"] for r in report["runs"]})
     done = sorted({r["algorithm"] for r in report["runs"]}, key=config["algorithms"].index)
     parts = [f"## {report['dataset']}, {config['size']} px ({tag})\n",
@@ -268,9 +290,16 @@ def report_section(report_dir: Path, out: Path, img_dir: Path, command: str,
                "pretrainings that the claims compare") + "\n",
               "### Beyond the paper\n", "\n".join(beyond(report)) + "\n",
               *(["### Space steps (unseen cameras unless marked ID; ROC-AUC %)\n",
-                 "\n".join(spaces_section(report)) + "\n"] if spaces_section(report) else []),
+                 "\n".join(spaces_section(report)) + "\n"]
+                if spaces_section(report) and not summary else []),
               "### Side by side with the paper's Table 1 (paper on iWildCam / envad here)\n",
               side_by_side(report) + "\n"]
+    if summary:
+        grid = spaces_grid(report)
+        if grid:
+            parts += ["### Space steps: Mean AD / KNN (ROC-AUC %, unseen cameras, pooled)\n",
+                      "\n".join(grid) + "\n"]
+        return "\n".join(p for p in parts if p)
     table = (report_dir / "table.md").read_text().split("\n", 3)[3]
     parts.append(table.replace("\n## ", "\n### "))
     for plot in PLOTS:
@@ -327,6 +356,56 @@ def pair_section(a_dir: Path, b_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pair_grid(a_dir: Path, b_dir: Path) -> str:
+    """`pair_section` as one row per pretraining and one column per space step, each
+    cell A - B paired by seed (mean ± std of the differences)."""
+    a, b = (json.loads((d / "results.json").read_text()) for d in (a_dir, b_dir))
+    differ = _differences(a["config"], b["config"]) or ["no training setting"]
+    shared = [s for s in a["config"].get("spaces") or [] if s in (b["config"].get("spaces")
+                                                                  or [])]
+    variants = space_variants(shared, a["config"].get("score_adaptation", "none"))
+    lines = [f"## {a_dir.name} against {b_dir.name}: {', '.join(differ)}\n",
+             f"- Mean AD (pooled, unseen cameras), {a_dir.name} minus {b_dir.name} paired "
+             f"by seed (mean ± std of the differences, seeds where A leads); every number: "
+             f"`{a_dir}/results.json` and `{b_dir}/results.json`\n",
+             "| pretraining | " + " | ".join(label for label, _ in variants) + " |",
+             "| --- |" + " --- |" * len(variants)]
+    for algorithm in [x for x in a["config"]["algorithms"] if x in b["config"]["algorithms"]]:
+        cells = []
+        for _, variant in variants:
+            va, vb = by_seed(a, algorithm, variant=variant), by_seed(b, algorithm,
+                                                                     variant=variant)
+            seeds = sorted(set(va) & set(vb))
+            if not seeds:
+                cells.append("–")
+                continue
+            mean, std = mean_std([va[s] - vb[s] for s in seeds])
+            ahead = sum(va[s] > vb[s] for s in seeds)
+            cells.append(f"{mean:+.1f} ± {std:.1f} ({ahead}/{len(seeds)})")
+        lines.append(f"| {DISPLAY.get(algorithm, algorithm)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def sweeps_table(sweep_dirs: list[Path]) -> str:
+    """Every `envad sweep` output in one table: per algorithm its tie tolerance and the
+    point chosen (each sweep.md's own 'Tie tolerance' and 'Chosen' lines)."""
+    lines = ["## Hyperparameter sweeps (training-domain validation)\n",
+             "- each algorithm's points against its default on the training cameras' `val` "
+             "split; every number: `SWEEP/sweep.json` and `sweep.md`\n",
+             "| sweep | algorithm | tie tolerance | chosen |", "| --- | --- | --- | --- |"]
+    for sweep_dir in sweep_dirs:
+        algorithm, tolerance = "", ""
+        for line in (sweep_dir / "sweep.md").read_text().splitlines():
+            if line.startswith("## "):
+                algorithm = line[3:].strip()
+            elif line.startswith("Tie tolerance:"):
+                tolerance = line.split(":", 1)[1].split("(")[0].strip()
+            elif line.startswith("Chosen:"):
+                lines.append(f"| `{sweep_dir}` | {algorithm} | {tolerance} | "
+                             f"{line.split(':', 1)[1].strip()} |")
+    return "\n".join(lines) + "\n"
+
+
 def sweep_section(sweep_dir: Path) -> str:
     """An `envad sweep` output's part of RESULTS.md: its sweep.md under a heading that
     names the directory, each algorithm a subsection."""
@@ -357,6 +436,10 @@ def main(argv: list[str] | None = None) -> None:
                              "alike but trained differently (repeatable): their Mean AD "
                              "paired by seed, placed after the reports")
     parser.add_argument("--intro", type=Path, help="Markdown placed after the title")
+    parser.add_argument("--summary", action="store_true",
+                        help="a short document: per report its setup, the paper's claims, "
+                             "the side-by-side and one Mean AD / KNN row per pretraining "
+                             "and space step; pairs and sweeps as one table each")
     parser.add_argument("--out", type=Path, default=Path("docs/RESULTS.md"))
     parser.add_argument("--img-dir", type=Path, default=Path("docs/img"))
     args = parser.parse_args(argv)
@@ -368,13 +451,17 @@ def main(argv: list[str] | None = None) -> None:
         command = args.command[k] if k < len(args.command) else ""
         wall = args.wall_time[k] if k < len(args.wall_time) else ""
         parts.append(report_section(report_dir, args.out, args.img_dir, command, wall,
-                                    args.machine))
+                                    args.machine, args.summary))
     for pair in args.pair:
         a_dir, sep, b_dir = pair.partition(":")
         if not sep:
             parser.error(f"--pair takes two report directories as A:B, got {pair!r}")
-        parts.append(pair_section(Path(a_dir), Path(b_dir)))
-    parts += [sweep_section(sweep_dir) for sweep_dir in args.sweep]
+        render = pair_grid if args.summary else pair_section
+        parts.append(render(Path(a_dir), Path(b_dir)))
+    if args.summary and args.sweep:
+        parts.append(sweeps_table(args.sweep))
+    elif args.sweep:
+        parts += [sweep_section(sweep_dir) for sweep_dir in args.sweep]
     args.out.write_text("\n".join(parts))
     print(f"wrote {args.out}")
 
