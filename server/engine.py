@@ -474,6 +474,7 @@ class Engine:
         )
         self.bundles.save(bundle)
         if options.activate:
+            space.prepare(bundle)      # its score statistics, from the stored rows
             self.bundles.activate(bundle.bundle_id)
             space.bundle = bundle
         if self.metrics:

@@ -4,11 +4,10 @@ The micro-batcher (batching.py) embeds the images of all Score requests queued t
 in one ONNX Runtime call and hands the embeddings of each request, with its `ScoreJob`,
 to `BatchScorer`: the detector bundle scores all rows at once (one call per bundle in the
 batch), and neighbours are searched once per distinct neighbour query. A row's scores do
-not depend on the other rows of its batch (every detector scores row by row); only a
-camera-aware space (center_l2, center_white_l2) adds the batch's rows of an unseen camera to that
-camera's running statistics before scoring, as a single request always did, and a bundle
-that adapts scores to cameras (score_adaptation.py) adds their scores to the camera's
-score statistics before adapting them.
+not depend on the other rows of its batch (every detector scores row by row), and
+scoring changes no state: the per-camera statistics that camera-aware spaces and score
+adaptation read are built from stored rows only (ModelSpace.observe_stored), so no Score
+call can move another caller's scores.
 """
 
 from __future__ import annotations
@@ -87,8 +86,6 @@ class BatchScorer:
             X = np.concatenate([jobs[i][0] for i in members])
             envs = [env for i in members for env in jobs[i][1].envs]
             ids = [row_id for i in members for row_id in jobs[i][1].ids]
-            if bundle.space.camera_aware:   # an unseen camera adapts as it sends images
-                self.camera_stats.update(envs, X)
             # the bundle checks its input (shape, finite) once; scikit-learn's per-estimator
             # re-checks of the same rows are most of a one-row call's cost
             with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):

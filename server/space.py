@@ -14,6 +14,9 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+import sklearn
+
 from envad.errors import FailedPrecondition
 from envad.server.batching import MicroBatcher
 from envad.server.config import ServerConfig
@@ -23,10 +26,13 @@ from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import EnvStatistics
 from envad.server.index_files import due_for_saving, open_index, save_index
 from envad.server.scoring import BatchScorer
-from envad.server.store import EmbeddingStore
+from envad.server.store import EmbeddingStore, Row, vectors_of
 from envad.server.writer import StoreWriter
 
 log = logging.getLogger(__name__)
+#: a new bundle's score statistics start from at most this many stored rows a camera
+SEED_ROWS_PER_CAMERA = 4096
+SEED_BATCH_ROWS = 4096
 
 
 def bind_weights(data_dir: Path, model_id: str, sha256: str) -> None:
@@ -88,20 +94,77 @@ class ModelSpace:
     def score_statistics(self, bundle: DetectorBundle) -> EnvStatistics | None:
         """The per-camera score statistics of `bundle` (kept durable next to the camera
         statistics, one file per bundle: its scores' scale), or None when it does not
-        adapt scores to cameras."""
+        adapt scores to cameras. A bundle met for the first time starts from the
+        cameras' stored rows (`seed_score_statistics`)."""
         if not bundle.score_adaptation.enabled:
             return None
         with self._score_stats_lock:
             stats = self._score_stats.get(bundle.bundle_id)
             if stats is None:
-                stats = bundle.new_score_statistics(
-                    self._stats_dir / f"{self._stats_stem}-scores-{bundle.bundle_id}.npz")
+                path = self._stats_dir / f"{self._stats_stem}-scores-{bundle.bundle_id}.npz"
+                fresh = not path.is_file()
+                stats = bundle.new_score_statistics(path)
+                if fresh:
+                    self._seed_score_statistics(bundle, stats)
                 # each keeps its journal open: only the newest bundle's stays open (an
                 # older bundle's reopens its file if a late batch still scores with it)
                 for older in self._score_stats.values():
                     older.close()
                 self._score_stats[bundle.bundle_id] = stats
             return stats
+
+    def _seed_score_statistics(self, bundle: DetectorBundle, stats: EnvStatistics) -> None:
+        """A new bundle's score statistics from each camera's stored rows, in table order
+        (at most SEED_ROWS_PER_CAMERA a camera), scored as Score scores them (fit rows
+        without their own group); written as one snapshot."""
+        wanted = {env: SEED_ROWS_PER_CAMERA for env in self.store.env_counts() if env}
+        if not wanted:
+            stats.snapshot()
+            return
+        started, seen = time.monotonic(), 0
+        for batch in self.store.iter_batches(batch_size=SEED_BATCH_ROWS):
+            envs = np.asarray(batch.column("env").to_pylist(), dtype=object).astype(str)
+            take = np.zeros(len(envs), dtype=bool)
+            for env in np.unique(envs):
+                left = wanted.get(str(env), 0)
+                if left > 0:
+                    rows = np.flatnonzero(envs == env)[:left]
+                    take[rows] = True
+                    wanted[str(env)] = left - len(rows)
+            if take.any():
+                ids = np.asarray(batch.column("id").to_pylist(), dtype=object)[take]
+                vectors = vectors_of(batch)[take]
+                bundle.observe(vectors, envs[take], self.camera_stats.get, stats, ids)
+                seen += int(take.sum())
+            if not any(left > 0 for left in wanted.values()):
+                break
+        stats.snapshot()
+        log.info("score statistics of bundle %s started from %d stored rows, %.1f s",
+                 bundle.bundle_id, seen, time.monotonic() - started)
+
+    def prepare(self, bundle: DetectorBundle) -> None:
+        """Build what `bundle` scores with (its score statistics) before it is activated,
+        so that no Score call waits for it."""
+        self.score_statistics(bundle)
+
+    def observe_stored(self, rows: list[Row]) -> None:
+        """Rows just made durable join their cameras' statistics: the active bundle's
+        score statistics, then the embedding statistics. The only way either changes:
+        Score reads them and never writes (score_adaptation.py)."""
+        rows = [r for r in rows if r.env]
+        if not rows:
+            return
+        X = np.stack([np.asarray(r.vector, dtype=np.float32) for r in rows])
+        envs = np.array([r.env for r in rows], dtype=object).astype(str)
+        bundle = self.bundle
+        if bundle is not None:
+            stats = self.score_statistics(bundle)
+            if stats is not None:
+                with sklearn.config_context(assume_finite=True,
+                                            skip_parameter_validation=True):
+                    bundle.observe(X, envs, self.camera_stats.get, stats,
+                                   np.array([r.id for r in rows], dtype=object))
+        self.camera_stats.update(envs, X)
 
     def reset_camera_stats(self, envs: list[str] | None) -> list[str]:
         """Forget the cameras' running embedding and score statistics (every camera when
@@ -117,9 +180,10 @@ class ModelSpace:
         if self._metrics:
             self._metrics.batch_size.observe(size)
 
-    def _committed(self, inserted: int, version: int) -> None:
+    def _committed(self, rows: list[Row], version: int) -> None:
         if self._metrics:
-            self._metrics.rows_written.labels(self.model_id).inc(inserted)
+            self._metrics.rows_written.labels(self.model_id).inc(len(rows))
+        self.observe_stored(rows)
 
     def refresh(self) -> int:
         """Index rows other processes wrote to the table; returns how many were added."""

@@ -322,9 +322,11 @@ class EmbeddingStore:
         self._read_version()
 
 
-def vectors_of(table: pa.Table) -> np.ndarray:
-    """The vector column of an Arrow table as a float32 [n, d] array."""
-    column = table.column("vector").combine_chunks()
+def vectors_of(table: pa.Table | pa.RecordBatch) -> np.ndarray:
+    """The vector column of an Arrow table or record batch as a float32 [n, d] array."""
+    column = table.column("vector")
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
     if len(column) == 0:
         return np.zeros((0, column.type.list_size), dtype=np.float32)
     flat = column.flatten().to_numpy(zero_copy_only=False)

@@ -50,7 +50,7 @@ class StoreWriter:
 
     def __init__(self, store: EmbeddingStore, index: VectorIndex, *, max_rows: int = 4096,
                  optimize_every: int = 100,
-                 on_commit: Callable[[int, int], None] | None = None,
+                 on_commit: Callable[[list[Row], int], None] | None = None,
                  stored_ids: StoredIds | None = None):
         self.store = store
         self.index = index
@@ -115,6 +115,11 @@ class StoreWriter:
             return
         version = self._synced_version
         new_ids = {r.id for r in new_rows} - failed.keys()
+        if self._on_commit:     # before the callers hear of it: they read their writes
+            try:
+                self._on_commit([r for r in new_rows if r.id in new_ids], version)
+            except Exception:  # what follows a commit never undoes it or fails a write
+                log.exception("after-commit step failed")
         for owner, (rows, future) in enumerate(pending):
             inserted: list[str] = []
             duplicates: list[str] = []
@@ -130,8 +135,6 @@ class StoreWriter:
                 (inserted if fresh else duplicates).append(row.id)
             future.set_result(WriteResult(tuple(inserted), tuple(duplicates), version,
                                           tuple(errors)))
-        if self._on_commit:
-            self._on_commit(len(new_ids), version)
         self._commits += 1
         if self.optimize_every and self._commits % self.optimize_every == 0:
             try:

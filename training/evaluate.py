@@ -36,6 +36,8 @@ from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.stylist import select_features
 from envad.server.encoder import OnnxEncoder
 from envad.training.algorithms import names as algorithm_names
+from envad.training.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
+from envad.training.arrival_orders import arrange
 from envad.training.data import load_dataset
 from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
 from envad.training.protocol import (
@@ -82,6 +84,8 @@ class EvalConfig:
     hparams: dict = field(default_factory=dict)
     spaces: tuple[str, ...] = ()
     score_adaptation: str = "none"     # of the space variants (the paper's stay unadapted)
+    #: arrival orders each test camera is also scored in (training/arrival_orders.py)
+    orders: tuple[str, ...] = ARRIVAL_ORDERS
 
     def identity(self) -> dict:
         """Settings that determine a run's results (for the resume cache); the training
@@ -143,7 +147,7 @@ def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray
     if bundle.space.camera_aware or bundle.score_adaptation.enabled:
         order = np.argsort(envs, kind="stable")       # camera by camera, as they arrive
         X, labels, envs = X[order], labels[order], envs[order]
-        scores = bundle.score_arrivals(X, envs)
+        scores = bundle.score_stream(X, envs)
     else:
         scores = bundle.score(X)
     # each detector ranks by its adapted score (its raw score when the bundle does not
@@ -152,6 +156,23 @@ def _score_split(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray
     return {name: {"pooled": roc_auc(labels, s), "per_camera_mean": mean_per_camera_auc(
         labels, s, envs), "per_camera": per_camera_auc(labels, s, envs)}
         for name, s in named.items()}, named
+
+
+def score_orders(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray,
+                 orders: tuple[str, ...], seed: int) -> dict[str, dict]:
+    """{order: {"pooled", "per_camera_mean"}} of the ensemble, each test camera's images
+    sent in that arrival order (scored as a stream, the rows stored as they are scored),
+    plus {"worst": {...}}: the lowest of each over the orders."""
+    out: dict[str, dict] = {}
+    for name in orders:
+        rows = arrange(envs, labels, name, seed)
+        scores = bundle.score_stream(X[rows], envs[rows]).ensemble
+        out[name] = {"pooled": roc_auc(labels[rows], scores),
+                     "per_camera_mean": mean_per_camera_auc(labels[rows], scores, envs[rows])}
+    if out:
+        out["worst"] = {key: min(v[key] for v in out.values())
+                        for key in ("pooled", "per_camera_mean")}
+    return out
 
 
 def _run_dir(config: EvalConfig, algorithm: str, seed: int) -> Path:
@@ -222,7 +243,8 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
                             stylist_drop_fraction=drop, model_id=encoder.meta.model_id,
                             space=space, score_adaptation=adaptation)
         ood, named = _score_split(bundle, X_test, test_labels, test_envs)
-        entry = {"ood": ood}
+        entry = {"ood": ood, "orders": score_orders(bundle, X_test, test_labels, test_envs,
+                                                    config.orders, seed)}
         if len(id_idx):
             id_labels = np.array([records[i].is_anomaly for i in id_idx], dtype=bool)
             id_envs = np.array([records[i].env for i in id_idx])

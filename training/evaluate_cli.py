@@ -51,9 +51,15 @@ def register(subparsers) -> None:
                              "center_l2, white_l2[:S], center_white_l2[:S]); default: the "
                              "pipeline's, else none")
     parser.add_argument("--score-adaptation", default=None,
-                        help="score adaptation of the space variants: none or camera[:P] "
-                             "(each unseen camera's scores on the fit set's scale); default: "
-                             "the pipeline's, else none")
+                        help="score adaptation of the space variants: none, or camera, "
+                             "median or gated with an optional :P prior in rows (each "
+                             "unseen camera's scores on the fit set's scale); default: the "
+                             "pipeline's, else none")
+    parser.add_argument("--orders", default="all",
+                        help="arrival orders each test camera is also scored in, "
+                             "comma-separated (shuffled, normal-first, bursts-8, bursts-50, "
+                             "spread-5%%, spread-20%%) or all; the report lists each and the "
+                             "worst")
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.set_defaults(func=run)
 
@@ -133,6 +139,7 @@ def run(args) -> int:
     from envad.server.detectors.registry import names as detector_names
     from envad.server.detectors.score_adaptation import parse_score_adaptation
     from envad.training.algorithms import names as algorithm_names
+    from envad.training.arrival_orders import parse_orders
     from envad.training.evaluate import EvalConfig, run_evaluation
 
     training: dict[str, Any] = {}
@@ -155,7 +162,8 @@ def run(args) -> int:
         seeds=tuple(args.seeds), out=args.out, size=args.size, epochs=epochs,
         batch_size=args.batch_size, device=args.device, runs_dir=args.runs_dir,
         stylist_fractions=tuple(args.stylist_fractions), spaces=tuple(spaces),
-        score_adaptation=parse_score_adaptation(adaptation).spec(), **training)
+        score_adaptation=parse_score_adaptation(adaptation).spec(),
+        orders=parse_orders(args.orders), **training)
     out = run_evaluation(config)
     print((out / "table.md").read_text())
     print(f"report: {out}/table.md, table.csv, results.json, heatmap.png, mean_ad.png, "

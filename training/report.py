@@ -127,6 +127,8 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
                   None if variant == "plain" else
                   {a: f"{a} [{variant[len('space:'):]}]" for a in algorithms})
         sections.append(f"## {name}\n\n{markdown_table(cells, rows, algorithms, labels)}\n")
+    if getattr(config, "orders", ()):
+        sections.append(orders_table(results, variants, algorithms))
     if config.stylist_fractions:
         chosen = {a: sorted({r['stylist']['fraction'] for r in results if r['algorithm'] == a})
                   for a in algorithms}
@@ -152,3 +154,32 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
         "dataset": dataset.name, "references": references, "runs": results,
     }, indent=1))
     write_plots(out, tables, detectors, algorithms, results)
+
+
+def orders_table(results: list[dict], variants: list[str], algorithms: list[str]) -> str:
+    """Markdown: the ensemble's pooled ROC-AUC on the unseen cameras in each arrival
+    order (training/arrival_orders.py), mean over seeds, one row per algorithm and
+    variant; `worst` is what a pipeline is judged by."""
+    orders: list[str] = []
+    for r in results:
+        for v in r["variants"].values():
+            orders += [o for o in v.get("orders", {}) if o not in orders]
+    if not orders:
+        return ""
+    lines = ["## Unseen cameras in arrival orders (ensemble, pooled ROC-AUC %)\n",
+             "Each test camera's images in the order named, scored as a stream whose rows "
+             "are stored as they are scored (`shuffled`, `normal-first`, new content in "
+             "bursts of 8 or 50 frames, new content thinned to 5% or 20% and spread).\n",
+             "| pipeline | " + " | ".join(orders) + " |",
+             "| --- |" + " --- |" * len(orders)]
+    for variant in variants:
+        for algorithm in algorithms:
+            runs = [r["variants"][variant].get("orders", {}) for r in results
+                    if r["algorithm"] == algorithm and variant in r["variants"]]
+            if not runs or not runs[0]:
+                continue
+            cells = [f"{100 * np.mean([run[o]['pooled'] for run in runs if o in run]):.1f}"
+                     if any(o in run for run in runs) else "" for o in orders]
+            label = algorithm if variant == "plain" else f"{algorithm} [{variant}]"
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

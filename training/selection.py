@@ -55,6 +55,8 @@ from envad.server.detectors import registry
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S, FitGroups
 from envad.server.detectors.score_adaptation import parse_score_adaptation
+from envad.training.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
+from envad.training.arrival_orders import arrange
 from envad.training.metrics import roc_auc
 
 log = logging.getLogger(__name__)
@@ -65,7 +67,8 @@ TIE_MARGIN = 0.005
 SPACE_CANDIDATES = ("raw", "l2", "pca_l2", "center_l2", "style_l2:1", "style_l2:3",
                     "white_l2", "center_white_l2")
 ENSEMBLE_PREFIX = "ensemble:"
-SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64")
+SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64", "median:16", "median:64",
+                               "gated:16", "gated:64")
 #: pooled sets per fold: name -> (anomaly share of the held-out camera, of every other
 #: camera), or None for every camera's natural share
 POOLED_MIXES: dict[str, tuple[float, float] | None] = {
@@ -155,6 +158,11 @@ class QuerySet:
         """Each row's event code (0, 1, ...)."""
         return np.arange(len(self.X)) if self.events is None else self.events
 
+    def take(self, rows: np.ndarray) -> QuerySet:
+        """The rows at positions `rows`, in that order."""
+        return QuerySet(self.X[rows], self.envs[rows], self.positive[rows],
+                        None if self.events is None else self.events[rows])
+
 
 def archive_fit(X_fit: np.ndarray, fit_envs: np.ndarray, archive: QuerySet
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -180,31 +188,35 @@ def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, fl
 def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
                pooled: dict[str, QuerySet] | None = None, spaces=SPACE_CANDIDATES,
                seed: int = 0, adaptations=SCORE_ADAPTATION_CANDIDATES,
-               archives: dict[str, QuerySet] | None = None) -> dict[str, dict]:
+               archives: dict[str, QuerySet] | None = None,
+               orders: dict[str, QuerySet] | None = None) -> dict[str, dict]:
     """{"scores": {space: {scorer: AUC}}} of one fold's held-out camera (`query`); with
     `pooled` sets also {"pooled": {mix: {space: {adaptation: {scorer: AUC}}}}}; with
-    `archives` also {"archive": {mix: {space: {scorer: AUC}}}}, each archive set scored by
-    detectors fitted on the fit rows plus itself."""
+    `orders` (the natural pooled set in each arrival order, training/arrival_orders.py)
+    also {"orders": {order: {space: {adaptation: {scorer: AUC}}}}}; with `archives` also
+    {"archive": {mix: {space: {scorer: AUC}}}}, each archive set scored by detectors
+    fitted on the fit rows plus itself."""
     names = registry.names()
     out: dict[str, dict] = {"scores": {}}
     for space in spaces:
         bundle = fit_bundle(X_fit, envs=fit_envs, space=space, seed=seed, detectors=names)
-        scores = bundle.score_arrivals(query.X, query.envs)
+        scores = bundle.score_stream(query.X, query.envs)
         out["scores"][space] = _scorer_aucs(names, scores, query.positive)
         for mix, archive in (archives or {}).items():
             rows, envs, ids, codes = archive_fit(X_fit, fit_envs, archive)
             fitted = fit_bundle(rows, envs=envs, space=space, seed=seed, detectors=names,
                                 ids=ids, groups=FitGroups.of_members(ids, codes,
                                                                      DEFAULT_EVENT_GAP_S))
-            scores = fitted.score_arrivals(archive.X, archive.envs, ids=ids[len(X_fit):])
+            scores = fitted.score_stream(archive.X, archive.envs, ids=ids[len(X_fit):])
             out.setdefault("archive", {}).setdefault(mix, {})[space] = _scorer_aucs(
                 names, scores, archive.positive)
-        for mix, queries in (pooled or {}).items():
-            out.setdefault("pooled", {}).setdefault(mix, {})[space] = {
-                adaptation: _scorer_aucs(names, replace(
-                    bundle, score_adaptation=parse_score_adaptation(adaptation)
-                ).score_arrivals(queries.X, queries.envs), queries.positive)
-                for adaptation in adaptations}
+        for sets, named in (("pooled", pooled), ("orders", orders)):
+            for mix, queries in (named or {}).items():
+                out.setdefault(sets, {}).setdefault(mix, {})[space] = {
+                    adaptation: _scorer_aucs(names, replace(
+                        bundle, score_adaptation=parse_score_adaptation(adaptation)
+                    ).score_stream(queries.X, queries.envs), queries.positive)
+                    for adaptation in adaptations}
     return out
 
 
@@ -336,9 +348,12 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
         rows = mix_rows(pooled.envs, pooled.positive, fold.env, shares, seed)
         mixes[mix] = QuerySet(pooled.X[rows], pooled.envs[rows], pooled.positive[rows])
     archives = archive_sets(query, fold.env, seed)
+    natural = mixes["natural"]
+    orders = {name: natural.take(arrange(natural.envs, natural.positive, name, seed))
+              for name in ARRIVAL_ORDERS}
     scored = score_fold(embed(encoder, dataset, fit_idx),
                         np.array([records[i].env for i in fit_idx]), query, mixes,
-                        spaces=spaces, seed=seed, archives=archives)
+                        spaces=spaces, seed=seed, archives=archives, orders=orders)
     return {"fold": {"env": fold.env, "label": fold.label}, "detector_settings":
             registry.settings_of(registry.names()), "n_fit": len(fit_idx),
             "n_query": len(query_idx), "n_positive": int(query.positive.sum()),
@@ -426,6 +441,7 @@ def _complete(result: dict, spaces: tuple[str, ...]) -> bool:
     """Whether a fold's saved result scored every space, in every pooled and archive mix,
     with the detectors' settings of now."""
     pooled, archive = result.get("pooled", {}), result.get("archive", {})
+    orders = result.get("orders", {})
     # a fold scored before a detector's default changed, or before archive sets were
     # scored as they are now, is scored again
     if result.get("detector_settings") != registry.settings_of(registry.names()):
@@ -434,30 +450,50 @@ def _complete(result: dict, spaces: tuple[str, ...]) -> bool:
         return False
     return set(spaces) <= set(result.get("scores", {})) and all(
         isinstance(sets.get(mix), dict) and set(spaces) <= set(sets[mix])
-        for sets, mixes in ((pooled, POOLED_MIXES), (archive, ARCHIVE_MIXES))
+        and (sets is archive or all(set(SCORE_ADAPTATION_CANDIDATES) <= set(sets[mix][space])
+                                    for space in spaces))
+        for sets, mixes in ((pooled, POOLED_MIXES), (archive, ARCHIVE_MIXES),
+                            (orders, ARRIVAL_ORDERS))
         for mix in mixes)
 
 
 def pooled_means(folds: list[dict], space: str, scorer: str) -> dict[str, dict]:
-    """{adaptation: {"mean", "std", "mixes": {mix: {"mean", "folds"}}}}: the pooled ROC-AUC
-    of one (space, scorer) under each score adaptation, per mix and over folds x mixes."""
+    """{adaptation: {"mean", "std", "mixes": {mix: {"mean", "folds"}}, "orders": {order:
+    {"mean", "folds"}}, "worst_order"}}: the pooled ROC-AUC of one (space, scorer) under
+    each score adaptation, per mix and over folds x mixes, and per arrival order with
+    the worst order's mean over folds (folds scored without orders have none)."""
     out = {}
     mixes = list(folds[0]["pooled"])
+    orders = list(folds[0].get("orders", {}))
     for adaptation in folds[0]["pooled"][mixes[0]][space]:
         per_mix = {mix: [f["pooled"][mix][space][adaptation][scorer] for f in folds]
                    for mix in mixes}
         values = [v for mix in mixes for v in per_mix[mix]]
+        per_order = {name: [f["orders"][name][space][adaptation][scorer] for f in folds]
+                     for name in orders}
         out[adaptation] = {"mean": float(np.nanmean(values)), "std": float(np.nanstd(values)),
                            "mixes": {mix: {"mean": float(np.nanmean(v)), "folds": v}
-                                     for mix, v in per_mix.items()}}
+                                     for mix, v in per_mix.items()},
+                           "orders": {name: {"mean": float(np.nanmean(v)), "folds": v}
+                                      for name, v in per_order.items()}}
+        if per_order:
+            out[adaptation]["worst_order"] = min(
+                float(np.nanmean(v)) for v in per_order.values())
     return out
 
 
+def adaptation_criterion(means: dict) -> float:
+    """What an adaptation is chosen by: its worst arrival order's mean ROC-AUC over
+    folds, or the mean over the pooled mixes for folds scored without orders."""
+    return means.get("worst_order", means["mean"])
+
+
 def pick_adaptation(means: dict[str, dict]) -> str:
-    """The adaptation with the best mean pooled ROC-AUC (over folds and mixes); "none"
-    unless another beats it by more than TIE_MARGIN."""
-    best = max(means, key=lambda a: means[a]["mean"])
-    if "none" in means and means[best]["mean"] <= means["none"]["mean"] + TIE_MARGIN:
+    """The adaptation with the best `adaptation_criterion`; "none" unless another beats
+    it by more than TIE_MARGIN."""
+    best = max(means, key=lambda a: adaptation_criterion(means[a]))
+    if "none" in means and (adaptation_criterion(means[best])
+                            <= adaptation_criterion(means["none"]) + TIE_MARGIN):
         return "none"
     return best
 
@@ -491,7 +527,8 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
                               fit_rows=fit_rows)
             path.write_text(json.dumps(result, indent=1))
         result["scores"] = {space: result["scores"][space] for space in spaces}
-        for sets, mixes in (("pooled", POOLED_MIXES), ("archive", ARCHIVE_MIXES)):
+        for sets, mixes in (("pooled", POOLED_MIXES), ("archive", ARCHIVE_MIXES),
+                            ("orders", ARRIVAL_ORDERS)):
             result[sets] = {mix: {space: result[sets][mix][space] for space in spaces}
                             for mix in mixes}
         results.setdefault(name, []).append(result)
@@ -603,4 +640,23 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
                      for mix in mixes]
             lines.append(f"| {name} | {v['mean']:.3f} ± {v['std']:.3f} | "
                          + " | ".join(cells) + " |")
+        lines += order_lines(adaptations)
     return "\n".join(lines) + "\n"
+
+
+def order_lines(adaptations: dict[str, dict]) -> list[str]:
+    """Markdown rows: each score adaptation's pooled ROC-AUC (natural mix) per arrival
+    order, mean over folds, and its worst order (what it is chosen by)."""
+    orders = list(next(iter(adaptations.values())).get("orders", {}))
+    if not orders:
+        return []
+    lines = ["", "The natural mix in each arrival order (training/arrival_orders.py; each "
+             "camera's images in that order, every chunk scored with the statistics of "
+             "the rows stored before it): mean ROC-AUC over folds. The adaptation is "
+             "chosen by its worst order.", "",
+             "| score adaptation | worst order | " + " | ".join(orders) + " |",
+             "| --- | --- |" + " --- |" * len(orders)]
+    for name, v in adaptations.items():
+        lines.append(f"| {name} | {v['worst_order']:.3f} | "
+                     + " | ".join(f"{v['orders'][o]['mean']:.3f}" for o in orders) + " |")
+    return lines

@@ -123,19 +123,23 @@ class DetectorBundle:
         return self._calibrations[name](raw)
 
     def new_score_statistics(self, path=None) -> EnvStatistics:
-        """Running per-camera statistics of this bundle's scores (score_adaptation.py),
-        kept in `path` (None: in memory)."""
-        return EnvStatistics(path, 2 * len(self.detectors))
+        """Per-camera statistics of this bundle's scores (score_adaptation.py), kept in
+        `path` (None: in memory)."""
+        return EnvStatistics(path, self.score_adaptation.dim(len(self.detectors)))
 
-    def score(self, X: np.ndarray, envs=None, running=None,
-              score_stats: EnvStatistics | None = None, ids=None) -> BundleScores:
-        """Raw, adapted, calibrated and ensemble scores of embeddings X [n, n_features]
-        from cameras `envs`. `running(env)` gives an unseen camera's running embedding
-        statistics (camera-aware spaces); `score_stats` (from `new_score_statistics`)
-        holds each camera's score statistics, updated with these rows before they are
-        adapted (a bundle that adapts scores, with no `score_stats`, scores unadapted).
-        `ids`: the rows' ids; a row that is one of the bundle's own fit rows is scored
-        without its group (leave_out.py)."""
+    @property
+    def reference_moments(self) -> ReferenceMoments:
+        if self._reference_moments is None:
+            self._reference_moments = ReferenceMoments.of(self.reference, self.detectors)
+        return self._reference_moments
+
+    def raw_scores(self, X: np.ndarray, envs=None, running=None, ids=None
+                   ) -> tuple[dict[str, np.ndarray], list[str]]:
+        """Each detector's raw score of embeddings X [n, n_features] from cameras
+        `envs`, and per row how the space step adapted its camera. `running(env)` gives
+        a camera's embedding statistics (camera-aware spaces). `ids`: the rows' ids; a
+        row that is one of the bundle's own fit rows is scored without its group
+        (leave_out.py)."""
         embeddings = _check_matrix(X, self.n_features)
         X, adaptation = self.space.transform(embeddings, envs, running)
         if self.kept_features is not None:
@@ -145,12 +149,19 @@ class DetectorBundle:
         raw = {name: self.fitted[name].score(_detector_input(name, embeddings, X, X32),
                                              leave_out)
                for name in self.detectors}
+        return raw, adaptation
+
+    def score(self, X: np.ndarray, envs=None, running=None,
+              score_stats: EnvStatistics | None = None, ids=None) -> BundleScores:
+        """Raw, adapted, calibrated and ensemble scores of embeddings X [n, n_features]
+        from cameras `envs` (`running`, `ids`: as `raw_scores`). `score_stats` (from
+        `new_score_statistics`) holds each camera's score statistics, which adapt the
+        scores (a bundle that adapts scores, with no `score_stats`, scores unadapted).
+        Reads the statistics, never changes them (`observe` does, for stored rows)."""
+        raw, adaptation = self.raw_scores(X, envs, running, ids)
         adapted, weight = raw, np.zeros(len(X))
         if self.score_adaptation.enabled and score_stats is not None and envs is not None:
-            score_stats.update(envs, self.score_adaptation.statistics_of(raw, self.detectors))
-            if self._reference_moments is None:
-                self._reference_moments = ReferenceMoments.of(self.reference, self.detectors)
-            adapted, weight = self.score_adaptation.adapt(raw, self._reference_moments,
+            adapted, weight = self.score_adaptation.adapt(raw, self.reference_moments,
                                                           self.detectors, envs, score_stats.get)
         calibrated = {name: self.calibrate(name, adapted[name]) for name in raw}
         # added detector by detector: a row's ensemble does not depend on the rows
@@ -160,6 +171,44 @@ class DetectorBundle:
             ensemble += calibrated[name]
         ensemble /= len(self.detectors)
         return BundleScores(raw, calibrated, ensemble, adaptation, adapted, weight)
+
+    def observe_scores(self, raw: dict[str, np.ndarray], envs,
+                       score_stats: EnvStatistics | None) -> None:
+        """Add stored rows' raw scores (`raw_scores`) to their cameras' score
+        statistics, as the adaptation takes them (score_adaptation.py)."""
+        if not self.score_adaptation.enabled or score_stats is None or envs is None:
+            return
+        envs = np.asarray(envs).astype(str)
+        score_stats.update(envs, self.score_adaptation.observations(
+            raw, self.reference_moments, self.detectors, envs, score_stats.get))
+
+    def observe(self, X: np.ndarray, envs, running=None,
+                score_stats: EnvStatistics | None = None, ids=None) -> None:
+        """Stored rows X from cameras `envs` join their cameras' score statistics (the
+        only way those statistics change)."""
+        if not self.score_adaptation.enabled or score_stats is None or envs is None:
+            return
+        raw, _ = self.raw_scores(X, envs, running, ids)
+        self.observe_scores(raw, envs, score_stats)
+
+    def score_stream(self, X: np.ndarray, envs, chunk: int = 64, ids=None) -> BundleScores:
+        """Score rows as a stream delivers them and the store keeps them: in order,
+        `chunk` at a time, each chunk scored with the statistics of the rows stored
+        before it, then stored (its rows join their cameras' embedding and score
+        statistics). Used by evaluations to score a test set the way Score would
+        (`ids`: the rows' ids, as Score passes them)."""
+        envs = np.asarray(envs).astype(str)
+        stats = EnvStatistics(None, X.shape[1])
+        score_stats = self.new_score_statistics()
+        parts = []
+        for start in range(0, len(X), chunk):
+            rows = slice(start, start + chunk)
+            row_ids = None if ids is None else ids[rows]
+            scored = self.score(X[rows], envs[rows], stats.get, score_stats, row_ids)
+            parts.append(scored)
+            self.observe_scores(scored.raw, envs[rows], score_stats)
+            stats.update(envs[rows], X[rows])
+        return BundleScores.concat(parts)
 
     def info(self) -> BundleInfo:
         """The plain record of this bundle that GetInfo and Fit report."""
@@ -176,22 +225,6 @@ class DetectorBundle:
             space=self.space.describe(), score_adaptation=self.score_adaptation.describe(),
             calibration=self.calibration,
             fit_groups="" if self.fit_groups is None else self.fit_groups.describe())
-
-    def score_arrivals(self, X: np.ndarray, envs, chunk: int = 64, ids=None) -> BundleScores:
-        """Score rows as a stream would deliver them: in order, `chunk` at a time, each
-        camera's running statistics updated with a chunk before it is scored (as the
-        server does). Used by evaluations to score a test set the way Score would
-        (`ids`: the rows' ids, as Score passes them)."""
-        envs = np.asarray(envs).astype(str)
-        stats = EnvStatistics(None, X.shape[1])
-        score_stats = self.new_score_statistics()
-        parts = []
-        for start in range(0, len(X), chunk):
-            rows = slice(start, start + chunk)
-            stats.update(envs[rows], X[rows])
-            parts.append(self.score(X[rows], envs[rows], stats.get, score_stats,
-                                    None if ids is None else ids[rows]))
-        return BundleScores.concat(parts)
 
 
 def _detector_input(name: str, embeddings: np.ndarray, X: np.ndarray, X32: np.ndarray

@@ -2,24 +2,41 @@
 
 A new camera's style moves every embedding away from the fit rows, so all its images
 score higher, normal ones included; in a ranking over several cameras its normal images
-crowd out the other cameras' anomalies. With `camera[:P]` each detector's raw score `s`
+crowd out the other cameras' anomalies. With an adaptation each detector's raw score `s`
 of an image from camera c is mapped onto the fit set's scale,
 
-    mu_fit + sd_fit * (s - mu_c) / sd_c,
+    loc_fit + scale_fit * (s - loc_c) / scale_c,
 
-where mu_fit and sd_fit are the mean and standard deviation of the detector's held-out
-calibration scores (the bundle's reference), and mu_c, sd_c those of the scores camera c
-has received so far, this image's batch included, shrunk toward the fit set's by a prior
-of P rows: mu_c = (sum_c + P mu_fit) / (n_c + P), and E_c[s^2] likewise. A camera's first
-images are scored almost as the fit set would score them; after P images its own
-statistics weigh half (`camera_weight` = n_c / (n_c + P)). The adapted score is then
-calibrated against the reference as before, so the threshold keeps its meaning: an image
-is flagged when it is unusual for its own camera.
+where loc_fit and scale_fit are the location and scale of the detector's held-out
+calibration scores (the bundle's reference), and loc_c, scale_c those of the scores of
+camera c's **stored** rows, shrunk toward the fit set's by a prior of P rows of the
+reference. A camera's first images are scored almost as the fit set would score them;
+after P stored images its own statistics weigh half (`camera_weight` = n_c / (n_c + P)).
+The adapted score is then calibrated against the reference as before, so the threshold
+keeps its meaning: an image is flagged when it is unusual for its own camera.
 
-It assumes that most of a camera's images are normal content (true of camera traps,
-where new species, people and vehicles are rare); a camera that mostly sees anomalies
-raises its own baseline: reset its statistics or fit with `none`. A camera's statistics
-belong to one bundle (its scale); a new Fit starts them afresh.
+Three statistics (the spec's name):
+
+- `camera:P`: mean and standard deviation (their running sums);
+- `median:P`: median and median absolute deviation, read from a per-camera histogram
+  of the scores (STAT_BINS bins per detector, uniform in asinh of the score's z value
+  against the reference, so fine near the fit scale and wide far from it; the histogram
+  is a sum, so it is kept durable like the means). A run of new content moves a median
+  less than a mean, and its scale hardly at all;
+- `gated:P`: the median's, with a camera's rows taken into a detector's histogram only
+  while that detector scores them as normal for the camera (adapted robust z below
+  GATE_Z) once the camera has P rows: new content that arrives in runs (a herd, a
+  parked vehicle) does not teach the camera that it is normal.
+
+**Score never changes the statistics.** They are built from what is stored: the writer
+hands every committed row to `observe` (server/space.py), and a new bundle starts from
+the camera's stored rows. A Score call therefore changes nothing another call's result
+depends on, and two replicas at one table version agree.
+
+It assumes that most of a camera's stored images are normal content (true of camera
+traps, where new species, people and vehicles are rare); a camera that mostly sees
+anomalies raises its own baseline: reset its statistics or fit with `none`. A camera's
+statistics belong to one bundle (its scale).
 
 Rows without a camera (empty env) are not adapted. `none` leaves every score as it is.
 """
@@ -35,38 +52,97 @@ from envad.errors import InvalidInput
 from envad.server.detectors.geometry import CameraStats
 
 NONE = "none"
-CAMERA = "camera"
+MEAN = "camera"
+MEDIAN = "median"
+GATED = "gated"
+STATISTICS = (MEAN, MEDIAN, GATED)
 #: prior weight of the fit set's statistics, in rows: chosen by `envad select` on
 #: PhotoDigits' training cameras (each fold's held-out camera pooled with the other
 #: cameras' val images, in three mixes of anomaly shares;
 #: docs/results/selection-score-adaptation/): 0.859 against 0.841 for 16 and 0.774
 #: unadapted
 DEFAULT_PRIOR_ROWS = 64
-#: a camera's standard deviation is at least this fraction of the fit set's (a camera
-#: whose first images score alike must not blow its later scores up)
+#: a camera's scale is at least this fraction of the fit set's (a camera whose first
+#: images score alike must not blow its later scores up)
 MIN_SCALE_FRACTION = 1e-3
+#: histogram bins per detector of the median statistics, uniform in asinh(z) over
+#: [ASINH_LOW, ASINH_HIGH] (z = (s - mean_fit) / sd_fit): 0.055 sd wide at the fit
+#: scale, z from about -200 to +1500 covered; outside, the end bins
+STAT_BINS = 256
+ASINH_LOW, ASINH_HIGH = -6.0, 8.0
+#: `gated`: a camera's row joins its statistics only when its adapted robust z value
+#: (median and 1.4826 MAD of the reference) is below this
+GATE_Z = 3.0
+MAD_TO_SD = 1.4826
+
+
+def _edges() -> np.ndarray:
+    return np.linspace(ASINH_LOW, ASINH_HIGH, STAT_BINS + 1)
+
+
+def _bin_of(z: np.ndarray) -> np.ndarray:
+    u = np.arcsinh(z)
+    width = (ASINH_HIGH - ASINH_LOW) / STAT_BINS
+    return np.clip(((u - ASINH_LOW) / width).astype(np.int64), 0, STAT_BINS - 1)
+
+
+def _histogram_location_scale(weights: np.ndarray) -> tuple[float, float]:
+    """Median and MAD, in z units, of a histogram over the asinh bins (linear within
+    the median's bin; the MAD from the bin centres)."""
+    edges = _edges()
+    total = weights.sum()
+    cumulative = np.cumsum(weights)
+    b = int(np.searchsorted(cumulative, total / 2.0))
+    b = min(b, STAT_BINS - 1)
+    before = cumulative[b - 1] if b > 0 else 0.0
+    inside = (total / 2.0 - before) / weights[b] if weights[b] > 0 else 0.5
+    median = float(np.sinh(edges[b] + inside * (edges[b + 1] - edges[b])))
+    centres = np.sinh((edges[:-1] + edges[1:]) / 2.0)
+    deviation = np.abs(centres - median)
+    order = np.argsort(deviation)
+    running = np.cumsum(weights[order])
+    mad = float(deviation[order][min(int(np.searchsorted(running, total / 2.0)),
+                                     STAT_BINS - 1)])
+    return median, mad
 
 
 @dataclass(frozen=True)
 class ReferenceMoments:
     """Mean and standard deviation of each detector's reference scores (the fit set's
-    scale), in the order of the detectors they were taken for: fixed for a bundle, so
+    scale), in the order of the detectors they were taken for, and the reference's
+    histogram, median and MAD in z units (z = (s - mean) / sd): fixed for a bundle, so
     taken once, not at every Score."""
 
     mean: np.ndarray
     sd: np.ndarray
+    histogram: np.ndarray          # [k, STAT_BINS], each row sums to 1
+    median_z: np.ndarray
+    mad_z: np.ndarray
 
     @classmethod
     def of(cls, reference: dict[str, np.ndarray], detectors: list[str]) -> ReferenceMoments:
-        return cls(np.array([reference[name].mean() for name in detectors]),
-                   np.array([reference[name].std() for name in detectors]))
+        mean = np.array([reference[name].mean() for name in detectors])
+        sd = np.array([reference[name].std() for name in detectors])
+        histogram = np.zeros((len(detectors), STAT_BINS))
+        median_z, mad_z = np.zeros(len(detectors)), np.ones(len(detectors))
+        for j, name in enumerate(detectors):
+            z = (np.asarray(reference[name], np.float64) - mean[j]) / (sd[j] or 1.0)
+            histogram[j] = np.bincount(_bin_of(z), minlength=STAT_BINS) / max(len(z), 1)
+            median_z[j] = float(np.median(z)) if len(z) else 0.0
+            mad_z[j] = float(np.median(np.abs(z - median_z[j]))) if len(z) else 1.0
+        return cls(mean, sd, histogram, median_z, np.maximum(mad_z, MIN_SCALE_FRACTION))
+
+    def z(self, j: int, scores: np.ndarray) -> np.ndarray:
+        return (np.asarray(scores, np.float64) - self.mean[j]) / (self.sd[j] or 1.0)
 
 
 @dataclass(frozen=True)
 class ScoreAdaptation:
-    """`none`, or `camera` with the prior weight of the fit set's statistics in rows."""
+    """`none`, or a statistic (`camera` = mean/sd, `median`, `gated`) with the prior
+    weight of the fit set's statistics in rows."""
 
     prior_rows: int | None = None
+    statistic: str = MEAN
 
     @property
     def enabled(self) -> bool:
@@ -74,67 +150,128 @@ class ScoreAdaptation:
 
     def spec(self) -> str:
         """The text form, parsed back by `parse_score_adaptation`."""
-        return NONE if self.prior_rows is None else f"{CAMERA}:{self.prior_rows}"
+        return NONE if self.prior_rows is None else f"{self.statistic}:{self.prior_rows}"
 
     def describe(self) -> str:
         """For provenance: `none` or `camera(prior_rows=16)`."""
-        return NONE if self.prior_rows is None else f"{CAMERA}(prior_rows={self.prior_rows})"
+        return (NONE if self.prior_rows is None
+                else f"{self.statistic}(prior_rows={self.prior_rows})")
 
-    def statistics_of(self, raw: dict[str, np.ndarray], detectors: list[str]) -> np.ndarray:
-        """Rows [s_1..s_k, s_1^2..s_k^2] that a camera's running statistics sum."""
+    def dim(self, n_detectors: int) -> int:
+        """Length of the per-row statistics vector a camera's running sums add up."""
+        return (2 if self.statistic == MEAN else STAT_BINS) * n_detectors
+
+    def statistics_of(self, raw: dict[str, np.ndarray], detectors: list[str],
+                      fit: ReferenceMoments | None = None) -> np.ndarray:
+        """Rows that a camera's running statistics sum: [s_1..s_k, s_1^2..s_k^2] for
+        the mean, one-hot histogram bins per detector for the median (needs `fit`)."""
         scores = np.stack([np.asarray(raw[name], dtype=np.float64) for name in detectors],
                           axis=1)
-        return np.concatenate([scores, scores * scores], axis=1)
+        if self.statistic == MEAN:
+            return np.concatenate([scores, scores * scores], axis=1)
+        assert fit is not None, "the median statistics bin scores against the reference"
+        rows = np.zeros((len(scores), len(detectors) * STAT_BINS))
+        for j in range(len(detectors)):
+            rows[np.arange(len(scores)), j * STAT_BINS + _bin_of(fit.z(j, scores[:, j]))] = 1.0
+        return rows
+
+    def location_scale(self, stats: CameraStats, fit: ReferenceMoments
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """A camera's (location, scale) per detector in score units, shrunk toward the
+        fit set's by the prior; the fit set's own are (fit.mean, fit.sd) for the mean
+        and (median, MAD) of the reference for the others."""
+        n, prior = float(stats.count), float(self.prior_rows or 0)
+        k = len(fit.mean)
+        if self.statistic == MEAN:
+            mean = (n * stats.mean[:k] + prior * fit.mean) / (n + prior)
+            second = (n * stats.mean[k:] + prior * (fit.sd ** 2 + fit.mean ** 2)) / (n + prior)
+            sd = np.sqrt(np.maximum(second - mean ** 2, 0.0))
+            return mean, np.maximum(sd, MIN_SCALE_FRACTION * fit.sd)
+        location, scale = np.zeros(k), np.zeros(k)
+        for j in range(k):
+            # the block's own total: `gated` leaves rows out of one detector's block
+            weights = (n * stats.mean[j * STAT_BINS:(j + 1) * STAT_BINS]
+                       + prior * fit.histogram[j])
+            median_z, mad_z = _histogram_location_scale(weights)
+            location[j] = fit.mean[j] + fit.sd[j] * median_z
+            scale[j] = fit.sd[j] * max(mad_z, MIN_SCALE_FRACTION * fit.mad_z[j])
+        return location, scale
+
+    def _fit_location_scale(self, fit: ReferenceMoments) -> tuple[np.ndarray, np.ndarray]:
+        if self.statistic == MEAN:
+            return fit.mean, fit.sd
+        return fit.mean + fit.sd * fit.median_z, fit.sd * fit.mad_z
 
     def adapt(self, raw: dict[str, np.ndarray], fit: ReferenceMoments,
               detectors: list[str], envs, running: Callable[[str], CameraStats | None] | None
               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """(adapted scores per detector, camera weight per row). `fit`: the moments of
-        the reference scores of `detectors`, in that order. `running(env)` gives a
-        camera's count and mean of `statistics_of` rows; None, or an adaptation that is
-        off, leaves the scores as they are with weight 0."""
+        """(adapted scores per detector, camera weight per row); reads the statistics,
+        never changes them. `fit`: the moments of the reference scores of `detectors`, in
+        that order. `running(env)` gives a camera's count and mean of `statistics_of`
+        rows; None, or an adaptation that is off, leaves the scores as they are with
+        weight 0."""
         n_rows = len(next(iter(raw.values()))) if raw else 0
         weight = np.zeros(n_rows)
         if not self.enabled or running is None or envs is None:
             return {name: raw[name] for name in detectors}, weight
         prior = float(self.prior_rows or 0)
-        fit_mean, fit_sd = fit.mean, fit.sd
+        fit_location, fit_scale = self._fit_location_scale(fit)
         envs = np.asarray(envs).astype(str)
         adapted = {name: np.array(raw[name], dtype=np.float64) for name in detectors}
-        k = len(detectors)
         for env in np.unique(envs):
             stats = running(str(env)) if env else None
             if stats is None or stats.count == 0:
                 continue
-            n = float(stats.count)
-            mean = (n * stats.mean[:k] + prior * fit_mean) / (n + prior)
-            second = (n * stats.mean[k:] + prior * (fit_sd ** 2 + fit_mean ** 2)) / (n + prior)
-            sd = np.sqrt(np.maximum(second - mean ** 2, 0.0))
-            sd = np.maximum(sd, MIN_SCALE_FRACTION * fit_sd)
+            location, scale = self.location_scale(stats, fit)
             rows = envs == env
-            weight[rows] = n / (n + prior)
+            weight[rows] = stats.count / (stats.count + prior)
             for j, name in enumerate(detectors):
-                if fit_sd[j] > 0:     # a constant reference has no scale to map onto
-                    adapted[name][rows] = (fit_mean[j] + fit_sd[j]
-                                           * (adapted[name][rows] - mean[j]) / sd[j])
+                if fit.sd[j] > 0:     # a constant reference has no scale to map onto
+                    adapted[name][rows] = (fit_location[j] + fit_scale[j]
+                                           * (adapted[name][rows] - location[j]) / scale[j])
         return adapted, weight
+
+    def observations(self, raw: dict[str, np.ndarray], fit: ReferenceMoments,
+                     detectors: list[str], envs,
+                     running: Callable[[str], CameraStats | None]) -> np.ndarray:
+        """The `statistics_of` rows that stored rows add to their cameras' statistics.
+        `gated`: once a camera has `prior_rows` rows, a detector's histogram leaves out
+        the rows that it scores above GATE_Z for that camera (its block of the row is
+        zero), so that a run of new content does not become the camera's normal."""
+        rows = self.statistics_of(raw, detectors, fit)
+        if self.statistic != GATED:
+            return rows
+        envs = np.asarray(envs).astype(str)
+        adapted, _ = self.adapt(raw, fit, detectors, envs, running)
+        fit_location, fit_scale = self._fit_location_scale(fit)
+        for env in np.unique(envs):
+            stats = running(str(env)) if env else None
+            if stats is None or stats.count < (self.prior_rows or 0):
+                continue
+            members = np.flatnonzero(envs == env)
+            for j, name in enumerate(detectors):
+                robust_z = ((adapted[name][members] - fit_location[j])
+                            / (MAD_TO_SD * max(fit_scale[j], 1e-12)))
+                rows[members[robust_z > GATE_Z], j * STAT_BINS:(j + 1) * STAT_BINS] = 0.0
+        return rows
 
 
 def parse_score_adaptation(text: str | None) -> ScoreAdaptation:
-    """`none`, `camera` (prior DEFAULT_PRIOR_ROWS) or `camera:P` (P >= 1 rows)."""
+    """`none`, or `camera`, `median`, `gated` with an optional prior `:P` (P >= 1 rows;
+    DEFAULT_PRIOR_ROWS when left out)."""
     name, _, value = (text or NONE).strip().partition(":")
     if name == NONE and not value:
         return ScoreAdaptation(None)
-    if name == CAMERA:
+    if name in STATISTICS:
         if not value:
-            return ScoreAdaptation(DEFAULT_PRIOR_ROWS)
+            return ScoreAdaptation(DEFAULT_PRIOR_ROWS, name)
         try:
             prior = int(value)
         except ValueError:
             prior = 0
         if prior >= 1:
-            return ScoreAdaptation(prior)
+            return ScoreAdaptation(prior, name)
         raise InvalidInput(f"score adaptation {text!r}: the prior must be a whole number "
                            "of rows >= 1, as in camera:16")
-    raise InvalidInput(f"unknown score adaptation {text!r}: use {NONE!r}, {CAMERA!r} or "
-                       f"'{CAMERA}:P' (P rows of prior)")
+    raise InvalidInput(f"unknown score adaptation {text!r}: use {NONE!r} or one of "
+                       f"{', '.join(STATISTICS)} with an optional ':P' (P rows of prior)")

@@ -171,8 +171,11 @@ def test_concurrent_score_calls_through_a_real_server_match_sequential_ones(fitt
             assert raw_b == pytest.approx(raw_a, rel=1e-6, abs=1e-9)
 
 
-def test_concurrent_score_calls_lose_no_camera_score_statistics(fitted_server):
-    """Eight clients of one camera at once: each image counts once in its statistics."""
+def test_score_calls_change_no_camera_statistics_and_stored_rows_count_once(fitted_server):
+    """Score is read-only: noise sent as Score calls under a camera's name, from many
+    clients at once, leaves another client's scores of that camera bit-identical; the
+    camera's statistics move only with rows that are stored, each counted once however
+    many clients store them at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     from envad.v1 import envad_pb2 as pb
@@ -180,14 +183,30 @@ def test_concurrent_score_calls_lose_no_camera_score_statistics(fitted_server):
 
     stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
     stub.Fit(pb.FitRequest(seed=0, score_adaptation="camera:8"), timeout=120)
-    images = synthetic_images("odd", 9, seed=42)
-    requests = [pb.ScoreRequest(images=[pb.Image(data=d, env="cam-busy")]) for d in images]
+    probe = pb.ScoreRequest(images=[pb.Image(data=synthetic_images("normal", 1, seed=43)[0],
+                                             env="cam-a")])
+
+    def scored(request):
+        result = stub.Score(request, timeout=60).results[0]
+        return (result.ensemble, result.camera_weight,
+                [(s.detector, s.raw, s.adapted, s.calibrated) for s in result.detectors])
+
+    before = scored(probe)
+    assert before[1] > 0      # cam-a's stored rows adapt its scores
+    noise = [pb.ScoreRequest(images=[pb.Image(data=d, env="cam-a")])
+             for d in synthetic_images("odd", 25, seed=44)]
     with ThreadPoolExecutor(8) as pool:
-        weights = list(pool.map(lambda r: stub.Score(r, timeout=60).results[0].camera_weight,
-                                requests[:8]))
-    # a request's weight counts the images scored before it and with it: 1..8 of them
-    counts = [round(8 * w / (1 - w), 6) for w in weights]       # w = n / (n + 8)
-    assert all(c in range(1, 9) for c in counts)
-    assert max(weights) == pytest.approx(8 / 16)
-    last = stub.Score(requests[8], timeout=60).results[0]
-    assert last.camera_weight == pytest.approx(9 / 17)
+        for _ in range(8):        # 200 Score calls of new content under cam-a's name
+            list(pool.map(scored, noise))
+    assert scored(probe) == before
+    # an unseen camera: nothing stored, nothing adapted, whatever is scored
+    busy = [pb.Image(data=d, env="cam-busy") for d in synthetic_images("odd", 9, seed=42)]
+    with ThreadPoolExecutor(8) as pool:
+        weights = list(pool.map(lambda image: scored(pb.ScoreRequest(images=[image]))[1],
+                                busy))
+    assert weights == [0.0] * 9
+    # stored by eight clients at once (one image sent twice): each row counts once
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda image: stub.Ingest(iter([pb.IngestRequest(
+            items=[pb.IngestItem(image=image)])]), timeout=60), busy + busy[:1]))
+    assert scored(pb.ScoreRequest(images=[busy[0]]))[1] == pytest.approx(9 / 17)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from envad.pipeline import Pipeline, resolve_pipeline
 from envad.server.detectors import registry
@@ -25,8 +26,10 @@ from envad.training.selection import (
     in_bursts,
     make_folds,
     mix_rows,
+    order_lines,
     pick_adaptation,
     pick_best,
+    pooled_means,
     run_selection,
     score_fold,
     subsample,
@@ -328,3 +331,30 @@ def test_archive_sets_without_an_anomaly_leave_the_clean_value():
     assert fold_criterion(fold, "l2", "KNN") == 0.5 * (0.8 + 0.6)
     fold["archive"]["5%"]["l2"]["KNN"] = float("nan")
     assert fold_criterion(fold, "l2", "KNN") == 0.8
+
+
+def _fold_with_orders(aucs: dict[str, dict[str, float]]) -> dict:
+    """A fold result holding only pooled and order AUCs of KNN in one space:
+    {adaptation: {order: AUC}} (the pooled mix: each adaptation's shuffled AUC)."""
+    space = "white_l2"
+    orders = next(iter(aucs.values()))
+    return {"pooled": {"natural": {space: {a: {"KNN": v["shuffled"]}
+                                           for a, v in aucs.items()}}},
+            "orders": {o: {space: {a: {"KNN": v[o]} for a, v in aucs.items()}}
+                       for o in orders}}
+
+
+def test_the_score_adaptation_is_chosen_by_its_worst_arrival_order():
+    """Two adaptations: the one best when shuffled loses a run of new content that
+    arrives after the normal images; the one that holds in every order is chosen."""
+    folds = [_fold_with_orders({
+        "none": {"shuffled": 0.70, "normal-first": 0.70},
+        "camera:64": {"shuffled": 0.90 + d, "normal-first": 0.72 + d},
+        "gated:16": {"shuffled": 0.86 + d, "normal-first": 0.84 + d}})
+        for d in (0.0, 0.01)]
+    means = pooled_means(folds, "white_l2", "KNN")
+    assert means["camera:64"]["mean"] > means["gated:16"]["mean"]   # best shuffled
+    assert means["gated:16"]["worst_order"] == pytest.approx(0.845)
+    assert means["camera:64"]["orders"]["normal-first"]["folds"] == pytest.approx([0.72, 0.73])
+    assert pick_adaptation(means) == "gated:16"
+    assert "| gated:16 | 0.845 |" in "\n".join(order_lines(means))

@@ -117,14 +117,15 @@ def test_auto_space_is_chosen_on_labels_or_falls_back():
     assert fallback.space.name == "l2" and not fallback.space_scores
 
 
-def test_score_arrivals_adapts_an_unseen_camera_after_enough_images():
+def test_score_stream_adapts_an_unseen_camera_once_enough_images_are_stored():
     rng = np.random.default_rng(2)
     envs = np.repeat(["a", "b"], 60)
     bundle = fit_bundle(rng.normal(size=(120, 4)), detectors=["KNN"], envs=envs,
                         space="center_l2", min_camera_rows=20)
-    scores = bundle.score_arrivals(rng.normal(size=(40, 4)) + 3, np.array(["new"] * 40),
+    scores = bundle.score_stream(rng.normal(size=(40, 4)) + 3, np.array(["new"] * 40),
                                    chunk=10)
-    assert scores.adaptation == ["global"] * 10 + ["camera"] * 30
+    # each chunk is scored with the rows stored before it: 20 stored after two chunks
+    assert scores.adaptation == ["global"] * 20 + ["camera"] * 20
 
 
 def test_a_rows_scores_do_not_depend_on_the_rows_scored_with_it():

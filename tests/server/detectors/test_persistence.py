@@ -123,8 +123,11 @@ def test_score_adaptation_round_trips_and_older_bundles_load_without_it(tmp_path
     assert loaded.score_adaptation.describe() == "camera(prior_rows=5)"
     queries = X[:20] + 1.0
     envs = ["cam"] * 20
-    expected = bundle.score(queries, envs, score_stats=bundle.new_score_statistics())
-    served = loaded.score(queries, envs, score_stats=loaded.new_score_statistics())
+    stats, loaded_stats = bundle.new_score_statistics(), loaded.new_score_statistics()
+    bundle.observe(queries, envs, score_stats=stats)
+    loaded.observe(queries, envs, score_stats=loaded_stats)
+    expected = bundle.score(queries, envs, score_stats=stats)
+    served = loaded.score(queries, envs, score_stats=loaded_stats)
     np.testing.assert_allclose(served.calibrated["KNN"], expected.calibrated["KNN"])
     assert not np.allclose(served.adapted["KNN"], served.raw["KNN"])
     # a bundle saved before score adaptation existed: its manifest has no such key
