@@ -82,13 +82,22 @@ def run_backfill(
     if options.scores and info.bundle is None:
         raise FailedPrecondition(f"scores need fitted detectors: {info.hint}")
     check_some_wanted(source, options)
-    header = job_header(source, options, info.active_model.model_id, info.data_dir)
-    summary = BackfillSummary(model_id=info.active_model.model_id)
+    bundle_id = info.bundle.bundle_id if options.scores and info.bundle else ""
+    header = job_header(source, options, info.active_model.model_id, info.data_dir,
+                        bundle_id=bundle_id)
+    summary = BackfillSummary(model_id=info.active_model.model_id, bundle_id=bundle_id)
     content = (ContentIndex.from_server(client)
                if options.store and options.skip_duplicates else None)
-    with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
+    # a scoring job is one run per bundle: a finished run of this bundle is taken up
+    # again by the same command (new images scored, the outputs rendered again)
+    with Checkpoint(checkpoint_path, header, resume=resume,
+                    rerun=options.scores) as checkpoint:
+        summary.run = checkpoint.opened_as
         try:
-            _run(client, source, checkpoint, options, summary, progress, content)
+            _run(client, source, checkpoint, options, summary, progress, content,
+                 bundle_id)
+            if not options.limit:
+                checkpoint.mark_complete()
         except KeyboardInterrupt as exc:
             summary.interrupted = True
             raise BackfillInterrupted(summary) from exc
@@ -96,14 +105,16 @@ def run_backfill(
             summary.elapsed_s = time.monotonic() - summary.started
             if scores_out is not None:
                 summary.scores_written = write_scores(
-                    scores_out, _records_of(checkpoint, event_gap_s), scores_format,
+                    scores_out, _records_of(checkpoint, event_gap_s, bundle_id),
+                    scores_format,
                     info=_megadetector_info(source),
                 )
                 summary.scores_out = str(scores_out)
     return summary
 
 
-def _run(client, source, checkpoint, options, summary, progress, content=None) -> None:
+def _run(client, source, checkpoint, options, summary, progress, content=None,
+         bundle_id: str = "") -> None:
     from tqdm import tqdm
 
     bar = tqdm(total=count_wanted(source, options), unit="img",
@@ -122,7 +133,8 @@ def _run(client, source, checkpoint, options, summary, progress, content=None) -
                     _finish(checkpoint, batch, summary, bar)
                     continue
                 throttle.wait(len(batch.items))
-                in_flight.add(pool.submit(_send, client, batch, options, content))
+                in_flight.add(pool.submit(_send, client, batch, options, content,
+                                          bundle_id))
                 while len(in_flight) >= 2 * options.concurrency:
                     _collect(in_flight, checkpoint, summary, bar, block=True)
             while in_flight:
@@ -161,6 +173,7 @@ def _collect(in_flight: set[Future], checkpoint, summary, bar, *, block: bool) -
 
 
 def _finish(checkpoint: Checkpoint, batch: _Batch, summary: BackfillSummary, bar) -> None:
+    summary.new_items += sum(1 for o in batch.outcomes if not checkpoint.seen(o.key))
     checkpoint.record(batch.outcomes)
     summary.add(batch.outcomes, batch.inserted, batch.duplicates)
     bar.update(len(batch.outcomes))
@@ -171,7 +184,7 @@ def _finish(checkpoint: Checkpoint, batch: _Batch, summary: BackfillSummary, bar
 
 
 def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
-          content: ContentIndex | None = None) -> _Batch:
+          content: ContentIndex | None = None, bundle_id: str = "") -> _Batch:
     """Read, send and retry one batch; every item ends with exactly one outcome.
 
     An image whose content is stored under another id (`content`) is skipped when
@@ -201,8 +214,8 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
     delays = backoff_delays(options.batch_retry)
     while pending:
         try:
-            outcomes = _score(client, pending, options, copies) if options.scores else _ingest(
-                client, pending, batch, options)
+            outcomes = (_score(client, pending, options, copies, bundle_id) if options.scores
+                        else _ingest(client, pending, batch, options))
         except EnvadError as exc:
             if exc.code not in RETRYABLE_CODES and exc.code != "INVALID_ARGUMENT":
                 raise  # request-level problem (no model, bad token): stop the run
@@ -246,19 +259,36 @@ def _ingest(client, pending, batch: _Batch, options) -> list[tuple]:
     ]
 
 
-def _score(client, pending, options, copies: frozenset[str] | set[str] = frozenset()
-           ) -> list[tuple]:
+def _score(client, pending, options, copies: frozenset[str] | set[str] = frozenset(),
+           bundle_id: str = "") -> list[tuple]:
     """Score (and store) the batch, one call per (split, label, store) group; items in
-    `copies` (content stored under another id) are scored without storing."""
+    `copies` (content stored under another id) are scored without storing. A group
+    whose every image is refused is asked again for each image's own error. Scores of
+    another bundle than `bundle_id` (a refit during the run) stop the run."""
     groups: dict[tuple[str, str, bool], list[tuple[SourceItem, ImageInput]]] = {}
     for item, image in pending:
         store = options.store and item.key not in copies
         groups.setdefault((item.split, item.label, store), []).append((item, image))
     out: list[tuple[SourceItem, ImageInput, str, str, dict | None]] = []
     for (split, label, store), members in groups.items():
-        result = client.score([image for _, image in members], store=store,
-                              split=split, label=label, reuse_stored=options.reuse_stored)
+        images = [image for _, image in members]
+        try:
+            result = client.score(images, store=store, split=split, label=label,
+                                  reuse_stored=options.reuse_stored)
+        except EnvadError as exc:
+            if exc.code != "INVALID_ARGUMENT" or len(images) < 2:
+                raise
+            # every image of the batch was refused and the server joined their
+            # reasons into one error: ask again for each image's own
+            result = client.score(images, store=store, split=split, label=label,
+                                  reuse_stored=options.reuse_stored, per_item_errors=True)
         prov = result.provenance
+        if bundle_id and prov.bundle_id and prov.bundle_id != bundle_id and any(
+                res.error is None for res in result.results):
+            raise FailedPrecondition(
+                f"the server's detector bundle changed during the run ({bundle_id} -> "
+                f"{prov.bundle_id}); run the same command again to score with "
+                f"{prov.bundle_id}")
         for (item, image), res in zip(members, result.results, strict=True):
             if res.error is not None:
                 out.append((item, image, res.error.code, res.error.message, None))
@@ -279,12 +309,13 @@ def _score(client, pending, options, copies: frozenset[str] | set[str] = frozens
     return out
 
 
-def _records_of(checkpoint: Checkpoint, event_gap_s: float):
-    """What the score writers read: the checkpoint's records, grouped into events when
-    asked."""
+def _records_of(checkpoint: Checkpoint, event_gap_s: float, bundle_id: str = ""):
+    """What the score writers read: the checkpoint's records (each naming the run's
+    bundle), grouped into events when asked."""
     if event_gap_s > 0:
-        return lambda: group_events(score_records(checkpoint.outcomes()), event_gap_s)
-    return lambda: score_records(checkpoint.outcomes())
+        return lambda: group_events(score_records(checkpoint.outcomes(), bundle_id),
+                                    event_gap_s)
+    return lambda: score_records(checkpoint.outcomes(), bundle_id)
 
 
 def _megadetector_info(source: Source) -> dict:

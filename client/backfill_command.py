@@ -42,7 +42,10 @@ def register(subparsers, connection_parser) -> None:
                         "<source>-<hash of the job>.jsonl, DATA_DIR being the server's data "
                         "dir when it is on this machine, else ~/.local/share/envad)")
     g.add_argument("--resume", action="store_true",
-                   help="continue the job recorded in the checkpoint, skipping finished items")
+                   help="continue the interrupted job recorded in the checkpoint, skipping "
+                        "finished items (a scoring job: only a run of the same detector "
+                        "bundle; the same command without --resume scores again after a "
+                        "refit, and scores only new images otherwise)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--json", action="store_true", help="print the summary as JSON")
     g = p.add_argument_group("scores")
@@ -110,8 +113,9 @@ def cmd_backfill(args) -> int:
     with open_client(args) as client, _summary_on_interrupt(args.json):
         info = client.info()
         model_id = info.active_model.model_id if info.active_model else ""
+        bundle_id = info.bundle.bundle_id if options.scores and info.bundle else ""
         checkpoint = args.checkpoint or default_checkpoint(
-            source, job_header(source, options, model_id, info.data_dir))
+            source, job_header(source, options, model_id, info.data_dir, bundle_id=bundle_id))
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
         summary = run_backfill(client, source, checkpoint, options, resume=args.resume,
                                scores_out=args.scores_out, scores_format=args.scores_format,

@@ -67,12 +67,14 @@ class BackfillOptions:
 
 
 def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir: str | Path,
-               engine: str = "service") -> dict:
-    """What must match for a checkpoint to be resumed (same archive, table, engine, mode).
+               engine: str = "service", bundle_id: str = "") -> dict:
+    """What must match for a checkpoint to be resumed (same archive, table, engine, mode;
+    for a scoring job also the detector bundle it scores with).
 
     The keys are the ones earlier versions wrote for each engine, so that their
     checkpoints stay resumable: the service engine names its mode, the Ray engine (which
-    only ingests) names itself.
+    only ingests) names itself. A scoring job names `bundle_id`, so that scores of two
+    bundles never mix in one checkpoint and a refit starts a new job.
     """
     header = {
         "source": source.describe(),
@@ -84,6 +86,8 @@ def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir
     if engine == "service":
         header["mode"] = ("score+store" if options.store else "score") if options.scores \
             else "ingest"
+        if options.scores:
+            header["bundle_id"] = bundle_id
     else:
         header["engine"] = engine
     return header

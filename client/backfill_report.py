@@ -3,6 +3,7 @@ checkpoint's outcomes (shared by the service and the Ray engines)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -10,7 +11,46 @@ from dataclasses import dataclass, field
 
 from envad.client.checkpoint import Outcome
 
-MAX_EXAMPLES = 5
+MAX_EXAMPLES = 5     # failed files named in all (failed_examples, kept for scripts)
+FILES_PER_REASON = 3  # failed files named under each reason
+
+
+class FailureGroups:
+    """Failures grouped by the class of error (`reason_class`), not by file: a count per
+    reason and the first few files of each with their own reason."""
+
+    def __init__(self, per_reason: int = FILES_PER_REASON) -> None:
+        self.per_reason = per_reason
+        self.counts: Counter = Counter()
+        self.files: dict[str, list[tuple[str, str]]] = {}
+
+    def add(self, key: str, code: str, reason: str, names: Iterable[str] = ()) -> None:
+        """Count a failure of `key`; `names` are the strings that name its file in the
+        reason (its id, uri), left out of the reason's class."""
+        group = reason_class(code, reason, (key, *names))
+        self.counts[group] += 1
+        files = self.files.setdefault(group, [])
+        if len(files) < self.per_reason:
+            files.append((key, reason))
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def as_list(self) -> list[dict]:
+        """[{"reason", "count", "files": [{"key", "reason"}]}], most frequent first."""
+        return [{"reason": group, "count": n,
+                 "files": [{"key": k, "reason": r} for k, r in self.files[group]]}
+                for group, n in self.counts.most_common()]
+
+    def lines(self, indent: str = "    ") -> list[str]:
+        """Each reason with its count, then its first files and their own reasons."""
+        out = []
+        for group, n in self.counts.most_common():
+            out.append(f"{indent}{n:>6}  {group}")
+            out += [f"{indent}      e.g. {key}: {reason}" for key, reason in self.files[group]]
+            if n > len(self.files[group]):
+                out.append(f"{indent}      ... and {n - len(self.files[group])} more")
+        return out
 
 
 @dataclass
@@ -19,18 +59,26 @@ class BackfillSummary:
 
     model_id: str = ""
     engine: str = "service"
+    bundle_id: str = ""   # a scoring run's detector bundle ("" when ingesting)
+    run: str = "new"      # "new", "resumed" (an interrupted run) or "rerun" (a finished one)
+    new_items: int = 0    # items the checkpoint had no outcome for before this run
     ok: int = 0
     inserted: int = 0
     duplicates: int = 0
     already_done: int = 0
     skipped: Counter = field(default_factory=Counter)
-    failed_reasons: Counter = field(default_factory=Counter)
+    failures: FailureGroups = field(default_factory=FailureGroups)
     failed_examples: list[tuple[str, str]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     elapsed_s: float = 0.0
     scores_out: str = ""
     scores_written: int = 0
     interrupted: bool = False
+
+    @property
+    def failed_reasons(self) -> Counter:
+        """Failures per reason class (envad.client.backfill_report.reason_class)."""
+        return self.failures.counts
 
     @property
     def failed(self) -> int:
@@ -49,20 +97,38 @@ class BackfillSummary:
             elif outcome.status == "skipped":
                 self.skipped[outcome.reason] += 1
             else:
-                self.failed_reasons[_reason_class(outcome)] += 1
+                self.failures.add(outcome.key, outcome.code, outcome.reason,
+                                  (outcome.id, (outcome.item or {}).get("uri", "")))
                 if len(self.failed_examples) < MAX_EXAMPLES:
                     self.failed_examples.append((outcome.key, outcome.reason))
 
     def as_dict(self) -> dict:
         return {
-            "engine": self.engine, "model_id": self.model_id, "ok": self.ok,
+            "engine": self.engine, "model_id": self.model_id,
+            "bundle_id": self.bundle_id, "run": self.run, "new_items": self.new_items,
+            "ok": self.ok,
             "inserted": self.inserted, "duplicates": self.duplicates,
             "already_done": self.already_done, "skipped": dict(self.skipped),
             "failed": self.failed, "failed_reasons": dict(self.failed_reasons),
             "failed_examples": [list(x) for x in self.failed_examples],
+            "failed_groups": self.failures.as_list(),
             "elapsed_s": round(self.elapsed_s, 3), "scores_out": self.scores_out,
             "scores_written": self.scores_written, "interrupted": self.interrupted,
         }
+
+    def scoring_run(self) -> str:
+        """What a scoring run did: scored afresh, resumed, or took up a finished run."""
+        bundle = self.bundle_id
+        if self.run == "resumed":
+            return (f"resumed the interrupted run of bundle {bundle}: {self.already_done} "
+                    f"images scored before, {self.ok} now")
+        if self.run == "rerun":
+            if self.new_items:
+                return (f"{self.new_items} new images since the last run, scored with "
+                        f"bundle {bundle} ({self.already_done} scored before)")
+            return (f"no new images since the last run: the {self.already_done} scores of "
+                    f"bundle {bundle} written again")
+        return f"scored {self.ok} images with bundle {bundle}"
 
     def format(self) -> str:
         """A short human-readable report."""
@@ -70,6 +136,7 @@ class BackfillSummary:
         lines = [
             f"backfill ({self.engine}) into model {self.model_id}: {self.processed} items in "
             f"{self.elapsed_s:.1f}s ({rate:.1f}/s)",
+            *([f"  {self.scoring_run()}"] if self.bundle_id else []),
             f"  ingested     {self.ok}"
             + (f"  (new rows {self.inserted}, already stored {self.duplicates})"
                if self.inserted or self.duplicates else ""),
@@ -78,8 +145,7 @@ class BackfillSummary:
         ]
         lines += [f"    {n:>6}  {reason}" for reason, n in self.skipped.most_common()]
         lines.append(f"  failed       {self.failed}")
-        lines += [f"    {n:>6}  {reason}" for reason, n in self.failed_reasons.most_common()]
-        lines += [f"      e.g. {key}: {reason}" for key, reason in self.failed_examples]
+        lines += self.failures.lines()
         if self.scores_out:
             lines.append(f"  scores       {self.scores_written} records -> {self.scores_out}")
         if self.interrupted:
@@ -96,10 +162,32 @@ class BackfillInterrupted(KeyboardInterrupt):
         self.summary = summary
 
 
-def _reason_class(outcome: Outcome) -> str:
-    """Group failures by status code and the start of the message (not per file)."""
-    first = outcome.reason.split(":", 1)[0] if outcome.reason else ""
-    return f"{outcome.code or 'ERROR'}: {first}"[:120]
+#: the server's prefix naming the image of a per-item error ("image <id or uri>: ...")
+_IMAGE_PREFIX = re.compile(r"^image \S+?: ")
+_QUOTED = re.compile(r"b?'[^']*'|b?\"[^\"]*\"")
+_PARENTHESISED = re.compile(r"\s*\([^()]*\)")
+_NUMBER = re.compile(r"\d+")
+
+
+def reason_class(code: str, reason: str, names: Iterable[str] = ()) -> str:
+    """The class of an error, for grouping failures: its status code and its message
+    without what names the file (`names`: its key, id, uri; the server's "image <id>: "
+    prefix), quoted values, parenthesised details and numbers, so that 40 corrupt files
+    are one group, not 40."""
+    text = reason or ""
+    for prefix in ("gave up after retries: ",):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    text = _IMAGE_PREFIX.sub("", text, count=1)
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        text = text.replace(name, "")
+    text = _QUOTED.sub("", text)
+    text = _PARENTHESISED.sub("", text)
+    text = _NUMBER.sub("N", text)
+    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"\s+([:;,.])", r"\1", text)
+    text = re.sub(r"[:;,\s]+$", "", text).strip()
+    return f"{code or 'ERROR'}: {text}"[:120].rstrip(": ")
 
 
 #: where checkpoints written before items kept their event ("event" in the item) had
@@ -115,8 +203,10 @@ def archive_event(item: dict) -> str:
     return next((str(source[k]) for k in LEGACY_EVENT_KEYS if source.get(k)), "")
 
 
-def score_records(outcomes: Iterable[Outcome]) -> Iterator[dict]:
-    """Checkpoint outcomes as the records the score writers take (envad.client.writers)."""
+def score_records(outcomes: Iterable[Outcome], bundle_id: str = "") -> Iterator[dict]:
+    """Checkpoint outcomes as the records the score writers take (envad.client.writers);
+    `bundle_id`: the run's bundle, named by the records of items not scored (failed,
+    skipped) too."""
     for outcome in outcomes:
         item = outcome.item or {}
         score = outcome.score or {}
@@ -137,7 +227,7 @@ def score_records(outcomes: Iterable[Outcome]) -> Iterator[dict]:
             "threshold": score.get("threshold"),
             "detectors": score.get("detectors"),
             "model_id": score.get("model_id", ""),
-            "bundle_id": score.get("bundle_id", ""),
+            "bundle_id": score.get("bundle_id") or bundle_id,
             "space": score.get("space", ""),
             "adaptation": score.get("adaptation", ""),
             "score_adaptation": score.get("score_adaptation", ""),

@@ -13,6 +13,11 @@ jobs from writing one checkpoint.
 
 On resume, "ok" and "skipped" items are not sent again; "failed" ones are retried. The
 last line for a key wins.
+
+A run that went through its whole source appends `{"complete": true}`; outcomes after it
+belong to a later run of the same job. A journal whose last run is complete can be taken
+up again without --resume when the job allows it (`rerun`: a scoring job, to score new
+images and render its outputs again); an interrupted one needs --resume.
 """
 
 from __future__ import annotations
@@ -70,11 +75,14 @@ class Outcome:
 class Checkpoint:
     """An open checkpoint journal (use as a context manager; holds an exclusive lock)."""
 
-    def __init__(self, path: str | Path, header: dict, *, resume: bool) -> None:
+    def __init__(self, path: str | Path, header: dict, *, resume: bool,
+                 rerun: bool = False) -> None:
         """Open `path` for the job described by `header`.
 
         resume=False refuses a journal that already holds outcomes (so finished work is
-        never thrown away by accident); resume=True requires the same header.
+        never thrown away by accident), unless `rerun` and the journal is of the same job
+        and its last run completed; resume=True requires the same header.
+        `opened_as` says which: "new", "resumed" (an unfinished run) or "rerun".
         """
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,28 +97,44 @@ class Checkpoint:
             # millions of keys; the outcomes themselves are streamed back from the file.
             self._latest: dict[str, tuple[int, str]] = {}
             self._lines = 0
+            self.complete = False
             existing_header = self._load()
+            expected = json.loads(json.dumps({**header, "version": FORMAT_VERSION}))
+            self.opened_as = "new"
             if existing_header is None:
                 self._append([{"header": {**header, "version": FORMAT_VERSION}}])
                 self._lines = 1
-            elif not resume and self._latest:
+            elif existing_header != expected and (resume or rerun or not self._latest):
+                raise self._mismatch(existing_header, expected)
+            elif not self._latest:
+                pass
+            elif rerun and self.complete:
+                self.opened_as = "rerun"
+            elif not resume:
+                unfinished = " of an unfinished run" if rerun else ""
                 raise InvalidInput(
-                    f"checkpoint {self.path} holds {self.count('ok')} finished items: pass "
-                    "--resume to continue that job, or remove the file to start over"
+                    f"checkpoint {self.path} holds {self.count('ok')} finished items"
+                    f"{unfinished}: pass --resume to continue that job, or remove the file "
+                    "to start over"
                 )
             else:
-                expected = json.loads(json.dumps({**header, "version": FORMAT_VERSION}))
-                if existing_header != expected:
-                    diff = sorted(
-                        k for k in expected.keys() | existing_header.keys()
-                        if expected.get(k) != existing_header.get(k)
-                    )
-                    raise CheckpointMismatch(
-                        f"checkpoint {self.path} belongs to another job (differs in {diff})"
-                    )
+                self.opened_as = "rerun" if self.complete else "resumed"
         except BaseException:
             self.close()
             raise
+
+    def _mismatch(self, existing: dict, expected: dict) -> CheckpointMismatch:
+        diff = sorted(k for k in expected.keys() | existing.keys()
+                      if expected.get(k) != existing.get(k))
+        if diff == ["bundle_id"]:
+            return CheckpointMismatch(
+                f"checkpoint {self.path} holds scores of detector bundle "
+                f"{existing.get('bundle_id') or '(unnamed)'}, the server's bundle is now "
+                f"{expected.get('bundle_id')} (a checkpoint holds the run of one bundle; "
+                "--resume continues a run of the same bundle): run without --checkpoint, "
+                "or with a new file, to score with the new bundle")
+        return CheckpointMismatch(
+            f"checkpoint {self.path} belongs to another job (differs in {diff})")
 
     def _load(self) -> dict | None:
         """Read the journal; cut off a torn last line; return the header (None if empty)."""
@@ -130,8 +154,11 @@ class Checkpoint:
                 if "header" not in line:
                     raise InvalidInput(f"checkpoint {self.path} has no header line")
                 header = line["header"]
+            elif "k" not in line:      # a run marker
+                self.complete = bool(line.get("complete"))
             else:
                 self._apply(number, line["k"], line["s"])
+                self.complete = False
         return header
 
     def _parse(self, raw_lines: Iterable[bytes], start: int = 1) -> Iterator[tuple[int, dict]]:
@@ -165,6 +192,19 @@ class Checkpoint:
         for outcome in outcomes:
             self._lines += 1
             self._apply(self._lines, outcome.key, outcome.status)
+        self.complete = False
+
+    def mark_complete(self) -> None:
+        """Record that the run went through its whole source (durably)."""
+        if self.complete:
+            return
+        self._append([{"complete": True}])
+        self._lines += 1
+        self.complete = True
+
+    def seen(self, key: str) -> bool:
+        """True when the journal holds an outcome of the key (of any status)."""
+        return key in self._latest
 
     def is_done(self, key: str) -> bool:
         """True when the key's latest outcome is "ok" or "skipped"."""
@@ -179,7 +219,8 @@ class Checkpoint:
         self._file.flush()
         with open(self.path, "rb") as f:
             for number, line in self._parse(f):
-                if number > 1 and self._latest.get(line["k"], (0,))[0] == number:
+                if number > 1 and "k" in line and \
+                        self._latest.get(line["k"], (0,))[0] == number:
                     yield Outcome.from_json(line)
 
     def close(self) -> None:

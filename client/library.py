@@ -187,6 +187,7 @@ class EnvadClient:
         include_self: bool = False,
         include_known_anomalies: bool = False,
         reuse_stored: bool = False,
+        per_item_errors: bool = False,
         timeout: float | None = None,
     ) -> r.ScoreResult:
         """Score a batch of images (ImageInput, raw bytes or file paths).
@@ -195,6 +196,9 @@ class EnvadClient:
         labelled as known anomalies, unless `include_self` / `include_known_anomalies`.
         `reuse_stored`: an image stored under its id with the same content is scored from
         its stored embedding, not embedded again (re-scoring after a refit).
+        `per_item_errors`: a batch none of whose images can be decoded comes back with
+        each image's own error in its result instead of one INVALID_ARGUMENT joining
+        them all (the request goes over ScoreStream, which answers so).
         """
         request = pb.ScoreRequest(
             images=[convert.image_to_pb(as_image(i)) for i in images],
@@ -209,7 +213,18 @@ class EnvadClient:
         )
         if threshold is not None:
             request.threshold = threshold
-        return convert.score_result_from_pb(self._unary("Score", request, timeout))
+        if not per_item_errors:
+            return convert.score_result_from_pb(self._unary("Score", request, timeout))
+
+        def invoke(remaining: float | None) -> pb.ScoreResponse:
+            (response,) = list(self._stub.ScoreStream(iter([request]), timeout=remaining,
+                                                      metadata=self._metadata))
+            return response
+
+        response = self._call("ScoreStream", invoke, timeout)
+        if response.HasField("error"):
+            raise error_class_for(response.error.code)(response.error.message)
+        return convert.score_result_from_pb(response)
 
     def score_stream(
         self, batches: Iterable[Sequence[r.ImageInput]], timeout: float | None = None

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envad.client.backfill_plan import BackfillOptions, job_header
+from envad.client.backfill_report import FailureGroups
 from envad.client.fit_choice import few_rows_warning
 from envad.client.progress import wait_with_progress
 from envad.client.results import RowFilter
@@ -85,9 +86,12 @@ class ScanReport:
     scores_out: str = ""
     warnings: list[str] = field(default_factory=list)
     fit_groups: str = ""  # how a scored fit image leaves its event out (FitResult.fit_groups)
+    failures: FailureGroups = field(default_factory=FailureGroups)  # by reason, files named
 
     def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["failures"] = self.failures.as_list()
+        return out
 
     def format(self) -> str:
         lines = [*self.warnings,
@@ -98,6 +102,9 @@ class ScanReport:
                  f"{self.anomalies}, failed {self.failed}, skipped {self.skipped}"]
         if self.fit_groups:
             lines.append(self.fit_groups)
+        if self.failures:
+            lines.append(f"failed {self.failed}:")
+            lines += self.failures.lines(indent="  ")
         if self.scores_out:
             lines.append(f"scores -> {self.scores_out}")
         if self.top:
@@ -211,6 +218,9 @@ def _summarise(report: ScanReport, records: Iterable[dict], top: int) -> None:
     for n, record in enumerate(records):
         if record["status"] != "ok" or record["ensemble"] is None:
             report.failed += record["status"] == "failed"
+            if record["status"] == "failed":
+                report.failures.add(record["key"], record["code"], record["reason"],
+                                    (record["id"], record["uri"]))
             report.skipped += record["status"] == "skipped"
             continue
         report.scored += 1
@@ -235,9 +245,11 @@ def _score_records(client, source: Source, options: BackfillOptions, path: Path
     from envad.client.checkpoint import Checkpoint
 
     info = client.info()
-    header = job_header(source, options, info.active_model.model_id, info.data_dir)
+    bundle_id = info.bundle.bundle_id if info.bundle else ""
+    header = job_header(source, options, info.active_model.model_id, info.data_dir,
+                        bundle_id=bundle_id)
     with Checkpoint(path, header, resume=True) as checkpoint:
-        yield from score_records(checkpoint.outcomes())
+        yield from score_records(checkpoint.outcomes(), bundle_id)
 
 
 @contextlib.contextmanager

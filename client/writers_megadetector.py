@@ -16,7 +16,7 @@ detection and the image-level detection carries the highest crop score.
 
 envad's detail is in extension fields that MegaDetector tools ignore: `images[].envad` =
 {"id", "env", "ensemble", "is_anomaly", "threshold", "detectors": {name: {"raw",
-"calibrated"}}, "crops" (with --crops: per crop "detection", "id", "ensemble",
+"calibrated"}}, "bundle_id", "crops" (with --crops: per crop "detection", "id", "ensemble",
 "is_anomaly", "detectors", or "failure"), "event" (with --group-events: "id", "size",
 "ensemble", "is_anomaly" of the image's event), "file_public" (only when false)} and
 `info.envad` = {"model_id", "bundle_id", "detectors", "score_semantics", "image_root",
@@ -194,6 +194,7 @@ def _scores(record: ScoreRecord) -> dict:
         "is_anomaly": record.get("is_anomaly"),
         "threshold": record.get("threshold"),
         "detectors": record.get("detectors"),
+        "bundle_id": record.get("bundle_id", ""),
     }
     if "event" in record:
         scores["event"] = {"id": record["event"], "size": record.get("event_size"),

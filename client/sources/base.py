@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import ClassVar
 
 from envad.errors import InvalidInput
@@ -68,11 +68,30 @@ def read_uri(uri: str) -> bytes:
 
 
 def resolve_uri(base: Path, location: str) -> str:
-    """A location from an archive's index: URLs stay, paths are resolved against `base`."""
+    """A location from an archive's index: URLs stay, paths are resolved against `base`.
+
+    A path written on Windows (`media\\dep1\\IMG_0001.JPG`) is read with `\\` as the
+    separator, as MegaDetector sources read theirs; an absolute one (`D:\\cams\\...`) that
+    does not exist here is found under `base` by its longest trailing part that does.
+    """
     if urllib.parse.urlparse(location).scheme in ("http", "https", "file"):
         return location
     path = Path(location)
+    if "\\" in location and not (path if path.is_absolute() else base / path).exists():
+        return _windows_path(base, location)
     return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def _windows_path(base: Path, location: str) -> str:
+    windows = PureWindowsPath(location)
+    if not (windows.drive or windows.root):
+        return str((base / PurePosixPath(*windows.parts)).resolve())
+    parts = [p for p in windows.parts[1:] if p]
+    for drop in range(len(parts)):
+        tail = base.joinpath(*parts[drop:])
+        if tail.is_file():
+            return str(tail.resolve())
+    return str(PurePosixPath("/", *parts))
 
 
 def json_head(path: Path, size: int = 1 << 16) -> str:
