@@ -27,9 +27,10 @@ def _ingest_normals(stub, count=120):
     assert summary.inserted == count
 
 
-def _score(stub, images, env=""):
-    return stub.Score(pb.ScoreRequest(images=[pb.Image(data=d, env=env) for d in images]),
-                      timeout=60)
+def _score(stub, images, env="", store=False):
+    """Score (and, with `store`, store: the camera's statistics learn from stored rows)."""
+    return stub.Score(pb.ScoreRequest(images=[pb.Image(data=d, env=env) for d in images],
+                                      store=store), timeout=60)
 
 
 @pytest.mark.parametrize("space, described, adaptation", [
@@ -75,21 +76,27 @@ def test_unseen_camera_adapts_after_n_images_and_survives_a_restart(envad_server
     _ingest_normals(stub)
     fit = stub.Fit(pb.FitRequest(seed=0, space="center_l2", min_camera_rows=8), timeout=120)
     assert fit.space == "center_l2(min_camera_rows=8)"
-    new = synthetic_images("normal", 12, seed=9)
-    first = _score(stub, new[:5], env="cam-new")
+    new = synthetic_images("normal", 13, seed=9)
+    first = _score(stub, new[:5], env="cam-new", store=True)
     assert [r.adaptation for r in first.results] == ["global"] * 5
-    second = _score(stub, new[5:10], env="cam-new")          # 10 >= 8 images seen
-    assert [r.adaptation for r in second.results] == ["camera"] * 5
+    # scored and not stored, however often: the camera learns nothing
+    for _ in range(3):
+        assert [r.adaptation for r in _score(stub, new[5:10], env="cam-new").results] == \
+            ["global"] * 5
+    second = _score(stub, new[5:10], env="cam-new", store=True)   # 5 stored before: < 8
+    assert [r.adaptation for r in second.results] == ["global"] * 5
+    third = _score(stub, new[10:11], env="cam-new")               # 10 >= 8 stored
+    assert [r.adaptation for r in third.results] == ["camera"]
     assert [r.adaptation for r in _score(stub, new[:1], env="cam-a").results] == ["fit"]
     assert [r.adaptation for r in _score(stub, new[:1]).results] == ["global"]
 
     stub = _stub(envad_server.restart())
-    assert [r.adaptation for r in _score(stub, new[10:11], env="cam-new").results] == \
+    assert [r.adaptation for r in _score(stub, new[11:12], env="cam-new").results] == \
         ["camera"]
     reset = stub.ResetCameraStats(pb.ResetCameraStatsRequest(envs=["cam-new", "nope"]),
                                   timeout=10)
     assert list(reset.reset) == ["cam-new"]
-    assert [r.adaptation for r in _score(stub, new[11:12], env="cam-new").results] == \
+    assert [r.adaptation for r in _score(stub, new[12:13], env="cam-new").results] == \
         ["global"]
 
 
@@ -113,17 +120,19 @@ def test_scores_adapt_to_each_camera_durably_and_reset(envad_server):
     assert stub.GetInfo(pb.GetInfoRequest(), timeout=10).bundle.score_adaptation == \
         "camera(prior_rows=4)"
     images = synthetic_images("odd", 12, seed=7)
-    first = _score(stub, images[:4], env="cam-new")
+    first = _score(stub, images[:4], env="cam-new", store=True)
     assert first.provenance.score_adaptation == "camera(prior_rows=4)"
-    assert [r.camera_weight for r in first.results] == pytest.approx([0.5] * 4)
-    second = _score(stub, images[4:8], env="cam-new")
-    assert [r.camera_weight for r in second.results] == pytest.approx([8 / 12] * 4)
+    assert [r.camera_weight for r in first.results] == [0.0] * 4   # nothing stored before
+    second = _score(stub, images[4:8], env="cam-new", store=True)
+    assert [r.camera_weight for r in second.results] == pytest.approx([0.5] * 4)
+    assert _score(stub, images[8:9], env="cam-new").results[0].camera_weight == \
+        pytest.approx(8 / 12)
     # the served adapted score is the persisted bundle's, with the camera's statistics
     bundle = BundleStore(envad_server.data_dir / "bundles").load(fit.bundle_id)
     vectors = np.array([e.vector for e in stub.Embed(pb.EmbedRequest(
         images=[pb.Image(data=d) for d in images[:8]]), timeout=60).embeddings])
     stats = bundle.new_score_statistics()
-    bundle.score(vectors[:4], ["cam-new"] * 4, score_stats=stats)
+    bundle.observe(vectors[:4], ["cam-new"] * 4, score_stats=stats)
     expected = bundle.score(vectors[4:], ["cam-new"] * 4, score_stats=stats)
     for row, result in enumerate(second.results):
         served = {d.detector: d for d in result.detectors}
@@ -139,15 +148,17 @@ def test_scores_adapt_to_each_camera_durably_and_reset(envad_server):
 
     stub = _stub(envad_server.restart())             # the statistics are durable
     after = _score(stub, images[8:9], env="cam-new").results[0]
-    assert after.camera_weight == pytest.approx(9 / 13)
+    assert after.camera_weight == pytest.approx(8 / 12)
     reset = stub.ResetCameraStats(pb.ResetCameraStatsRequest(envs=["cam-new"]), timeout=10)
     assert list(reset.reset) == ["cam-new"]
-    assert _score(stub, images[9:10], env="cam-new").results[0].camera_weight == \
-        pytest.approx(1 / 5)
-    # a new Fit starts every camera afresh (its scores have another scale)
-    stub.Fit(pb.FitRequest(seed=1, space="l2", score_adaptation="camera:4"), timeout=120)
+    assert _score(stub, images[9:10], env="cam-new", store=True).results[0].camera_weight \
+        == 0.0
     assert _score(stub, images[10:11], env="cam-new").results[0].camera_weight == \
         pytest.approx(1 / 5)
+    # a new Fit starts every camera from its stored rows, on the new scores' scale
+    stub.Fit(pb.FitRequest(seed=1, space="l2", score_adaptation="camera:4"), timeout=120)
+    assert _score(stub, images[10:11], env="cam-new").results[0].camera_weight == \
+        pytest.approx(9 / 13)
     off = stub.Fit(pb.FitRequest(seed=0, space="l2", score_adaptation="none"), timeout=120)
     assert off.score_adaptation == "none"
     plain = _score(stub, images[:2], env="cam-new")

@@ -210,7 +210,7 @@ def test_evaluate_the_default_pipeline_from_the_command_line(tiny_photodigits, t
     out = tmp_path / "report"
     assert main(["evaluate", "--data", str(tiny_photodigits), "--pipeline", "default",
                  "--epochs", "1", "--size", "16", "--seeds", "0", "--stylist-fractions", "",
-                 "--out", str(out)]) == 0
+                 "--orders", "shuffled,normal-first", "--out", str(out)]) == 0
     report = json.loads((out / "results.json").read_text())
     config = report["config"]
     assert config["algorithms"] == [DEFAULT_PIPELINE.algorithm]
@@ -221,7 +221,15 @@ def test_evaluate_the_default_pipeline_from_the_command_line(tiny_photodigits, t
     run = report["runs"][0]
     shipped = f"{DEFAULT_PIPELINE.space}+{DEFAULT_PIPELINE.score_adaptation}"
     assert set(run["variants"]) == {"plain", f"space:{shipped}"}
-    assert f"[{shipped}]" in (out / "table.md").read_text()
+    table = (out / "table.md").read_text()
+    assert f"[{shipped}]" in table
+    # one row per arrival order asked for, and the worst of them
+    orders = run["variants"][f"space:{shipped}"]["orders"]
+    assert set(orders) == {"shuffled", "normal-first", "worst"}
+    assert orders["worst"]["pooled"] == min(orders["shuffled"]["pooled"],
+                                            orders["normal-first"]["pooled"])
+    assert "| pipeline | shuffled | normal-first |" in table
+    assert f"| {DEFAULT_PIPELINE.algorithm} [space:{shipped}] |" in table
 
 
 def test_runs_are_named_as_the_demo_names_them_with_every_training_setting(tmp_path):
