@@ -263,7 +263,8 @@ def _score(client, pending, options, copies: frozenset[str] | set[str] = frozens
            bundle_id: str = "") -> list[tuple]:
     """Score (and store) the batch, one call per (split, label, store) group; items in
     `copies` (content stored under another id) are scored without storing. A group
-    whose every image is refused is asked again for each image's own error. Scores of
+    whose every image is refused is asked again for each image's own error, so that one
+    group's bad images never fail the batch's other groups. Scores of
     another bundle than `bundle_id` (a refit during the run) stop the run."""
     groups: dict[tuple[str, str, bool], list[tuple[SourceItem, ImageInput]]] = {}
     for item, image in pending:
@@ -276,10 +277,11 @@ def _score(client, pending, options, copies: frozenset[str] | set[str] = frozens
             result = client.score(images, store=store, split=split, label=label,
                                   reuse_stored=options.reuse_stored)
         except EnvadError as exc:
-            if exc.code != "INVALID_ARGUMENT" or len(images) < 2:
+            if exc.code != "INVALID_ARGUMENT":
                 raise
-            # every image of the batch was refused and the server joined their
-            # reasons into one error: ask again for each image's own
+            # every image of the group was refused and the server joined their reasons
+            # into one error: ask again for each image's own (a request-level problem
+            # raises again)
             result = client.score(images, store=store, split=split, label=label,
                                   reuse_stored=options.reuse_stored, per_item_errors=True)
         prov = result.provenance

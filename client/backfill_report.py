@@ -164,6 +164,8 @@ class BackfillInterrupted(KeyboardInterrupt):
 
 #: the server's prefix naming the image of a per-item error ("image <id or uri>: ...")
 _IMAGE_PREFIX = re.compile(r"^image \S+?: ")
+#: what the client and the retries put before a server's message
+_CLIENT_PREFIX = re.compile(r"^(gave up after retries: )?((Score|ScoreStream|Ingest|Embed): )?")
 _QUOTED = re.compile(r"b?'[^']*'|b?\"[^\"]*\"")
 _PARENTHESISED = re.compile(r"\s*\([^()]*\)")
 _NUMBER = re.compile(r"\d+")
@@ -175,9 +177,7 @@ def reason_class(code: str, reason: str, names: Iterable[str] = ()) -> str:
     prefix), quoted values, parenthesised details and numbers, so that 40 corrupt files
     are one group, not 40."""
     text = reason or ""
-    for prefix in ("gave up after retries: ",):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
+    text = _CLIENT_PREFIX.sub("", text, count=1)
     text = _IMAGE_PREFIX.sub("", text, count=1)
     for name in sorted({n for n in names if n}, key=len, reverse=True):
         text = text.replace(name, "")
