@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from envad.arrival_orders import DEFAULT_ORDERS, ORDERS, arrange, parse_orders
 from envad.errors import InvalidInput
-from envad.training.arrival_orders import DEFAULT_ORDERS, ORDERS, arrange, parse_orders
 
 
 def _camera(n_normal=200, n_new=100):
