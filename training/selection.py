@@ -21,9 +21,12 @@ class L the anomaly), in a seeded interleaved order as a live stream sends them,
 ingestion pipeline sees new and known cameras together. Adaptation assumes that cameras
 send similar shares of anomalies, so besides the natural mix (POOLED_MIXES) two mixes
 break that on purpose, subsampled per camera: the new camera with far more anomalies
-than the known ones, and with far fewer. For the chosen (candidate, space, detector
-set), the option in SCORE_ADAPTATION_CANDIDATES with the best ROC-AUC averaged over the
-folds and the mixes is chosen ("none" wins ties within TIE_MARGIN).
+than the known ones, and with far fewer. New content also arrives in runs, so the
+natural mix is scored in every arrival order of envad/arrival_orders.py (each chunk with
+the statistics of the rows stored before it, as the server keeps them). For the chosen
+(candidate, space, detector set), the option in SCORE_ADAPTATION_CANDIDATES whose worst
+order has the best mean ROC-AUC over the folds is chosen ("none" wins ties within
+TIE_MARGIN).
 
 Detectors are also fitted the way `envad scan` and a Fit on a backfilled archive fit
 them: on rows that include the images being scored, new content among them. Per fold,
@@ -50,13 +53,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from envad.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
+from envad.arrival_orders import arrange
 from envad.pipeline import COSINE, Pipeline
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S, FitGroups
 from envad.server.detectors.score_adaptation import parse_score_adaptation
-from envad.training.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
-from envad.training.arrival_orders import arrange
 from envad.training.metrics import roc_auc
 
 log = logging.getLogger(__name__)
@@ -192,7 +195,7 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
                orders: dict[str, QuerySet] | None = None) -> dict[str, dict]:
     """{"scores": {space: {scorer: AUC}}} of one fold's held-out camera (`query`); with
     `pooled` sets also {"pooled": {mix: {space: {adaptation: {scorer: AUC}}}}}; with
-    `orders` (the natural pooled set in each arrival order, training/arrival_orders.py)
+    `orders` (the natural pooled set in each arrival order, envad/arrival_orders.py)
     also {"orders": {order: {space: {adaptation: {scorer: AUC}}}}}; with `archives` also
     {"archive": {mix: {space: {scorer: AUC}}}}, each archive set scored by detectors
     fitted on the fit rows plus itself."""
@@ -650,7 +653,7 @@ def order_lines(adaptations: dict[str, dict]) -> list[str]:
     orders = list(next(iter(adaptations.values())).get("orders", {}))
     if not orders:
         return []
-    lines = ["", "The natural mix in each arrival order (training/arrival_orders.py; each "
+    lines = ["", "The natural mix in each arrival order (envad/arrival_orders.py; each "
              "camera's images in that order, every chunk scored with the statistics of "
              "the rows stored before it): mean ROC-AUC over folds. The adaptation is "
              "chosen by its worst order.", "",

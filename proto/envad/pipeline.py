@@ -87,9 +87,11 @@ COSINE = {"schedule": "cosine", "warmup_fraction": COSINE_WARMUP}
 #: (its measured time: docs/client.md; the 15-epoch candidate scores 1.8 points lower on
 #: the folds and trains in half the time).
 #: The score adaptation was chosen by the same command on pooled query sets (each
-#: fold's held-out camera with the other cameras' val images, in three mixes of anomaly
-#: shares; docs/results/selection-score-adaptation/selection.md): 0.859 against 0.774
-#: unadapted.
+#: fold's held-out camera with the other cameras' val images), by its worst arrival
+#: order (shuffled, normal-first, bursts of 8 and 50, 5% and 20% spread;
+#: docs/results/selection-orders/selection.md): `camera:64` 0.758 against 0.751 for
+#: the median and gated statistics and 0.734 unadapted. Its statistics come from stored
+#: rows only: Score reads them and never changes them.
 #: Its algorithm's hyperparameters are the ones its sweep chose on the training cameras'
 #: val accuracy (`envad sweep`, as for every algorithm of the grid), except where a
 #: committed `envad select` compared values of one for this pipeline: the selection's

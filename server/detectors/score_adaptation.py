@@ -58,9 +58,9 @@ GATED = "gated"
 STATISTICS = (MEAN, MEDIAN, GATED)
 #: prior weight of the fit set's statistics, in rows: chosen by `envad select` on
 #: PhotoDigits' training cameras (each fold's held-out camera pooled with the other
-#: cameras' val images, in three mixes of anomaly shares;
-#: docs/results/selection-score-adaptation/): 0.859 against 0.841 for 16 and 0.774
-#: unadapted
+#: cameras' val images, in every arrival order of envad/arrival_orders.py, judged by
+#: the worst; docs/results/selection-orders/): `camera:64` 0.758 against 0.757 for
+#: `camera:16`, 0.751 for `median:64` and `gated:64` and 0.734 unadapted
 DEFAULT_PRIOR_ROWS = 64
 #: a camera's scale is at least this fraction of the fit set's (a camera whose first
 #: images score alike must not blow its later scores up)

@@ -26,6 +26,9 @@ def test_demo_end_to_end(tmp_path) -> None:
         {"ensemble", *detector_names()} > paper | {"ensemble"}
     assert set(report["all_detectors"]["raw"]["roc_auc"]) == paper | {"ensemble"}
     assert all(0.0 <= v <= 1.0 for v in report["roc_auc"].values())
+    # the arrival-order rows beside the archive's: each unseen camera as a stream
+    assert set(report["arrival_orders"]) == {"shuffled", "normal-first"}
+    assert all(0.0 <= v["roc_auc"] <= 1.0 for v in report["arrival_orders"].values())
     assert (tmp_path / "demo" / "roc.png").read_bytes()[:4] == b"\x89PNG"
     assert json.loads((tmp_path / "demo" / "report.json").read_text()) == report
     assert "stopped" in (tmp_path / "demo" / "server.log").read_text()
