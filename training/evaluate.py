@@ -29,6 +29,8 @@ import torch
 from sklearn.neighbors import KNeighborsClassifier
 from tqdm import tqdm
 
+from envad.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
+from envad.arrival_orders import arrange
 from envad.errors import InvalidInput
 from envad.pipeline import Pipeline
 from envad.server.detectors import registry
@@ -36,8 +38,6 @@ from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.stylist import select_features
 from envad.server.encoder import OnnxEncoder
 from envad.training.algorithms import names as algorithm_names
-from envad.training.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
-from envad.training.arrival_orders import arrange
 from envad.training.data import load_dataset
 from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
 from envad.training.protocol import (
@@ -84,7 +84,7 @@ class EvalConfig:
     hparams: dict = field(default_factory=dict)
     spaces: tuple[str, ...] = ()
     score_adaptation: str = "none"     # of the space variants (the paper's stay unadapted)
-    #: arrival orders each test camera is also scored in (training/arrival_orders.py)
+    #: arrival orders each test camera is also scored in (envad/arrival_orders.py)
     orders: tuple[str, ...] = ARRIVAL_ORDERS
 
     def identity(self) -> dict:

@@ -134,12 +134,12 @@ def register(subparsers) -> None:
 def run(args) -> int:
     # imported when a command runs, not when the CLI is built: the CLI (and its --help)
     # must start without torch (algorithms, evaluate) or the server's dependencies
+    from envad.arrival_orders import parse_orders
     from envad.pipeline import resolve_pipeline
     from envad.server.detectors.registry import PAPER_DETECTORS
     from envad.server.detectors.registry import names as detector_names
     from envad.server.detectors.score_adaptation import parse_score_adaptation
     from envad.training.algorithms import names as algorithm_names
-    from envad.training.arrival_orders import parse_orders
     from envad.training.evaluate import EvalConfig, run_evaluation
 
     training: dict[str, Any] = {}

@@ -158,7 +158,7 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
 
 def orders_table(results: list[dict], variants: list[str], algorithms: list[str]) -> str:
     """Markdown: the ensemble's pooled ROC-AUC on the unseen cameras in each arrival
-    order (training/arrival_orders.py), mean over seeds, one row per algorithm and
+    order (envad/arrival_orders.py), mean over seeds, one row per algorithm and
     variant; `worst` is what a pipeline is judged by."""
     orders: list[str] = []
     for r in results:

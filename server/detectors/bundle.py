@@ -179,8 +179,9 @@ class DetectorBundle:
         if not self.score_adaptation.enabled or score_stats is None or envs is None:
             return
         envs = np.asarray(envs).astype(str)
-        score_stats.update(envs, self.score_adaptation.observations(
-            raw, self.reference_moments, self.detectors, envs, score_stats.get))
+        keep, rows = self.score_adaptation.observations(
+            raw, self.reference_moments, self.detectors, envs, score_stats.get)
+        score_stats.update(envs[keep], rows)
 
     def observe(self, X: np.ndarray, envs, running=None,
                 score_stats: EnvStatistics | None = None, ids=None) -> None:

@@ -26,7 +26,10 @@ Three statistics (the spec's name):
 - `gated:P`: the median's, with a camera's rows taken into a detector's histogram only
   while that detector scores them as normal for the camera (adapted robust z below
   GATE_Z) once the camera has P rows: new content that arrives in runs (a herd, a
-  parked vehicle) does not teach the camera that it is normal.
+  parked vehicle) does not teach the camera that it is normal;
+- `frozen:P`: the mean's, taken from the camera's first FROZEN_AFTER x P stored rows
+  and then kept: whatever arrives later cannot move them (a camera moved or re-aimed
+  starts again with ResetCameraStats).
 
 **Score never changes the statistics.** They are built from what is stored: the writer
 hands every committed row to `observe` (server/space.py), and a new bundle starts from
@@ -55,12 +58,15 @@ NONE = "none"
 MEAN = "camera"
 MEDIAN = "median"
 GATED = "gated"
-STATISTICS = (MEAN, MEDIAN, GATED)
-#: prior weight of the fit set's statistics, in rows: chosen by `envad select` on
-#: PhotoDigits' training cameras (each fold's held-out camera pooled with the other
-#: cameras' val images, in every arrival order of envad/arrival_orders.py, judged by
-#: the worst; docs/results/selection-orders/): `camera:64` 0.758 against 0.757 for
-#: `camera:16`, 0.751 for `median:64` and `gated:64` and 0.734 unadapted
+FROZEN = "frozen"
+STATISTICS = (MEAN, MEDIAN, GATED, FROZEN)
+#: `frozen:P`: a camera's statistics are those of its first FROZEN_AFTER x P stored rows
+FROZEN_AFTER = 4
+#: prior weight of the fit set's statistics, in rows: chosen with the statistic by
+#: `envad select` on PhotoDigits' training cameras (each fold's held-out camera pooled
+#: with the other cameras' val images, in every arrival order of envad/arrival_orders.py
+#: and anomaly-share mix, judged by the worst; docs/results/selection-orders/):
+#: `frozen:64` 0.760, `camera:64` 0.758, `frozen:16` 0.748, `camera:16` 0.742
 DEFAULT_PRIOR_ROWS = 64
 #: a camera's scale is at least this fraction of the fit set's (a camera whose first
 #: images score alike must not blow its later scores up)
@@ -159,7 +165,7 @@ class ScoreAdaptation:
 
     def dim(self, n_detectors: int) -> int:
         """Length of the per-row statistics vector a camera's running sums add up."""
-        return (2 if self.statistic == MEAN else STAT_BINS) * n_detectors
+        return (2 if self.statistic in (MEAN, FROZEN) else STAT_BINS) * n_detectors
 
     def statistics_of(self, raw: dict[str, np.ndarray], detectors: list[str],
                       fit: ReferenceMoments | None = None) -> np.ndarray:
@@ -167,7 +173,7 @@ class ScoreAdaptation:
         the mean, one-hot histogram bins per detector for the median (needs `fit`)."""
         scores = np.stack([np.asarray(raw[name], dtype=np.float64) for name in detectors],
                           axis=1)
-        if self.statistic == MEAN:
+        if self.statistic in (MEAN, FROZEN):
             return np.concatenate([scores, scores * scores], axis=1)
         assert fit is not None, "the median statistics bin scores against the reference"
         rows = np.zeros((len(scores), len(detectors) * STAT_BINS))
@@ -182,7 +188,7 @@ class ScoreAdaptation:
         and (median, MAD) of the reference for the others."""
         n, prior = float(stats.count), float(self.prior_rows or 0)
         k = len(fit.mean)
-        if self.statistic == MEAN:
+        if self.statistic in (MEAN, FROZEN):
             mean = (n * stats.mean[:k] + prior * fit.mean) / (n + prior)
             second = (n * stats.mean[k:] + prior * (fit.sd ** 2 + fit.mean ** 2)) / (n + prior)
             sd = np.sqrt(np.maximum(second - mean ** 2, 0.0))
@@ -198,7 +204,7 @@ class ScoreAdaptation:
         return location, scale
 
     def _fit_location_scale(self, fit: ReferenceMoments) -> tuple[np.ndarray, np.ndarray]:
-        if self.statistic == MEAN:
+        if self.statistic in (MEAN, FROZEN):
             return fit.mean, fit.sd
         return fit.mean + fit.sd * fit.median_z, fit.sd * fit.mad_z
 
@@ -233,15 +239,26 @@ class ScoreAdaptation:
 
     def observations(self, raw: dict[str, np.ndarray], fit: ReferenceMoments,
                      detectors: list[str], envs,
-                     running: Callable[[str], CameraStats | None]) -> np.ndarray:
-        """The `statistics_of` rows that stored rows add to their cameras' statistics.
-        `gated`: once a camera has `prior_rows` rows, a detector's histogram leaves out
-        the rows that it scores above GATE_Z for that camera (its block of the row is
-        zero), so that a run of new content does not become the camera's normal."""
-        rows = self.statistics_of(raw, detectors, fit)
-        if self.statistic != GATED:
-            return rows
+                     running: Callable[[str], CameraStats | None]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """(which stored rows join their cameras' statistics, their `statistics_of`
+        rows). `frozen`: only a camera's first FROZEN_AFTER x P rows join. `gated`: once
+        a camera has `prior_rows` rows, a detector's histogram leaves out the rows that
+        it scores above GATE_Z for that camera (its block of the row is zero), so that a
+        run of new content does not become the camera's normal."""
         envs = np.asarray(envs).astype(str)
+        keep = np.ones(len(envs), dtype=bool)
+        if self.statistic == FROZEN:
+            limit = FROZEN_AFTER * (self.prior_rows or 0)
+            for env in np.unique(envs):
+                stats = running(str(env)) if env else None
+                seen = stats.count if stats is not None else 0
+                members = np.flatnonzero(envs == env)
+                keep[members[max(limit - seen, 0):]] = False
+        rows = self.statistics_of({name: np.asarray(raw[name])[keep] for name in detectors},
+                                  detectors, fit)
+        if self.statistic != GATED:
+            return keep, rows
         adapted, _ = self.adapt(raw, fit, detectors, envs, running)
         fit_location, fit_scale = self._fit_location_scale(fit)
         for env in np.unique(envs):
@@ -253,7 +270,7 @@ class ScoreAdaptation:
                 robust_z = ((adapted[name][members] - fit_location[j])
                             / (MAD_TO_SD * max(fit_scale[j], 1e-12)))
                 rows[members[robust_z > GATE_Z], j * STAT_BINS:(j + 1) * STAT_BINS] = 0.0
-        return rows
+        return keep, rows
 
 
 def parse_score_adaptation(text: str | None) -> ScoreAdaptation:

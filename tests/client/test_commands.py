@@ -83,7 +83,8 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     for n in range(3):
         images.append(tmp_path / f"q{n}.png")
         images[-1].write_bytes(png_bytes(500 + n, 32))
-    code, out = run(capsys, "score", *map(str, images), "--env", "camX", *server)
+    # stored: camX's statistics learn from its stored images (scoring alone changes none)
+    code, out = run(capsys, "score", *map(str, images), "--env", "camX", "--store", *server)
     assert code == 0 and out.count("camX") == 3 and "KNN=" in out
     code, out = run(capsys, "score", *map(str, images), "--json", *server)
     records = json.loads(out)
@@ -92,8 +93,9 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     assert all(r["camera_weight"] == 0.0 for r in records)       # no --env: not adapted
     code, out = run(capsys, "reset-camera-stats", "camX", "nope", *server)
     assert code == 0 and "1 camera(s): camX" in out
+    # every other camera's statistics, started from its stored rows by the Fit
     code, out = run(capsys, "reset-camera-stats", "--json", *server)
-    assert code == 0 and json.loads(out) == {"reset": []}
+    assert code == 0 and json.loads(out) == {"reset": ["cam0", "cam1"]}
     assert all(0 <= r["ensemble"] <= 1 for r in records)
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"not an image")
@@ -109,7 +111,8 @@ def test_workflow_through_the_cli(envad_server, tmp_path, capsys) -> None:
     assert "vector" not in pq.read_table(out_file).column_names
     code, out = run(capsys, "export-embeddings", "--out", str(out_file), "--json",
                     "--no-progress", *server)
-    assert code == 0 and json.loads(out) == {"rows": 30, "out": str(out_file)}
+    # the 30 backfilled rows and the 3 scored with --store
+    assert code == 0 and json.loads(out) == {"rows": 33, "out": str(out_file)}
     code, out = run(capsys, "health", "--json", *server)
     assert code == 0 and json.loads(out)["serving"] is True
     code, out = run(capsys, "models", "activate", "tiny-test", "--json", *server)

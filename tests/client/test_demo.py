@@ -76,7 +76,7 @@ def test_demo_on_a_given_folder_dataset(tmp_path, capsys) -> None:
     assert {s["space"].split("(")[0] for s in scores} == {report["pipeline"]["space"].split(":")[0]}
     # the pipeline's score adaptation is served, the paper's pass is unadapted, and each
     # detector's ROC-AUC is that of the score its calibration ranks by (adapted)
-    assert {s["score_adaptation"] for s in scores} == {"camera(prior_rows=64)"}
+    assert {s["score_adaptation"] for s in scores} == {"frozen(prior_rows=64)"}
     assert {s["score_adaptation"] for s in raw} == {"none"}
     # each unseen camera sends 20 test images: its last ones weigh 20 / (20 + 64)
     assert max(s["camera_weight"] for s in scores) == pytest.approx(20 / 84)

@@ -98,7 +98,7 @@ def test_retrain_trains_a_new_encoder_through_the_cli(envad_server, tmp_path, ca
     assert info.active_model.algorithm == "erm" and info.active_model.embedding_dim == 512
     assert info.total_rows == 72 and info.bundle.n_samples == 66
     # the refit takes the default pipeline's score adaptation
-    assert info.bundle.score_adaptation == "camera(prior_rows=64)"
+    assert info.bundle.score_adaptation == "frozen(prior_rows=64)"
     code = main(["retrain", "--server", envad_server.address, "--data", str(dataset),
                  "--workdir", str(tmp_path / "job"), "--epochs", "1", "--detectors", "KNN",
                  "--allow-few-rows", "--device", "cpu",     # where, not what: the same job

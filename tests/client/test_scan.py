@@ -51,7 +51,7 @@ def test_every_image_is_embedded_once(tiny_model_path, tmp_path, capsys) -> None
 def test_scan_scores_with_the_score_adaptation_asked_for(tiny_model_path, tmp_path,
                                                         capsys) -> None:
     folder = make_camera_folder(tmp_path / "cams", normal=100, odd=2)
-    for setting, described in (("", "camera(prior_rows=64)"), ("none", "none"),
+    for setting, described in (("", "frozen(prior_rows=64)"), ("none", "none"),
                                ("camera:5", "camera(prior_rows=5)")):
         out = tmp_path / f"scores-{setting or 'default'}.jsonl"
         scan_json(capsys, str(folder), "--model", str(tiny_model_path), "--detectors",

@@ -355,6 +355,22 @@ def test_the_score_adaptation_is_chosen_by_its_worst_arrival_order():
     means = pooled_means(folds, "white_l2", "KNN")
     assert means["camera:64"]["mean"] > means["gated:16"]["mean"]   # best shuffled
     assert means["gated:16"]["worst_order"] == pytest.approx(0.845)
+    assert means["gated:16"]["worst"] == pytest.approx(0.845)
     assert means["camera:64"]["orders"]["normal-first"]["folds"] == pytest.approx([0.72, 0.73])
     assert pick_adaptation(means) == "gated:16"
-    assert "| gated:16 | 0.845 |" in "\n".join(order_lines(means))
+    assert "| gated:16 | 0.845 | 0.845 |" in "\n".join(order_lines(means))
+
+
+def test_a_mix_that_is_worse_than_every_order_decides_too():
+    """The worst condition spans the anomaly-share mixes as well as the orders."""
+    folds = [_fold_with_orders({
+        "none": {"shuffled": 0.70, "normal-first": 0.70},
+        "camera:64": {"shuffled": 0.86, "normal-first": 0.85},
+        "frozen:16": {"shuffled": 0.88, "normal-first": 0.88}})]
+    folds[0]["pooled"]["new-heavy"] = {"white_l2": {"none": {"KNN": 0.70},
+                                                    "camera:64": {"KNN": 0.84},
+                                                    "frozen:16": {"KNN": 0.80}}}
+    means = pooled_means(folds, "white_l2", "KNN")
+    assert means["frozen:16"]["worst_order"] > means["camera:64"]["worst_order"]
+    assert means["frozen:16"]["worst"] == pytest.approx(0.80)
+    assert pick_adaptation(means) == "camera:64"

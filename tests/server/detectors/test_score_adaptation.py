@@ -24,6 +24,10 @@ from envad.training.metrics import roc_auc
     ("camera", DEFAULT_PRIOR_ROWS, f"camera:{DEFAULT_PRIOR_ROWS}",
      f"camera(prior_rows={DEFAULT_PRIOR_ROWS})"),
     ("camera:4", 4, "camera:4", "camera(prior_rows=4)"),
+    ("median", DEFAULT_PRIOR_ROWS, f"median:{DEFAULT_PRIOR_ROWS}",
+     f"median(prior_rows={DEFAULT_PRIOR_ROWS})"),
+    ("gated:16", 16, "gated:16", "gated(prior_rows=16)"),
+    ("frozen:8", 8, "frozen:8", "frozen(prior_rows=8)"),
 ])
 def test_specs_parse_and_print_back(text, prior, spec, described):
     adaptation = parse_score_adaptation(text)
@@ -34,7 +38,7 @@ def test_specs_parse_and_print_back(text, prior, spec, described):
 
 
 @pytest.mark.parametrize("text", ["camera:0", "camera:-3", "camera:1.5", "camera:x",
-                                  "per-camera", "none:3"])
+                                  "per-camera", "none:3", "frozen:0", "median:x"])
 def test_bad_specs_are_refused_by_name(text):
     with pytest.raises(InvalidInput, match="score adaptation"):
         parse_score_adaptation(text)
@@ -194,3 +198,63 @@ def test_a_bundle_takes_its_reference_moments_once(monkeypatch):
         bundle.detectors, ["cam"] * 10, fresh.get)
     for name in bundle.detectors:
         np.testing.assert_array_equal(first.adapted[name], expected[name])
+
+
+def test_frozen_statistics_keep_a_cameras_first_rows_only():
+    rng = np.random.default_rng(6)
+    reference = {"KNN": np.sort(rng.normal(1.0, 0.1, 500))}
+    fit = knn_moments(reference)
+    adaptation = parse_score_adaptation("frozen:4")          # the first 16 rows
+    stats = EnvStatistics(None, adaptation.dim(1))
+    first = {"KNN": 2.0 + 0.1 * rng.normal(size=10)}
+    keep, rows = adaptation.observations(first, fit, ["KNN"], ["c"] * 10, stats.get)
+    assert keep.all()
+    stats.update(np.array(["c"] * 10)[keep], rows)
+    later = {"KNN": np.concatenate([2.0 + 0.1 * rng.normal(size=6), np.full(20, 9.0)])}
+    keep, rows = adaptation.observations(later, fit, ["KNN"], ["c"] * 26, stats.get)
+    assert keep.tolist() == [True] * 6 + [False] * 20       # 16 rows, then kept as they are
+    stats.update(np.array(["c"] * 26)[keep], rows)
+    location, _ = adaptation.location_scale(stats.get("c"), fit)
+    assert stats.counts() == {"c": 16} and location[0] < 2.0
+
+
+def _stream_auc(bundle, X, envs, positive, order, history):
+    """ROC-AUC of one camera's images in `order`, each chunk scored with the statistics
+    of the rows stored before it; the camera already has `history` stored."""
+    from envad.arrival_orders import arrange
+
+    stats = bundle.new_score_statistics()
+    bundle.observe(history, ["cam"] * len(history), score_stats=stats)
+    rows = arrange(envs, positive, order, seed=0)
+    scores = []
+    for start in range(0, len(rows), 16):
+        chunk = rows[start:start + 16]
+        scores.append(bundle.score(X[chunk], envs[chunk], score_stats=stats).ensemble)
+        bundle.observe(X[chunk], envs[chunk], score_stats=stats)
+    return roc_auc(positive[rows], np.concatenate(scores))
+
+
+def test_a_run_of_new_content_after_the_normal_images_scores_as_shuffled():
+    """A camera in service (256 normal images stored) then sends 200 normal images and
+    a run of 100 of new content: the shipped adaptation scores the run as it scores the
+    same images shuffled. An adaptation whose statistics follow every stored row (the
+    running mean) lets the run lower its own later frames."""
+    from envad.pipeline import DEFAULT_PIPELINE
+
+    rng = np.random.default_rng(0)
+    fit = rng.normal(size=(400, 8))
+    history = rng.normal(size=(256, 8)) + 1.5           # the camera's style: an offset
+    X = np.concatenate([rng.normal(size=(200, 8)) + 1.5,
+                        rng.normal(size=(100, 8)) * 1.6 + 1.5])
+    positive = np.array([False] * 200 + [True] * 100)
+    envs = np.array(["cam"] * 300)
+    aucs = {}
+    for spec in (DEFAULT_PIPELINE.score_adaptation, "camera:64"):
+        bundle = fit_bundle(fit, envs=np.array(["cam-a"] * 400), detectors=["KNN"],
+                            score_adaptation=spec)
+        aucs[spec] = {order: _stream_auc(bundle, X, envs, positive, order, history)
+                      for order in ("shuffled", "normal-first")}
+    shipped = aucs[DEFAULT_PIPELINE.score_adaptation]
+    assert abs(shipped["normal-first"] - shipped["shuffled"]) <= 0.01
+    moving = aucs["camera:64"]
+    assert moving["shuffled"] - moving["normal-first"] > 0.03
