@@ -117,7 +117,9 @@ class ModelSpace:
         """A new bundle's score statistics from each camera's stored rows, in table order
         (at most SEED_ROWS_PER_CAMERA a camera), scored as Score scores them (fit rows
         without their own group); written as one snapshot."""
-        wanted = {env: SEED_ROWS_PER_CAMERA for env in self.store.env_counts() if env}
+        per_camera = min(SEED_ROWS_PER_CAMERA,
+                         bundle.score_adaptation.rows_per_camera or SEED_ROWS_PER_CAMERA)
+        wanted = {env: per_camera for env in self.store.env_counts() if env}
         if not wanted:
             stats.snapshot()
             return

@@ -189,8 +189,13 @@ class DetectorBundle:
         only way those statistics change)."""
         if not self.score_adaptation.enabled or score_stats is None or envs is None:
             return
-        raw, _ = self.raw_scores(X, envs, running, ids)
-        self.observe_scores(raw, envs, score_stats)
+        envs = np.asarray(envs).astype(str)
+        wanted = self.score_adaptation.wanted(envs, score_stats.get)
+        if not wanted.any():            # every camera's statistics are complete
+            return
+        raw, _ = self.raw_scores(np.asarray(X)[wanted], envs[wanted], running,
+                                 None if ids is None else np.asarray(ids)[wanted])
+        self.observe_scores(raw, envs[wanted], score_stats)
 
     def score_stream(self, X: np.ndarray, envs, chunk: int = 64, ids=None) -> BundleScores:
         """Score rows as a stream delivers them and the store keeps them: in order,

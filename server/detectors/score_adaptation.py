@@ -237,6 +237,26 @@ class ScoreAdaptation:
                                            * (adapted[name][rows] - location[j]) / scale[j])
         return adapted, weight
 
+    @property
+    def rows_per_camera(self) -> int | None:
+        """How many of a camera's stored rows its statistics take at most (None: all)."""
+        return FROZEN_AFTER * (self.prior_rows or 0) if self.statistic == FROZEN else None
+
+    def wanted(self, envs, running: Callable[[str], CameraStats | None]) -> np.ndarray:
+        """Which stored rows can still join their cameras' statistics (the others need
+        not be scored): all of them but a frozen camera's beyond its first rows."""
+        envs = np.asarray(envs).astype(str)
+        keep = np.ones(len(envs), dtype=bool)
+        limit = self.rows_per_camera
+        if limit is None:
+            return keep
+        for env in np.unique(envs):
+            stats = running(str(env)) if env else None
+            seen = stats.count if stats is not None else 0
+            members = np.flatnonzero(envs == env)
+            keep[members[max(limit - seen, 0):]] = False
+        return keep
+
     def observations(self, raw: dict[str, np.ndarray], fit: ReferenceMoments,
                      detectors: list[str], envs,
                      running: Callable[[str], CameraStats | None]
@@ -247,14 +267,7 @@ class ScoreAdaptation:
         it scores above GATE_Z for that camera (its block of the row is zero), so that a
         run of new content does not become the camera's normal."""
         envs = np.asarray(envs).astype(str)
-        keep = np.ones(len(envs), dtype=bool)
-        if self.statistic == FROZEN:
-            limit = FROZEN_AFTER * (self.prior_rows or 0)
-            for env in np.unique(envs):
-                stats = running(str(env)) if env else None
-                seen = stats.count if stats is not None else 0
-                members = np.flatnonzero(envs == env)
-                keep[members[max(limit - seen, 0):]] = False
+        keep = self.wanted(envs, running)
         rows = self.statistics_of({name: np.asarray(raw[name])[keep] for name in detectors},
                                   detectors, fit)
         if self.statistic != GATED:

@@ -171,6 +171,33 @@ def test_concurrent_score_calls_through_a_real_server_match_sequential_ones(fitt
             assert raw_b == pytest.approx(raw_a, rel=1e-6, abs=1e-9)
 
 
+def _send_noise(stub, env: str, calls: int) -> None:
+    """`calls` one-image Score calls of new content under camera `env`, 8 at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envad.v1 import envad_pb2 as pb
+
+    noise = [pb.ScoreRequest(images=[pb.Image(data=d, env=env)])
+             for d in synthetic_images("odd", 25, seed=44)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: stub.Score(noise[i % len(noise)], timeout=60), range(calls)))
+
+
+@pytest.mark.slow
+def test_two_thousand_noise_score_calls_leave_another_clients_scores_bit_identical(
+        fitted_server):
+    """The issue's figure: 2,000 Score calls of new content under one camera's name."""
+    from envad.v1 import envad_pb2 as pb
+    from envad.v1 import envad_pb2_grpc as pb_grpc
+
+    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
+    probe = pb.ScoreRequest(images=[pb.Image(data=d, env="cam-b")
+                                    for d in synthetic_images("normal", 4, seed=45)])
+    before = stub.Score(probe, timeout=60)
+    _send_noise(stub, "cam-b", 2000)
+    assert stub.Score(probe, timeout=60).results == before.results
+
+
 def test_score_calls_change_no_camera_statistics_and_stored_rows_count_once(fitted_server):
     """Score is read-only: noise sent as Score calls under a camera's name, from many
     clients at once, leaves another client's scores of that camera bit-identical; the
@@ -193,11 +220,7 @@ def test_score_calls_change_no_camera_statistics_and_stored_rows_count_once(fitt
 
     before = scored(probe)
     assert before[1] > 0      # cam-a's stored rows adapt its scores
-    noise = [pb.ScoreRequest(images=[pb.Image(data=d, env="cam-a")])
-             for d in synthetic_images("odd", 25, seed=44)]
-    with ThreadPoolExecutor(8) as pool:
-        for _ in range(8):        # 200 Score calls of new content under cam-a's name
-            list(pool.map(scored, noise))
+    _send_noise(stub, "cam-a", 200)
     assert scored(probe) == before
     # an unseen camera: nothing stored, nothing adapted, whatever is scored
     busy = [pb.Image(data=d, env="cam-busy") for d in synthetic_images("odd", 9, seed=42)]
