@@ -9,10 +9,11 @@ writers as the server path. Nothing keeps running afterwards. The server's packa
 
 Every image is embedded once. The first pass stores the fit rows (split `scan-normal`,
 or `scan-reference` for --reference; images the source marks as anomalies go to
-`scan-anomalous` and are not fit on), the detectors are fitted on them, then every
-image of the archive is scored without storing it again: an image stored by the first
-pass is scored from its stored embedding (Score's `reuse_stored`), so only the images of
-an archive scored against a reference are embedded in the scoring pass.
+`scan-anomalous` and are not fit on); with --reference the archive's images are stored
+too (split `scan-archive`, not fit on), because a camera's score statistics come from
+its stored images. The detectors are fitted on the fit rows, then every image of the
+archive is scored without storing it again, from its stored embedding (Score's
+`reuse_stored`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from envad.errors import FailedPrecondition, InvalidInput
 NORMAL_SPLIT = "scan-normal"
 ANOMALOUS_SPLIT = "scan-anomalous"
 REFERENCE_SPLIT = "scan-reference"
+ARCHIVE_SPLIT = "scan-archive"
 TOP_FIELDS = ("key", "env", "ensemble", "is_anomaly", "uri", "id")
 QUIET_LOGGERS = ("envad.server", "envad.access", "faiss", "faiss.loader")
 
@@ -186,6 +188,11 @@ def _scan(client, source: Source, reference: Source | None, options: ScanOptions
     if not store.ok and not store.already_done:
         raise FailedPrecondition(f"no image of {fit_source.path} could be stored: "
                                  f"{dict(store.failed_reasons) or dict(store.skipped)}")
+    if reference:      # the archive's cameras learn their score statistics from it
+        archive = FitRowsSource(source, ARCHIVE_SPLIT, wanted=score_options.wants)
+        run_backfill(client, archive, _checkpoint(checkpoints, "archive", archive),
+                     BackfillOptions(batch_size=options.batch_size, concurrency=2),
+                     resume=True, progress=options.progress and "store the archive")
     what = (f"the reference {options.reference}" if reference
             else f"the normal images of {options.source}")
     fit = wait_with_progress(
