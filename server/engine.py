@@ -57,6 +57,7 @@ from envad.server.scoring import ScoredRows, ScoreJob
 from envad.server.space import ModelSpace
 from envad.server.store import Row, vectors_of
 from envad.server.threads import ThreadBudget
+from envad.server.writer import DataDirFull, DataDirReadOnly
 
 log = logging.getLogger(__name__)
 MAX_TOP_K = 100
@@ -308,7 +309,11 @@ class Engine:
             if options.store:
                 written = [_row(images[i], rows.vectors[r], options.label, options.split)
                            for r, i in enumerate(indices)]
-                not_written = {row_id for row_id, _ in space.writer.write(written).failed}
+                try:
+                    not_written = {row_id for row_id, _ in space.writer.write(written).failed}
+                except (DataDirFull, DataDirReadOnly) as exc:  # scores stand; not stored
+                    log.warning("Score: %s", exc)
+                    not_written = {row.id for row in written}
                 for index in indices:
                     results[index].stored = results[index].id not in not_written
         return ScoreOutcome(results, self.provenance(space))
@@ -384,12 +389,16 @@ class Engine:
     def _collect(future: Future, items: list[tuple[int, str]], totals: IngestTotals) -> None:
         try:
             result = future.result()
+        except (DataDirFull, DataDirReadOnly):
+            raise      # the call fails once: no row of it can be stored now
         except EnvadError as exc:
             totals.failures.extend(ItemError(i, row_id, exc.code, str(exc))
                                    for i, row_id in items)
             return
-        except Exception as exc:  # a store failure: report, never acknowledge
-            totals.failures.extend(ItemError(i, row_id, "INTERNAL", f"store write failed: {exc}")
+        except Exception:  # a store failure: report, never acknowledge (details: the log)
+            log.exception("store write failed")
+            totals.failures.extend(ItemError(i, row_id, "INTERNAL",
+                                             "store write failed (details in the server log)")
                                    for i, row_id in items)
             return
         totals.inserted += len(result.inserted)

@@ -15,23 +15,68 @@ commit is a hash lookup, one Arrow
 conversion shared by the store append and the index, and a plain append — no query of
 the table per commit. A commit that fails is retried in halves down to single rows, so
 one bad row fails alone and every other caller's rows are stored.
+
+A data directory that is full or read-only fails the whole commit at once
+(`storage_fault`): each caller gets one RESOURCE_EXHAUSTED ("data directory full") or
+FAILED_PRECONDITION ("read-only") without the server's paths, no row is retried on its
+own, the log gets one line, and the next commit tries again (writes resume by
+themselves when space returns).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from envad.errors import ResourceExhausted, Unavailable
+from envad.errors import EnvadError, FailedPrecondition, ResourceExhausted, Unavailable
 from envad.server.index import VectorIndex
 from envad.server.queue_drain import CLOSE, consume
 from envad.server.store import EmbeddingStore, Row, StoredIds
 
 log = logging.getLogger(__name__)
+#: what a full or read-only disk says, through the OS or through the store's own errors
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_FULL_TEXT = ("no space left on device", "os error 28", "disk quota exceeded",
+              "os error 122")
+_READ_ONLY_TEXT = ("read-only file system", "os error 30")
+
+
+_PATH = re.compile(r"(?:[A-Za-z]:)?[/\\][^\s'\",;:)]+")
+
+
+def without_paths(text: str) -> str:
+    """`text` with file paths replaced by <path> (a client never learns the server's
+    layout), at most 200 characters."""
+    text = _PATH.sub("<path>", text)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class DataDirFull(ResourceExhausted):
+    """The data directory has no space left: the write stored nothing."""
+
+
+class DataDirReadOnly(FailedPrecondition):
+    """The data directory is read-only: the write stored nothing."""
+
+
+def storage_fault(error: BaseException) -> EnvadError | None:
+    """The client-facing error of a full or read-only data directory (no paths in it),
+    or None when `error` is something else."""
+    code = getattr(error, "errno", None)
+    text = str(error).lower()
+    if code in _FULL or any(t in text for t in _FULL_TEXT):
+        return DataDirFull("data directory full: nothing of this write was stored; "
+                                 "free space on the server's data disk and send it again")
+    if code == errno.EROFS or any(t in text for t in _READ_ONLY_TEXT):
+        return DataDirReadOnly("data directory is read-only: nothing of this write was "
+                                  "stored; the server answers reads meanwhile")
+    return None
 
 
 @dataclass(frozen=True)
@@ -103,10 +148,12 @@ class StoreWriter:
             new_rows = [r for r, known in zip(unique, stored, strict=True) if not known]
             failed = self._append(new_rows)
         except OSError as exc:  # the disk, not a row: nothing of this group is written
-            error = ResourceExhausted(f"store write failed, nothing was written: {exc}")
+            error = storage_fault(exc) or ResourceExhausted(
+                "store write failed, nothing was written: the server's disk refused it "
+                "(details in the server log)")
             for _, future in pending:
                 future.set_exception(error)
-            log.error("store write failed: %s", exc)
+            log.error("store write of %d rows failed: %s", len(unique), exc)
             return
         except Exception as exc:  # hand any other failure to the callers, keep serving
             for _, future in pending:
@@ -160,9 +207,11 @@ class StoreWriter:
         except OSError:
             raise
         except Exception as exc:
+            if storage_fault(exc) is not None:   # the disk, not a row: no row alone
+                raise OSError(str(exc)) from exc
             if len(rows) == 1:
                 log.warning("row %.64r not written: %s", rows[0].id, exc)
-                return {rows[0].id: f"store write failed: {exc}"}
+                return {rows[0].id: f"store write failed: {without_paths(str(exc))}"}
             middle = len(rows) // 2
             return self._append(rows[:middle]) | self._append(rows[middle:])
         self._stored_ids.append(table.column("id"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 from concurrent.futures import Future
 
@@ -13,7 +14,7 @@ from envad.errors import ResourceExhausted
 from envad.server.id_positions import IdPositions
 from envad.server.index import VectorIndex
 from envad.server.store import EmbeddingStore, Row, StoredIds
-from envad.server.writer import StoreWriter
+from envad.server.writer import StoreWriter, storage_fault, without_paths
 
 
 def make_rows(ids):
@@ -51,7 +52,7 @@ def test_failed_write_acknowledges_nothing_and_writer_recovers(tmp_path):
         raise OSError(28, "No space left on device")
 
     store.append = full_disk  # the disk, outside the machine
-    with pytest.raises(ResourceExhausted, match="nothing was written"):
+    with pytest.raises(ResourceExhausted, match="data directory full: nothing of this write"):
         writer.write(make_rows(["a", "b"]))
     store.append = original
     assert writer.write(make_rows(["a", "b"])).inserted == ("a", "b")
@@ -120,3 +121,31 @@ def test_a_commit_is_one_append_of_only_new_rows(tmp_path):
     assert again.version == first.version + 1
     assert len(again.inserted) == 10 and len(again.duplicates) == 50
     assert store.count() == 60
+
+
+@pytest.mark.parametrize("error, code, words", [
+    (OSError(errno.ENOSPC, "No space left on device"), "RESOURCE_EXHAUSTED",
+     "data directory full"),
+    (RuntimeError("LanceError(IO): Generic LocalFileSystem error: Unable to write "
+                  "/srv/envad/lancedb/x.lance: No space left on device (os error 28)"),
+     "RESOURCE_EXHAUSTED", "data directory full"),
+    (OSError(errno.EROFS, "Read-only file system"), "FAILED_PRECONDITION", "read-only"),
+    (RuntimeError("LanceError(IO): /srv/envad/x: Read-only file system (os error 30)"),
+     "FAILED_PRECONDITION", "read-only"),
+])
+def test_a_full_or_read_only_disk_is_told_apart_without_the_servers_paths(error, code, words):
+    fault = storage_fault(error)
+    assert fault is not None and fault.code == code and words in str(fault)
+    assert "/srv" not in str(fault)
+
+
+def test_other_errors_are_no_storage_fault():
+    assert storage_fault(RuntimeError("schema mismatch: vector has 8 dims")) is None
+    assert storage_fault(OSError(errno.EIO, "Input/output error")) is None
+
+
+def test_a_rows_reason_keeps_its_words_and_loses_the_servers_paths():
+    text = ("LanceError(IO): Unable to write /srv/envad/data/lancedb/m.lance/data/x.lance: "
+            "vectors have 7 dims")
+    assert without_paths(text) == "LanceError(IO): Unable to write <path>: vectors have 7 dims"
+    assert len(without_paths("x" * 500)) == 200
