@@ -144,6 +144,8 @@ class Engine:
             return (f"no encoder yet: copy an envad .onnx file into "
                     f"{self.config.resolved_models_dir} (see docs/model-format.md); the "
                     "server picks it up within seconds")
+        if self._active.bundle is None and self._active.bundle_problem:
+            return (f"{self._active.bundle_problem}: fit again (`envad fit`) to replace it")
         if self._active.bundle is None:
             return ("no detectors fitted for the active encoder: ingest normal images "
                     "(`envad backfill`), then call Fit (`envad fit`)")
@@ -485,7 +487,7 @@ class Engine:
         if options.activate:
             space.prepare(bundle)      # its score statistics, from the stored rows
             self.bundles.activate(bundle.bundle_id)
-            space.bundle = bundle
+            space.bundle, space.bundle_problem = bundle, ""
         if self.metrics:
             self.metrics.observe_fit(bundle)
         return FitOutcome(bundle.info(), options.activate, self.provenance(space))

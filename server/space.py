@@ -58,6 +58,18 @@ def bind_weights(data_dir: Path, model_id: str, sha256: str) -> None:
     staging.replace(binding)
 
 
+def _active_bundle(bundles: BundleStore, model_id: str) -> tuple[DetectorBundle | None, str]:
+    """The encoder's active bundle, or (None, why) when its files cannot be loaded: the
+    store and every other RPC keep working, and a Fit replaces the bundle."""
+    try:
+        return bundles.active(model_id), ""
+    except Exception as exc:     # a damaged manifest, pointer or detector file
+        problem = f"the active detector bundle of {model_id!r} cannot be loaded ({exc})"
+        log.error("%s; the store serves on, Fit replaces the bundle (files in %s)",
+                  problem, bundles.root)
+        return None, problem
+
+
 class ModelSpace:
     """Store, FAISS mirror, single writer, micro-batcher and detector bundle of an encoder."""
 
@@ -73,7 +85,7 @@ class ModelSpace:
         self._metrics = metrics
         self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
                                   on_commit=self._committed, stored_ids=opened.stored_ids)
-        self.bundle = bundles.active(self.model_id)
+        self.bundle, self.bundle_problem = _active_bundle(bundles, self.model_id)
         self._stats_stem = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}"
         self._stats_dir = config.camera_stats_dir
         self.camera_stats = EnvStatistics(self._stats_dir / f"{self._stats_stem}.npz",
