@@ -25,6 +25,7 @@ import onnxruntime as ort
 
 from envad.errors import InvalidInput, NotFound
 from envad.records import ModelInfo
+from envad.server.limits import shorten
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +229,6 @@ class ModelRegistry:
                 self.scan()
             if model_id not in self._by_id:
                 known = ", ".join(sorted(self._by_id)) or "none"
-                raise NotFound(f"unknown model {model_id!r}; models in {self.models_dir}: "
-                               f"{known}")
+                raise NotFound(f"unknown model {shorten(model_id)}; known models: "
+                               f"{shorten(known, 400)}")
             return self._by_id[model_id]

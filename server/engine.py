@@ -52,6 +52,7 @@ from envad.server.domain import (
 from envad.server.encoder import ModelRegistry
 from envad.server.images import DecodeLimits, decode_image
 from envad.server.index import SelfKey
+from envad.server.limits import MAX_NAME_CHARS, check_text, shorten
 from envad.server.review import fit_rows
 from envad.server.scoring import ScoredRows, ScoreJob
 from envad.server.space import ModelSpace
@@ -154,10 +155,17 @@ class Engine:
     # ------------------------------------------------------------ models
 
     def list_models(self) -> ModelList:
-        """The model files found now, the active one marked."""
-        active = self._active.model_id if self._active else None
-        models = tuple(replace(m, active=m.model_id == active) for m in self.registry.scan())
-        return ModelList(models, str(self.registry.models_dir))
+        """The model files found now, the one whose weights serve marked active: a file
+        replaced under the active id (other weights, not served) is listed as it is,
+        not active, and the weights that serve are listed too."""
+        space = self._active
+        serving = space.encoder.meta if space else None
+        found = self.registry.scan()
+        models = [replace(m, active=serving is not None and m.model_id == serving.model_id
+                          and m.sha256 == serving.sha256) for m in found]
+        if serving is not None and not any(m.active for m in models):
+            models.append(replace(serving, active=True))
+        return ModelList(tuple(models), str(self.registry.models_dir))
 
     def activate(self, model_id: str) -> Activation:
         """Make `model_id` the active encoder; requests in flight finish on the old one.
@@ -169,9 +177,9 @@ class Engine:
             space = self._space_for(model_id)
         except FailedPrecondition as exc:
             current = self._active.model_id if self._active else None
-            still = (f"model {current!r} keeps serving" if current
+            still = (f"model {shorten(current)} keeps serving" if current
                      else "no model is serving")
-            self._problem = f"model {model_id!r} was not activated: {exc}; {still}"
+            self._problem = f"model {shorten(model_id)} was not activated: {exc}; {still}"
             log.warning("%s", self._problem)
             raise FailedPrecondition(self._problem) from exc
         with self._lock:
@@ -428,7 +436,7 @@ class Engine:
         elif query.row_id:
             table = space.store.read_ids([query.row_id])
             if table.num_rows == 0:
-                raise NotFound(f"no stored row with id {query.row_id!r}")
+                raise NotFound(f"no stored row with id {shorten(query.row_id)}")
             vector = vectors_of(table)[:1]
             own = (query.row_id, str(table.column("sha256")[0].as_py() or ""))
         else:
@@ -495,9 +503,10 @@ class Engine:
     def set_label(self, ids: Sequence[str], label: str) -> LabelOutcome:
         """Relabel stored rows of the active encoder (the review loop, server/review.py)."""
         space = self.require_space()
-        if not label or any(ord(c) < 32 for c in label):
-            raise InvalidInput(f"label must be a non-empty string without control "
-                               f"characters, got {label!r}")
+        if not label:
+            raise InvalidInput("label must be a non-empty name")
+        # the rule of Ingest's labels: a label set here can always be filtered on
+        check_text("label", label, MAX_NAME_CHARS)
         if not ids:
             raise InvalidInput("SetLabel needs at least one id")
         updated = space.store.set_label(list(ids), label)

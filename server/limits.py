@@ -116,7 +116,8 @@ def limits_table_markdown() -> str:
          "that item fails"),
         ("item `event`", f"{MAX_NAME_CHARS} characters, no control character",
          "that item fails"),
-        ("item `timestamp`", "0001-01-01 .. 9999-12-31", "that item fails"),
+        ("item `timestamp`", "0001-01-01 .. 9999-12-31; kept to the microsecond",
+         "that item fails; finer digits (nanoseconds) are cut"),
         ("`Filter` (envs, splits, labels)", f"{MAX_FILTER_VALUES} values per field, each "
          "a valid name", "the request fails (`INVALID_ARGUMENT`)"),
         ("`ResetCameraStats.envs`", f"{MAX_RESET_ENVS} names", "the request fails"),

@@ -81,3 +81,10 @@ def test_weights_replaced_while_serving_keep_answers_consistent(fitted):
         stub.Embed(pb.EmbedRequest(images=[pb.Image(data=IMAGE)], model_id="tiny-test"),
                    timeout=30)
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    # ListModels names the weights that serve: the replaced file is listed as it is, not
+    # active, and the serving weights (the old file's) are the active entry
+    listed = stub.ListModels(pb.ListModelsRequest(), timeout=10).models
+    active = [m for m in listed if m.active]
+    assert [m.sha256 for m in active] == [before.provenance.model_sha256]
+    replaced = [m for m in listed if m.model_id == "tiny-test" and not m.active]
+    assert replaced and replaced[0].sha256 != before.provenance.model_sha256

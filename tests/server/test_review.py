@@ -67,4 +67,13 @@ def test_bad_label_requests_are_refused(reviewed) -> None:
             client.set_label(["odd0"], "")
         with pytest.raises(InvalidInput, match="at least one id"):
             client.set_label([], "normal")
+        # Ingest's rule for labels: what SetLabel stores, a filter can select
+        for bad in ("x" * 257, "new\x7fcontent", "tab\there"):
+            with pytest.raises(InvalidInput, match="label"):
+                client.set_label(["odd0"], bad)
         assert labels_by_id(client)["odd0"] == ""
+        assert client.set_label(["odd0"], "y" * 256).updated == ("odd0",)
+        selected = [row_id for batch in client.export(RowFilter(labels=("y" * 256,)),
+                                                       with_vectors=False)
+                    for row_id in batch.column("id").to_pylist()]
+        assert selected == ["odd0"]
