@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import re
 
+from envad.defaults import DEFAULT_ADDRESS, DEFAULT_PORT
 from envad.errors import InvalidInput
 
-DEFAULT_PORT = 50051
+__all__ = ["DEFAULT_PORT", "parse_server_address"]
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
 
 def parse_server_address(text: str) -> str:
-    """`text` as a gRPC `HOST:PORT` target; the port defaults to 50051.
+    """`text` as a gRPC `HOST:PORT` target; the port defaults to DEFAULT_PORT.
 
     Accepts `host`, `host:port`, `[v6]`, `[v6]:port` and `unix:PATH`; a URL
     (`http://...`, `grpc://...`) or a bad port raises InvalidInput naming the fix.
@@ -28,7 +29,7 @@ def parse_server_address(text: str) -> str:
         raise InvalidInput(f"--server takes HOST:PORT, not a URL: use --server "
                            f"{rest or 'HOST:PORT'}{tls} instead of {text!r}")
     if not value:
-        raise InvalidInput("--server is empty: pass HOST:PORT, e.g. 127.0.0.1:50051")
+        raise InvalidInput(f"--server is empty: pass HOST:PORT, e.g. {DEFAULT_ADDRESS}")
     if value.startswith("unix:"):
         return value
     if value.startswith("["):                       # [IPv6] or [IPv6]:port

@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-SERVICE_NAME = "envad.v1.AnomalyService"
+from envad.defaults import DEFAULT_ADDRESS, DEFAULT_PORT, DEFAULT_TOP_K, SERVICE_NAME
+from envad.records import FIT_SPLIT, MIN_FIT_ROWS
 
 
 def connection_parser(timeout: float | None = 60.0) -> argparse.ArgumentParser:
@@ -24,9 +25,9 @@ def connection_parser(timeout: float | None = 60.0) -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("connection")
     group.add_argument("--server", metavar="HOST[:PORT]", type=server_address,
-                       default=os.environ.get("ENVAD_SERVER") or "127.0.0.1:50051",
-                       help="server address; the port defaults to 50051 (default: "
-                            "$ENVAD_SERVER, else 127.0.0.1:50051; now %(default)s)")
+                       default=os.environ.get("ENVAD_SERVER") or DEFAULT_ADDRESS,
+                       help=f"server address; the port defaults to {DEFAULT_PORT} (default: "
+                            f"$ENVAD_SERVER, else {DEFAULT_ADDRESS}; now %(default)s)")
     group.add_argument("--token", default=None,
                        help="bearer token (default: $ENVAD_TOKEN)")
     group.add_argument("--tls", action="store_true", help="connect with TLS")
@@ -100,6 +101,7 @@ def print_table(header: list[str], rows: list[list]) -> None:
 def register(subparsers) -> None:
     conn = connection_parser
     from envad.client.cli_help import EnvadHelpFormatter as formatter
+    from envad.client.fit_options import add_fit_options
 
     p = subparsers.add_parser(
         "score", parents=[conn()], formatter_class=formatter,
@@ -111,7 +113,8 @@ def register(subparsers) -> None:
     p.add_argument("--env", default="", help="environment (camera) of the images")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--top-k", type=int, default=0,
-                   help="nearest stored neighbours to return (default: the server's, 5)")
+                   help="nearest stored neighbours to return (default: the server's, "
+                        f"{DEFAULT_TOP_K})")
     p.add_argument("--threshold", type=float, help="override the bundle's threshold (0..1]")
     p.add_argument("--store", action="store_true", help="also store the images")
     p.add_argument("--split-name", default="", help="split for stored images")
@@ -127,45 +130,12 @@ def register(subparsers) -> None:
         "fit", parents=[conn(3600.0)], formatter_class=formatter,
         help="fit the anomaly detectors on stored embeddings",
         description="Fit detectors on the stored rows matching the filter, persist the "
-                    "bundle and activate it. Without --split: split train when any row "
-                    "has it, else every stored row (the choice is printed). Fewer than "
-                    "100 rows are refused unless --allow-few-rows.")
-    add_filter_flags(p, split_help="only rows of this split (repeatable; default: train "
-                                   "when stored, else every stored row)")
-    p.add_argument("--detectors", default="",
-                   help="comma-separated detector names (default: the default pipeline's "
-                        "set, KNN today; IsoForest,INNE,LODA,OCSVM,PCA,LOF5,KNN,KDE are the "
-                        "paper's eight)")
-    p.add_argument("--max-samples", type=int, default=0,
-                   help="cap on fit rows, seeded sample (default: the server's "
-                        "fit_max_samples, 20000)")
-    p.add_argument("--contamination", type=float, default=0.0,
-                   help="expected anomaly rate of the fit set; sets the threshold "
-                        "(default: 0.05)")
-    p.add_argument("--stylist", action="store_true",
-                   help="drop the most environment-dependent features before fitting")
-    p.add_argument("--drop-fraction", type=float, default=0.0,
-                   help="fraction of features Stylist drops (default: Stylist's own)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
-    p.add_argument("--no-activate", action="store_true", help="keep the current bundle active")
-    p.add_argument("--space", default="",
-                   help="space step before the detectors: raw, l2, pca_l2, style_l2:N, center_l2, "
-                        "white_l2[:S], center_white_l2[:S] or auto (default: the default "
-                        "pipeline's space; see docs/detectors.md)")
-    p.add_argument("--min-camera-rows", type=int, default=0,
-                   help="center_l2, center_white_l2: images an unseen camera sends before "
-                        "it is re-centred on its own mean (default: 32)")
-    p.add_argument("--allow-few-rows", action="store_true",
-                   help="fit even on fewer than 100 rows (with a warning)")
-    p.add_argument("--score-adaptation", default="",
-                   help="camera[:P] (standardise each camera's scores on its own running "
-                        "statistics, with a prior of P rows of the fit set's, 64 when P is "
-                        "left out) or none (default: the default pipeline's; see "
-                        "docs/detectors.md)")
-    p.add_argument("--event-gap", type=float, default=0.0, metavar="SECONDS",
-                   help="fit rows of a camera at most SECONDS apart are one event (a "
-                        "burst); scoring a fit row, KNN and KDE leave its whole event out "
-                        "(default 0: the server's, 60 s; negative: only the row itself)")
+                    f"bundle and activate it. Without --split: split {FIT_SPLIT} when any "
+                    "row has it, else every stored row (the choice is printed). Fewer "
+                    f"than {MIN_FIT_ROWS} rows are refused unless --allow-few-rows.")
+    add_filter_flags(p, split_help="only rows of this split (repeatable; default: "
+                                   f"{FIT_SPLIT} when stored, else every stored row)")
+    add_fit_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_fit)
@@ -299,21 +269,15 @@ def check_image_files(paths: list[Path]) -> None:
 
 def cmd_fit(args) -> int:
     from envad.client.fit_choice import choose_fit_rows, few_rows_warning
+    from envad.client.fit_options import fit_keywords
     from envad.client.progress import wait_with_progress
 
-    detectors = tuple(d.strip() for d in args.detectors.split(",") if d.strip())
     with open_client(args) as client:
         choice = choose_fit_rows(client, tuple(args.env), tuple(args.split), tuple(args.label))
         print(f"fit: on {choice.description}", file=sys.stderr)
         result = wait_with_progress(
-            lambda: client.fit(choice.row_filter, detectors=detectors,
-                               max_samples=args.max_samples, contamination=args.contamination,
-                               stylist=args.stylist, drop_fraction=args.drop_fraction,
-                               seed=args.seed, activate=not args.no_activate,
-                               space=args.space, min_camera_rows=args.min_camera_rows,
-                               allow_few_rows=args.allow_few_rows,
-                               score_adaptation=args.score_adaptation,
-                               event_gap_s=args.event_gap, timeout=args.timeout),
+            lambda: client.fit(choice.row_filter, **fit_keywords(args),
+                               timeout=args.timeout),
             "fit", enabled=not args.no_progress)
     warning = few_rows_warning(result.n_samples)
     if warning:

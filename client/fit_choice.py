@@ -1,11 +1,11 @@
 """Which stored rows `envad fit` fits on when the user does not say, and whether there
 are enough of them.
 
-The default follows what the user stored: split `train` when any row has it (a
-folder-format dataset, `--set-split train`), otherwise every stored row (a plain
-`envad backfill FOLDER` stores split `archive`). The server's own default for an empty
-filter is `train`, so "every row" is sent as the filter "any of the stored
-environments" (GetInfo lists them).
+The default follows what the user stored: split FIT_SPLIT (`train`) when any row has it
+(a folder-format dataset, `--set-split train`), otherwise every stored row (a plain
+`envad backfill FOLDER` stores split INGEST_SPLIT, `archive`). The server's own default
+for an empty filter is FIT_SPLIT too, so "every row" is sent as the filter "any of the
+stored environments" (GetInfo lists them). Both splits are owned by `envad.records`.
 
 Fewer than MIN_FIT_ROWS rows are refused by the server's Fit itself (the one owner of
 that rule, `envad.records.MIN_FIT_ROWS`) unless the request allows them
@@ -18,12 +18,10 @@ from dataclasses import dataclass
 
 from envad.client.results import RowFilter
 from envad.errors import FailedPrecondition
-from envad.records import MIN_FIT_ROWS
+from envad.records import FIT_SPLIT, MIN_FIT_ROWS
 
-__all__ = ["DEFAULT_SPLIT", "MIN_FIT_ROWS", "FitChoice", "choose_fit_rows", "count_rows",
+__all__ = ["FIT_SPLIT", "MIN_FIT_ROWS", "FitChoice", "choose_fit_rows", "count_rows",
            "few_rows_warning"]
-
-DEFAULT_SPLIT = "train"
 
 
 @dataclass(frozen=True)
@@ -54,16 +52,16 @@ def choose_fit_rows(client, envs: tuple[str, ...] = (), splits: tuple[str, ...] 
     every stored row (FailedPrecondition when nothing is stored)."""
     if splits:
         return FitChoice(RowFilter(envs, splits, labels), f"split {', '.join(splits)}")
-    train = RowFilter(envs, (DEFAULT_SPLIT,), labels)
+    train = RowFilter(envs, (FIT_SPLIT,), labels)
     if count_rows(client, train, 1):
-        return FitChoice(train, f"split {DEFAULT_SPLIT} (the default when it is stored; "
+        return FitChoice(train, f"split {FIT_SPLIT} (the default when it is stored; "
                                 "--split to choose)")
     stored = tuple(sorted(client.info().env_counts))
     if not stored:
         raise FailedPrecondition("nothing is stored yet: store images of your cameras "
                                  "first (`envad backfill FOLDER`)")
     return FitChoice(RowFilter(envs or stored, (), labels),
-                     f"every stored row (no row is in split {DEFAULT_SPLIT}; --split to "
+                     f"every stored row (no row is in split {FIT_SPLIT}; --split to "
                      "choose)")
 
 

@@ -23,13 +23,13 @@ from envad.client import results as r
 from envad.client.address import parse_server_address
 from envad.client.errors import error_class_for, from_rpc_error
 from envad.client.retry import RetryPolicy, call_with_retry
+from envad.defaults import DEFAULT_ADDRESS
 from envad.errors import InvalidInput, Unavailable
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
 
-DEFAULT_ADDRESS = "127.0.0.1:50051"
 #: Image bytes packed into one Ingest message (gRPC's default receive limit is 4 MiB).
 DEFAULT_MAX_MESSAGE_BYTES = 3 * 1024 * 1024
 _CHANNEL_OPTIONS: list[tuple[str, int | str]] = [
@@ -40,7 +40,7 @@ _CHANNEL_OPTIONS: list[tuple[str, int | str]] = [
 
 
 def default_address() -> str:
-    """`$ENVAD_SERVER`, else 127.0.0.1:50051."""
+    """`$ENVAD_SERVER`, else envad.defaults.DEFAULT_ADDRESS."""
     return os.environ.get("ENVAD_SERVER") or DEFAULT_ADDRESS
 
 
@@ -79,8 +79,9 @@ class EnvadClient:
 
     Parameters
     ----------
-    address : "HOST[:PORT]" of the server (default `$ENVAD_SERVER` or 127.0.0.1:50051;
-        the port defaults to 50051; a URL raises InvalidInput).
+    address : "HOST[:PORT]" of the server (default `$ENVAD_SERVER` or
+        `envad.defaults.DEFAULT_ADDRESS`; the port defaults to `DEFAULT_PORT`; a URL
+        raises InvalidInput).
     timeout : default deadline of a call in seconds, retries included (None: no limit).
     retry : backoff policy for UNAVAILABLE / RESOURCE_EXHAUSTED.
     token : bearer token sent as `authorization: Bearer <token>` (default `$ENVAD_TOKEN`).

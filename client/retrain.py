@@ -36,9 +36,12 @@ from pathlib import Path
 from envad.devices import DEVICE_HELP
 from envad.errors import FailedPrecondition, InvalidInput, Unavailable
 from envad.pipeline import DEFAULT_PIPELINE
+from envad.records import FIT_SPLIT
 
 log = logging.getLogger(__name__)
 STEPS = ("train", "export", "install", "snapshot", "activate", "reembed", "fit")
+#: the Fit options of the job's refit (client/fit_options.py declares them)
+RETRAIN_FIT_OPTIONS = ("detectors", "space", "score_adaptation", "allow_few_rows")
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class RetrainSpec:
     model_id: str = ""
     models_dir: str = ""
     archive: str = ""
-    fit_splits: tuple[str, ...] = ("train",)
+    fit_splits: tuple[str, ...] = (FIT_SPLIT,)
     detectors: tuple[str, ...] = ()
     allow_few_rows: bool = False
     batch_size: int = 64
@@ -241,11 +244,11 @@ def onnx_metadata(path: Path) -> dict[str, str]:
 
 
 def register(subparsers, connection_parser) -> None:
-    import argparse
+    from envad.client.cli_help import EnvadHelpFormatter
+    from envad.client.fit_options import add_fit_options
 
     p = subparsers.add_parser(
-        "retrain", parents=[connection_parser(3600.0)],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "retrain", parents=[connection_parser(3600.0)], formatter_class=EnvadHelpFormatter,
         help="train, export, install and activate a new encoder, re-embed, refit",
         description="Roll out a new encoder as one resumable job: train -> export -> copy "
                     "into the server's models dir -> snapshot the archive -> ActivateModel "
@@ -265,14 +268,11 @@ def register(subparsers, connection_parser) -> None:
                    help="what supervised algorithms learn")
     p.add_argument("--augment", default=DEFAULT_PIPELINE.augment, choices=("none", "style"),
                    help="style augmentation of supervised batches")
-    p.add_argument("--space", default=DEFAULT_PIPELINE.space,
-                   help="space step of the refit (raw, l2, pca_l2, style_l2:N, center_l2, "
-                        "white_l2[:S], center_white_l2[:S], auto)")
-    p.add_argument("--score-adaptation", default=DEFAULT_PIPELINE.score_adaptation,
-                   help="score adaptation of the refit: camera[:P] or none")
-    p.add_argument("--seed", type=int, default=0, help="training seed")
-    p.add_argument("--device", default="auto", help="where the encoder trains: " + DEVICE_HELP)
-    p.add_argument("--image-size", type=int, default=32, help="encoder input size in pixels")
+    p.add_argument("--seed", type=int, default=RetrainSpec.seed, help="training seed")
+    p.add_argument("--device", default=RetrainSpec.device,
+                   help="where the encoder trains: " + DEVICE_HELP)
+    p.add_argument("--image-size", type=int, default=RetrainSpec.image_size,
+                   help="encoder input size in pixels")
     p.add_argument("--model-id", default="",
                    help="id of the new encoder (default: the exporter's)")
     p.add_argument("--models-dir", type=Path,
@@ -280,15 +280,12 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--archive", type=Path,
                    help="source to re-embed (default: the rows stored for the previous encoder)")
     p.add_argument("--fit-split", action="append", default=[], metavar="SPLIT",
-                   help="split the detectors are fit on (repeatable; default train)")
-    p.add_argument("--detectors", default="",
-                   help="comma-separated detectors (default: the default pipeline's set, "
-                        "KNN today)")
-    p.add_argument("--allow-few-rows", action="store_true",
-                   help="refit even on fewer than 100 rows (the server's Fit refuses them "
-                        "otherwise)")
-    p.add_argument("--batch-size", type=int, default=64, help="re-embedding batch size")
-    p.add_argument("--concurrency", type=int, default=4, help="re-embedding requests in flight")
+                   help=f"split the detectors are fit on (repeatable; default {FIT_SPLIT})")
+    add_fit_options(p, RETRAIN_FIT_OPTIONS, pipeline_defaults=True)
+    p.add_argument("--batch-size", type=int, default=RetrainSpec.batch_size,
+                   help="re-embedding batch size")
+    p.add_argument("--concurrency", type=int, default=RetrainSpec.concurrency,
+                   help="re-embedding requests in flight")
     p.add_argument("--until", choices=STEPS, help="stop after this step (resume later)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true",
@@ -298,6 +295,7 @@ def register(subparsers, connection_parser) -> None:
 
 def cmd_retrain(args) -> int:
     from envad.client.commands import open_client, print_json
+    from envad.client.fit_options import fit_keywords
 
     if (args.data is None) == (args.model_file is None):
         raise SystemExit("envad retrain: give exactly one of --data (train a new encoder) "
@@ -307,13 +305,11 @@ def cmd_retrain(args) -> int:
         workdir=str(args.workdir.resolve()),
         model_file=str(args.model_file.resolve()) if args.model_file else "",
         algorithm=args.algorithm, epochs=args.epochs, task=args.task, augment=args.augment,
-        space=args.space, score_adaptation=args.score_adaptation, seed=args.seed,
+        seed=args.seed,
         image_size=args.image_size, model_id=args.model_id,
         models_dir=str(args.models_dir.resolve()) if args.models_dir else "",
         archive=str(args.archive.resolve()) if args.archive else "",
-        fit_splits=tuple(args.fit_split) or ("train",),
-        detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
-        allow_few_rows=args.allow_few_rows,
+        fit_splits=tuple(args.fit_split) or (FIT_SPLIT,), **fit_keywords(args),
         batch_size=args.batch_size, concurrency=args.concurrency, device=args.device,
     )
     with open_client(args) as client:

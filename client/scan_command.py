@@ -6,9 +6,14 @@ import json
 import sys
 from pathlib import Path
 
+#: the Fit options `envad scan` offers (client/fit_options.py declares them)
+SCAN_FIT_OPTIONS = ("detectors", "space", "score_adaptation", "contamination",
+                    "allow_few_rows", "event_gap")
+
 
 def register(subparsers) -> None:
     from envad.client.cli_help import EnvadHelpFormatter
+    from envad.client.fit_options import add_fit_options
     from envad.client.source_options import add_source_arguments
 
     p = subparsers.add_parser(
@@ -39,23 +44,7 @@ def register(subparsers) -> None:
                         "DATA_DIR/scores.jsonl with --data-dir, else none)")
     p.add_argument("--top", type=int, default=20,
                    help="how many of the most anomalous images to list")
-    p.add_argument("--detectors", default="",
-                   help="comma-separated detector names (default: the default pipeline's "
-                        "set, KNN today)")
-    p.add_argument("--space", default="",
-                   help="space step (default: the default pipeline's; see docs/detectors.md)")
-    p.add_argument("--score-adaptation", default="",
-                   help="camera[:P] or none: put each camera's scores on the fit set's "
-                        "scale (default: the default pipeline's; see docs/detectors.md)")
-    p.add_argument("--contamination", type=float, default=0.0,
-                   help="expected anomaly rate of the fit rows; sets the threshold "
-                        "(default: 0.05)")
-    p.add_argument("--allow-few-rows", action="store_true",
-                   help="fit even on fewer than 100 normal images (with a warning)")
-    p.add_argument("--event-gap", type=float, default=0.0, metavar="SECONDS",
-                   help="fit rows of a camera at most SECONDS apart are one event (a "
-                        "burst); scoring a fit row, KNN and KDE leave its whole event out "
-                        "(default 0: the server's, 60 s; negative: only the row itself)")
+    add_fit_options(p, SCAN_FIT_OPTIONS)
     p.add_argument("--batch-size", type=int, default=64, help="images per call")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -63,6 +52,7 @@ def register(subparsers) -> None:
 
 
 def cmd_scan(args) -> int:
+    from envad.client.fit_options import fit_keywords
     from envad.client.scan import ScanOptions, run_scan
     from envad.client.source_options import source_options
 
@@ -70,11 +60,7 @@ def cmd_scan(args) -> int:
         source=args.source, model=args.model, reference=args.reference,
         source_format=args.source_format, source_options=source_options(args),
         envs=tuple(args.only_env), splits=tuple(args.only_split), data_dir=args.data_dir,
-        scores_out=args.scores_out, top=args.top,
-        detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
-        space=args.space, score_adaptation=args.score_adaptation,
-        contamination=args.contamination, allow_few_rows=args.allow_few_rows,
-        event_gap_s=args.event_gap,
+        scores_out=args.scores_out, top=args.top, **fit_keywords(args),
         batch_size=args.batch_size,
         progress=not args.no_progress,
     )

@@ -11,10 +11,10 @@ import time
 from collections import deque
 from pathlib import Path
 
+from envad.defaults import SERVICE_NAME
 from envad.errors import Unavailable
 
 READY_LINE = "envad serving on "
-SERVICE_NAME = "envad.v1.AnomalyService"
 
 
 class LocalServer:

@@ -16,6 +16,7 @@ from typing import Any
 
 import tomllib
 
+from envad.defaults import DEFAULT_PORT, DEFAULT_TOP_K, FIT_MAX_SAMPLES
 from envad.errors import InvalidInput
 from envad.records import ANOMALY_LABEL
 
@@ -34,7 +35,7 @@ class ServerConfig:
     """Every server setting, with its default. The docs table is generated from this."""
 
     host: str = "127.0.0.1"                 # address to bind ("0.0.0.0" for all)
-    port: int = 50051                       # gRPC port (0 = pick a free port)
+    port: int = DEFAULT_PORT                # gRPC port (0 = pick a free port)
     data_dir: Path = Path("var/envad")      # store, bundles, state
     models_dir: Path | None = None          # *.onnx encoders; default <data_dir>/models
     metrics_port: int = 0                   # Prometheus /metrics HTTP port; 0 = off
@@ -52,12 +53,12 @@ class ServerConfig:
     blas_threads: int = 0                   # OpenBLAS/MKL threads (0 = budget's default)
     faiss_threads: int = 0                  # FAISS OpenMP threads (0 = budget's default)
     accelerator: str = "auto"               # encoder on "auto" (CUDA if present), "cpu", "cuda"
-    default_top_k: int = 5                  # neighbours returned as evidence
+    default_top_k: int = DEFAULT_TOP_K      # neighbours returned as evidence
     anomaly_labels: str = ANOMALY_LABEL     # comma-separated labels of known anomalies
     refresh_seconds: float = 2.0            # how often external writes/models are picked up
     optimize_every: int = 100               # compact the store every N commits
     ivf_threshold: int = DEFAULT_IVF_THRESHOLD  # rows from which the index is IVF
-    fit_max_samples: int = 20_000           # default sample cap for Fit
+    fit_max_samples: int = FIT_MAX_SAMPLES  # default sample cap for Fit
     grace_seconds: float = 10.0             # drain time on SIGTERM
     auth_token: str = ""                    # require "authorization: Bearer <token>"
     tls_cert_file: Path | None = None       # PEM certificate chain: serve TLS when set

@@ -15,10 +15,11 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from envad.defaults import DEFAULT_CONTAMINATION, DEFAULT_EVENT_GAP_S, DEFAULT_MIN_CAMERA_ROWS
 from envad.errors import EnvadError, InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import (
-    DEFAULT_SPLIT,
+    INGEST_SPLIT,
     BundleInfo,
     DetectorFitStats,
     ImageInput,
@@ -33,9 +34,6 @@ from envad.records import (
 )
 from envad.server.config import ServerConfig
 from envad.server.detectors import registry, stylist
-from envad.server.detectors.bundle import DEFAULT_CONTAMINATION
-from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS
-from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S
 from envad.server.domain import (
     DEFAULT_EXPORT_BATCH_SIZE,
     DEFAULT_FIT_FILTER,
@@ -114,7 +112,7 @@ def score_options_from_pb(msg: pb.ScoreRequest, config: ServerConfig) -> ScoreOp
     neighbor_filter = filter_from_pb(msg.neighbor_filter, "neighbor_filter")
     return ScoreOptions(
         top_k=msg.top_k or config.default_top_k,
-        split=check_text("split", msg.split, MAX_NAME_CHARS) or DEFAULT_SPLIT,
+        split=check_text("split", msg.split, MAX_NAME_CHARS) or INGEST_SPLIT,
         threshold=msg.threshold if msg.HasField("threshold") else None,
         neighbor_filter=None if neighbor_filter.is_empty() else neighbor_filter,
         store=msg.store, label=check_text("label", msg.label, MAX_NAME_CHARS),
@@ -129,7 +127,7 @@ def ingest_chunk_from_pb(msg: pb.IngestRequest) -> list[IngestInput]:
     return [IngestInput(image_from_pb(item.image,
                                       text_problem("label", item.label, MAX_NAME_CHARS),
                                       text_problem("split", item.split, MAX_NAME_CHARS)),
-                        label=item.label, split=item.split or DEFAULT_SPLIT)
+                        label=item.label, split=item.split or INGEST_SPLIT)
             for item in msg.items]
 
 

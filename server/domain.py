@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from envad.records import (
+    FIT_SPLIT,
     BundleInfo,
     ImageInput,
     ItemError,
@@ -26,7 +27,7 @@ DEFAULT_SEARCH_K = 10
 #: Rows per Export chunk when the request names no batch size.
 DEFAULT_EXPORT_BATCH_SIZE = 4096
 #: The rows Fit uses when the request's filter is empty.
-DEFAULT_FIT_FILTER = RowFilter(splits=("train",))
+DEFAULT_FIT_FILTER = RowFilter(splits=(FIT_SPLIT,))
 
 # The option records below are fully resolved: the request converters (convert.py) fill
 # every default from these constants and the server config, so the engine never sees

@@ -13,8 +13,11 @@ from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
-#: The split of a stored image when the caller names none.
-DEFAULT_SPLIT = "archive"
+#: The split of a stored image when the caller names none (Ingest, Score with store).
+INGEST_SPLIT = "archive"
+#: The split the server's Fit uses when its filter is empty, and the one `envad fit`
+#: prefers when any stored row has it (`envad backfill` of a folder-format dataset).
+FIT_SPLIT = "train"
 
 #: The fewest rows the server's Fit accepts unless the request allows fewer
 #: (`allow_few_rows`, `envad fit --allow-few-rows`): calibrated scores are percentiles
@@ -92,7 +95,7 @@ class IngestInput:
 
     image: ImageInput
     label: str = ""
-    split: str = DEFAULT_SPLIT
+    split: str = INGEST_SPLIT
 
 
 @dataclass(frozen=True)

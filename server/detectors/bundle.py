@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
+from envad.defaults import DEFAULT_CONTAMINATION
 from envad.errors import InvalidInput
 from envad.records import BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
@@ -43,8 +44,6 @@ from envad.server.env_stats import EnvStatistics
 
 MIN_SAMPLES = 20
 DEFAULT_CALIBRATION_FRACTION = 0.2
-#: expected anomaly rate of the fit set when a request names none
-DEFAULT_CONTAMINATION = 0.05
 AUTO_SPACE = "auto"
 #: the space when `auto` cannot choose (no labels, or one camera)
 FALLBACK_SPACE = "l2"

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envad.defaults import DEFAULT_MIN_CAMERA_ROWS
 from envad.errors import InvalidInput
 
 #: the registered space steps, in the order reports list them
@@ -50,7 +51,6 @@ WHITENED = frozenset({"white_l2", "center_white_l2"})
 UNIT_FIRST = frozenset({"pca_l2", "white_l2"})
 #: space steps that keep a basis (orthonormal rows) in `basis_`
 WITH_BASIS = frozenset({"pca_l2", "style_l2"})
-DEFAULT_MIN_CAMERA_ROWS = 32
 #: whitening's ridge as a fraction of the largest eigenvalue, chosen on the training
 #: cameras' selection folds (docs/RESULTS.md, fifth round)
 DEFAULT_SHRINKAGE = 0.003

@@ -24,13 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envad.defaults import DEFAULT_EVENT_GAP_S  # noqa: F401  (its owner; named here too)
 from envad.errors import InvalidInput
 from envad.event_rule import event_codes
 
 #: no group: a query that is none of the fit rows
 NO_GROUP = -1
-#: frames of one camera at most this many seconds apart (each to the next) are one event
-DEFAULT_EVENT_GAP_S = 60.0
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from envad.client import results as r
 from envad.errors import InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import (
-    DEFAULT_SPLIT,
+    INGEST_SPLIT,
     BundleInfo,
     DetectorFitStats,
     ImageInput,
@@ -73,7 +73,7 @@ def test_images_and_ingest_items_arrive_unchanged() -> None:
              IngestInput(ImageInput(data=b"x"), label="", split="")]
     (request,) = client.ingest_requests(items, max_message_bytes=1 << 20)
     assert server.ingest_chunk_from_pb(request) == [
-        items[0], IngestInput(ImageInput(data=b"x"), split=DEFAULT_SPLIT)]
+        items[0], IngestInput(ImageInput(data=b"x"), split=INGEST_SPLIT)]
 
 
 def test_filters_arrive_unchanged() -> None:
@@ -86,7 +86,7 @@ def test_request_defaults_are_resolved_from_the_config() -> None:
     config = ServerConfig(default_top_k=7, fit_max_samples=321)
     score = server.score_options_from_pb(pb.ScoreRequest(), config)
     assert (score.top_k, score.split, score.threshold, score.neighbor_filter) == (
-        7, DEFAULT_SPLIT, None, None)
+        7, INGEST_SPLIT, None, None)
     score = server.score_options_from_pb(pb.ScoreRequest(top_k=2, split="val", threshold=0.5,
                                                          label="x"), config)
     assert (score.top_k, score.split, score.threshold, score.label) == (2, "val", 0.5, "x")
