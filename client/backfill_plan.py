@@ -69,28 +69,20 @@ class BackfillOptions:
 def job_header(source: Source, options: BackfillOptions, model_id: str, data_dir: str | Path,
                engine: str = "service", bundle_id: str = "") -> dict:
     """What must match for a checkpoint to be resumed (same archive, table, engine, mode;
-    for a scoring job also the detector bundle it scores with).
-
-    The keys are the ones earlier versions wrote for each engine, so that their
-    checkpoints stay resumable: the service engine names its mode, the Ray engine (which
-    only ingests) names itself. A scoring job names `bundle_id`, so that scores of two
-    bundles never mix in one checkpoint and a refit starts a new job.
-    """
-    header = {
+    for a scoring job also the detector bundle it scores with, so that scores of two
+    bundles never mix in one checkpoint and a refit starts a new job). Every job names
+    every key (the Ray engine only ingests; "" when no bundle is scored with)."""
+    mode = ("score+store" if options.store else "score") if options.scores else "ingest"
+    return {
         "source": source.describe(),
         "model_id": model_id,
         "data_dir": str(data_dir),
         "envs": sorted(options.envs),
         "splits": sorted(options.splits),
+        "engine": engine,
+        "mode": mode,
+        "bundle_id": bundle_id if options.scores else "",
     }
-    if engine == "service":
-        header["mode"] = ("score+store" if options.store else "score") if options.scores \
-            else "ingest"
-        if options.scores:
-            header["bundle_id"] = bundle_id
-    else:
-        header["engine"] = engine
-    return header
 
 
 def check_some_wanted(source: Source, options: BackfillOptions) -> None:

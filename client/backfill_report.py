@@ -190,17 +190,9 @@ def reason_class(code: str, reason: str, names: Iterable[str] = ()) -> str:
     return f"{code or 'ERROR'}: {text}"[:120].rstrip(": ")
 
 
-#: where checkpoints written before items kept their event ("event" in the item) had
-#: it: the source values of Camtrap DP (eventID) and COCO Camera Traps (seq_id) items
-LEGACY_EVENT_KEYS = ("eventID", "seq_id")
-
-
 def archive_event(item: dict) -> str:
     """The event the archive names for a checkpointed item ("" when it names none)."""
-    if "event" in item:
-        return str(item["event"] or "")
-    source = item.get("source") or {}
-    return next((str(source[k]) for k in LEGACY_EVENT_KEYS if source.get(k)), "")
+    return str(item.get("event") or "")
 
 
 def score_records(outcomes: Iterable[Outcome], bundle_id: str = "") -> Iterator[dict]:

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from envad.errors import InvalidInput
 
-FORMAT_VERSION = 1
+#: 2: every job header names engine, mode and bundle_id
+FORMAT_VERSION = 2
 DONE_STATUSES = frozenset({"ok", "skipped"})
 STATUSES = frozenset({"ok", "failed", "skipped"})
 
@@ -124,6 +125,12 @@ class Checkpoint:
             raise
 
     def _mismatch(self, existing: dict, expected: dict) -> CheckpointMismatch:
+        if existing.get("version") != FORMAT_VERSION:
+            return CheckpointMismatch(
+                f"checkpoint {self.path} has an unknown older format (version "
+                f"{existing.get('version')!r}, this envad writes {FORMAT_VERSION}): rerun "
+                "the backfill without --resume after removing the file, or with another "
+                "--checkpoint (items already stored are not stored twice)")
         diff = sorted(k for k in expected.keys() | existing.keys()
                       if expected.get(k) != existing.get(k))
         if diff == ["bundle_id"]:

@@ -102,10 +102,13 @@ def load_scores(path: str | Path) -> ScoredSet:
     if not rows:
         raise ValueError(f"{path}: no scored image with a known truth (source.is_anomaly)")
     names = list(rows[0]["detectors"])
+    if any("adapted" not in r["detectors"][n] for r in rows for n in names):
+        raise ValueError(f"{path}: scores of an unknown older format (a detector's score "
+                         "without `adapted`): rerun the demo (`make demo`) or the backfill "
+                         "that wrote them")
     # a detector ranks by its score on the fit set's scale for the image's camera
-    # (`adapted`; records written before score adaptation carry only `raw`)
-    scores = {n: np.array([r["detectors"][n].get("adapted", r["detectors"][n]["raw"])
-                           for r in rows], dtype=float) for n in names}
+    scores = {n: np.array([r["detectors"][n]["adapted"] for r in rows], dtype=float)
+              for n in names}
     scores[ENSEMBLE] = np.array([r["ensemble"] for r in rows], dtype=float)
     return ScoredSet(np.array(truth), np.array(envs, dtype=object), scores)
 

@@ -57,9 +57,13 @@ class EnvStatistics:
         assert self.path is not None and self._journal is not None
         if self.path.is_file():
             with np.load(self.path, allow_pickle=False) as data:
+                if "seq" not in data.files:
+                    raise ValueError(
+                        f"{self.path}: camera statistics of an unknown older format (no "
+                        "seq): remove the file and its journal; the cameras' statistics "
+                        "start again, as after `envad reset-camera-stats`")
                 names, counts, sums = data["names"], data["counts"], data["sums"]
-                # snapshots written before the journal existed carry no sequence number
-                self._seq = int(data["seq"]) if "seq" in data.files else 0
+                self._seq = int(data["seq"])
             if sums.ndim != 2 or (len(sums) and sums.shape[1] != self.dim):
                 raise ValueError(f"{self.path}: statistics of {sums.shape[-1]}-d vectors, "
                                  f"expected {self.dim}")

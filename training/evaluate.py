@@ -291,8 +291,6 @@ def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
                 if run_dir.is_dir():
                     # results of a run trained before a default changed are not these
                     check_trained_hparams(run_dir, algorithm, config.hparams)
-                    if "training" not in cached:          # written before it existed
-                        cached["training"] = training_summary(run_dir)
                 results.append(cached)
                 continue
         result, scores = evaluate_run(config, dataset, algorithm, seed, progress)

@@ -135,17 +135,9 @@ class TrainConfig:
                    hparams=dict(pipeline.hparams), **settings)
 
     def identity(self) -> dict:
-        """Everything that determines the result (all fields but `out`), as JSON data.
-
-        `task` and `augment` are left out at their defaults, so runs written before
-        they existed keep their identity."""
+        """Everything that determines the result (all fields but `out`), as JSON data."""
         data = dataclasses.asdict(self)
         data.pop("out")
-        for key, default in (("task", "bucket"), ("augment", "none"), ("aux", "none"),
-                             ("exclude_envs", ()),
-                             ("exclude_labels", ())):
-            if data[key] == default:
-                data.pop(key)
         return json.loads(json.dumps(data))
 
 
@@ -165,15 +157,22 @@ def resolved_hparams(algorithm: str, hparams: dict) -> dict:
 
 
 def trained_hparams(run_dir: Path) -> dict | None:
-    """The hyperparameters a run was trained with: run.json's, else its newest
-    checkpoint's (runs written before run.json kept them); None when neither has them."""
+    """The hyperparameters a run was trained with (its run.json's); None when `run_dir`
+    holds no run."""
     run = read_run_if_any(run_dir)
-    if run is not None and "hparams" in run:
-        return run["hparams"]
-    last = ckpt.latest_checkpoint(run_dir)
-    if last is None:
+    if run is None:
         return None
-    return json.loads(json.dumps(ckpt.load_checkpoint(last)["args"]["hparams"]))
+    if "hparams" not in run:
+        raise older_run(run_dir, "hparams")
+    return run["hparams"]
+
+
+def older_run(run_dir: Path, missing: str) -> FailedPrecondition:
+    """The error for a run directory written by a development version before envad 0.1.0
+    (its run.json lacks `missing`)."""
+    return FailedPrecondition(f"{run_dir} holds a run of an unknown older format (its "
+                              f"run.json has no {missing}): delete the run directory to "
+                              "retrain it, or choose another output directory")
 
 
 def stale_hparams(run_dir: Path, algorithm: str, hparams: dict) -> str:
@@ -193,8 +192,7 @@ def check_trained_hparams(run_dir: Path, algorithm: str, hparams: dict) -> None:
     resolve to (a default changed since it was trained): its identity names only the
     hyperparameters given, so the cache alone would reuse it. A hyperparameter the run
     does not record did not exist when it was trained; one given on the command line is
-    in the identity already, and at its default it keeps the behaviour of before (as
-    `TrainConfig.identity` leaves new settings out at their defaults)."""
+    in the identity already, and at its default it keeps the behaviour of before."""
     changed = stale_hparams(run_dir, algorithm, hparams)
     if not changed:
         return
@@ -221,6 +219,9 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False,
     run_dir = Path(config.out)
     run = read_run_if_any(run_dir)
     if run is not None:
+        missing = sorted(config.identity().keys() - run["config"].keys())
+        if missing:
+            raise older_run(run_dir, ", ".join(missing))
         if not same_config(run["config"], config.identity()):
             raise FailedPrecondition(f"{run_dir} holds a run with a different config; "
                                      "choose another output directory")

@@ -31,8 +31,6 @@ INTERPOLATED = "interpolated"
 STEPS = "steps"
 #: the kind a bundle fitted now uses
 DEFAULT_CALIBRATION = INTERPOLATED
-#: the kind of a saved bundle whose manifest names none
-LEGACY_CALIBRATION = STEPS
 
 
 @dataclass(frozen=True)

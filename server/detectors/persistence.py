@@ -20,10 +20,9 @@ from pathlib import Path
 import joblib
 import numpy as np
 
-from envad.errors import Internal, InvalidInput, NotFound
+from envad.errors import FailedPrecondition, Internal, InvalidInput, NotFound
 from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.calibration import KINDS as CALIBRATION_KINDS
-from envad.server.detectors.calibration import LEGACY_CALIBRATION
 from envad.server.detectors.geometry import EmbeddingSpace
 from envad.server.detectors.leave_out import FitGroups
 from envad.server.detectors.score_adaptation import parse_score_adaptation
@@ -33,6 +32,9 @@ MANIFEST = "manifest.json"
 SPACE_FILE = "space.npz"
 FIT_GROUPS_FILE = "fit_groups.npz"
 FORMAT_VERSION = 1
+#: manifest keys every bundle of this format has (one written by a development version
+#: before envad 0.1.0 may lack some: it is refused, and a Fit replaces it)
+REQUIRED_KEYS = ("format_version", "space", "space_scores", "score_adaptation", "calibration")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -121,16 +123,15 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         if _sha256(target) != expected:
             raise Internal(f"bundle {path.name}: {file_name} does not match its manifest hash; "
                            "refusing to load it")
+    _check_format(path.name, manifest)
     names = manifest["detectors"]
-    calibration = manifest.get("calibration", LEGACY_CALIBRATION)
+    calibration = manifest["calibration"]
     if calibration not in CALIBRATION_KINDS:
         raise Internal(f"bundle {path.name}: unknown calibration {calibration!r}; known: "
                        f"{sorted(CALIBRATION_KINDS)}")
     kept = path / "kept_features.npy"
-    space = EmbeddingSpace()            # bundles written before space steps: raw
-    if "space" in manifest:
-        with np.load(path / SPACE_FILE, allow_pickle=False) as arrays:
-            space = EmbeddingSpace.from_arrays(manifest["space"], arrays)
+    with np.load(path / SPACE_FILE, allow_pickle=False) as arrays:
+        space = EmbeddingSpace.from_arrays(manifest["space"], arrays)
     fit_groups = None                   # bundles fitted without ids: no leave-out
     if FIT_GROUPS_FILE in manifest["files"]:
         with np.load(path / FIT_GROUPS_FILE, allow_pickle=False) as arrays:
@@ -143,12 +144,23 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         n_samples=manifest["n_samples"], n_features=manifest["n_features"],
         kept_features=np.load(kept) if kept.exists() else None, stats=manifest["stats"],
         created=manifest["created"], fit_filter=manifest["fit_filter"], seed=manifest["seed"],
-        space=space, space_scores=manifest.get("space_scores", {}),
-        # bundles written before score adaptation: none
-        score_adaptation=parse_score_adaptation(manifest.get("score_adaptation", "none")),
-        # bundles written before interpolated calibration: steps (their threshold's kind)
+        space=space, space_scores=manifest["space_scores"],
+        score_adaptation=parse_score_adaptation(manifest["score_adaptation"]),
         calibration=calibration, fit_groups=fit_groups,
     )
+
+
+def _check_format(name: str, manifest: dict) -> None:
+    """Refuse a bundle of another format, naming what to do (fit a new one)."""
+    missing = [key for key in REQUIRED_KEYS if key not in manifest]
+    if missing:
+        raise FailedPrecondition(
+            f"bundle {name} has an unknown older format (its manifest has no "
+            f"{', '.join(missing)}): refit the detectors with `envad fit` (or the Fit RPC)")
+    if manifest["format_version"] != FORMAT_VERSION:
+        raise FailedPrecondition(
+            f"bundle {name} has format version {manifest['format_version']!r}, this server "
+            f"reads {FORMAT_VERSION}: refit the detectors with `envad fit` (or the Fit RPC)")
 
 
 class BundleStore:

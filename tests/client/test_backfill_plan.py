@@ -3,6 +3,8 @@ skip reasons, batch cuts) and the job header, on real archives in a temp dir."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from client_archives import make_folder_dataset, make_megadetector_json
@@ -67,8 +69,9 @@ def test_job_header_per_engine_and_checkpoint_resume(tmp_path) -> None:
     options = BackfillOptions(splits=("train",), envs=("cam1", "cam0"))
     service = job_header(source, options, "m1", tmp_path / "data")
     ray = job_header(source, options, "m1", tmp_path / "data", engine="ray")
-    assert service["mode"] == "ingest" and "engine" not in service
-    assert ray["engine"] == "ray" and "mode" not in ray
+    assert service["mode"] == ray["mode"] == "ingest"
+    assert service["engine"] == "service" and ray["engine"] == "ray"
+    assert service["bundle_id"] == ray["bundle_id"] == ""
     assert service["envs"] == ["cam0", "cam1"] and ray["splits"] == ["train"]
     assert job_header(source, BackfillOptions(scores=True, store=False), "m1", "d")["mode"] \
         == "score"
@@ -81,6 +84,23 @@ def test_job_header_per_engine_and_checkpoint_resume(tmp_path) -> None:
         assert checkpoint.is_done(first.key)
     with pytest.raises(CheckpointMismatch, match="belongs to another job"):
         Checkpoint(path, ray, resume=True)
+
+
+def test_a_checkpoint_of_an_unknown_older_format_is_refused_naming_the_rerun(tmp_path) -> None:
+    """A checkpoint written by a development version before envad 0.1.0 (its header
+    without engine, its version 1) is refused with what to do, not resumed."""
+    source = open_source(make_folder_dataset(tmp_path / "ds"))
+    header = job_header(source, BackfillOptions(), "m1", tmp_path / "data")
+    older = {k: v for k, v in header.items() if k not in ("engine", "bundle_id")}
+    path = tmp_path / "ck.jsonl"
+    first = next(iter(source))
+    with Checkpoint(path, header, resume=False) as checkpoint:
+        checkpoint.record([item_outcome(first, "ok")])
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(json.dumps({"header": {**older, "version": 1}}) + "\n" + "".join(lines[1:]))
+    with pytest.raises(CheckpointMismatch, match=r"unknown older format \(version 1, .*"
+                                                 r"rerun the backfill without --resume"):
+        Checkpoint(path, header, resume=True)
 
 
 def test_filters_that_select_nothing_are_refused_naming_what_is_there(tmp_path) -> None:

@@ -21,9 +21,10 @@ def write_scores(path, n=40, seed=0):
             noise = float(rng.random())
             f.write(json.dumps({
                 "key": f"k{i}", "status": "ok", "env": env, "ensemble": perfect / 2,
-                "detectors": {"Perfect": {"raw": perfect, "calibrated": 0},
-                              "Inverted": {"raw": inverted, "calibrated": 0},
-                              "Noise": {"raw": noise, "calibrated": 0}},
+                "detectors": {"Perfect": {"raw": perfect, "adapted": perfect, "calibrated": 0},
+                              "Inverted": {"raw": inverted, "adapted": inverted,
+                                           "calibrated": 0},
+                              "Noise": {"raw": noise, "adapted": noise, "calibrated": 0}},
                 "source": {"is_anomaly": anomaly}}) + "\n")
         f.write(json.dumps({"key": "bad", "status": "failed",
                             "source": {"is_anomaly": True}}) + "\n")
@@ -55,10 +56,21 @@ def test_needs_truth_and_both_classes(tmp_path) -> None:
     with pytest.raises(ValueError, match="no scored image"):
         load_scores(tmp_path / "empty.jsonl")
     line = {"status": "ok", "env": "c", "ensemble": 0.1,
-            "detectors": {"KNN": {"raw": 1.0, "calibrated": 0.1}}, "source": {"is_anomaly": False}}
+            "detectors": {"KNN": {"raw": 1.0, "adapted": 1.0, "calibrated": 0.1}},
+            "source": {"is_anomaly": False}}
     (tmp_path / "one.jsonl").write_text(json.dumps(line) + "\n")
     with pytest.raises(ValueError, match="both"):
         auc_table(load_scores(tmp_path / "one.jsonl"))
+
+
+def test_scores_of_an_unknown_older_format_are_refused_naming_the_rerun(tmp_path) -> None:
+    """Records written by a development version before envad 0.1.0 carry only `raw`."""
+    line = {"status": "ok", "env": "c", "ensemble": 0.1,
+            "detectors": {"KNN": {"raw": 1.0, "calibrated": 0.1}}, "source": {"is_anomaly": False}}
+    (tmp_path / "old.jsonl").write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match=r"unknown older format .*without `adapted`.*"
+                                         r"rerun the demo"):
+        load_scores(tmp_path / "old.jsonl")
 
 
 def test_the_description_states_the_dataset_it_ran_on(tmp_path) -> None:

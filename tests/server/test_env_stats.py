@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from envad.server.env_stats import JOURNAL_SUFFIX, EnvStatistics
 from envad.server.stats_journal import Update, decode_all, encode
@@ -107,14 +108,14 @@ def test_a_torn_or_corrupt_journal_tail_is_cut_and_appends_go_on(tmp_path):
     assert EnvStatistics(path, 3).counts() == {"a": 1}
 
 
-def test_snapshots_from_before_the_journal_still_load(tmp_path):
+def test_a_snapshot_of_an_unknown_older_format_is_refused_naming_the_reset(tmp_path):
+    """A snapshot written by a development version before envad 0.1.0 (no seq)."""
     path = tmp_path / "s.npz"
     np.savez(path, names=np.array(["old"]), counts=np.array([4]),
              sums=np.array([[8.0, 4.0]]))
-    stats = EnvStatistics(path, 2)
-    np.testing.assert_allclose(stats.get("old").mean, [2.0, 1.0])
-    stats.update(["old"], np.array([[2.0, 1.0]]))
-    assert EnvStatistics(path, 2).get("old").count == 5
+    with pytest.raises(ValueError, match=r"unknown older format \(no seq\): remove the "
+                                         r"file .*envad reset-camera-stats"):
+        EnvStatistics(path, 2)
 
 
 def test_closed_statistics_reopen_their_journal_and_lose_nothing(tmp_path):

@@ -81,9 +81,6 @@ def test_a_finished_run_trained_with_other_hyperparameters_is_refused(finished_r
     config = tiny_config(tiny_photodigits, copy)
     run = read_run(copy)
     assert run["hparams"] == resolved_hparams("erm", config.hparams)
-    # a run written before run.json kept them: its newest checkpoint's are compared
-    del run["hparams"]
-    (copy / "run.json").write_text(json.dumps(run))
     assert trained_hparams(copy) == resolved_hparams("erm", config.hparams)
     assert train(config, progress=False) == copy
     # a hyperparameter added since the run was trained: not recorded, not a difference
@@ -94,6 +91,28 @@ def test_a_finished_run_trained_with_other_hyperparameters_is_refused(finished_r
     run["hparams"] = {**resolved_hparams("erm", config.hparams), "lr": 0.5}
     (copy / "run.json").write_text(json.dumps(run))
     with pytest.raises(FailedPrecondition, match=r"other hyperparameters .* lr 0\.5 \(now "):
+        train(config, progress=False)
+
+
+def test_a_run_of_an_unknown_older_format_is_refused_naming_the_retrain(finished_run,
+                                                                        tiny_photodigits,
+                                                                        tmp_path):
+    """run.json written by a development version before envad 0.1.0 (no hparams, or an
+    identity without settings added since): a clear error, not a silent reuse."""
+    copy = tmp_path / "erm"
+    shutil.copytree(finished_run, copy)
+    config = tiny_config(tiny_photodigits, copy)
+    run = read_run(copy)
+    no_hparams = {key: value for key, value in run.items() if key != "hparams"}
+    (copy / "run.json").write_text(json.dumps(no_hparams))
+    with pytest.raises(FailedPrecondition, match=r"unknown older format .*no hparams.*"
+                                                 r"delete the run directory to retrain"):
+        train(config, progress=False)
+    older = {**run, "config": {k: v for k, v in run["config"].items()
+                               if k not in ("task", "augment")}}
+    (copy / "run.json").write_text(json.dumps(older))
+    with pytest.raises(FailedPrecondition, match=r"unknown older format .*no augment, task"
+                                                 r".*delete the run directory"):
         train(config, progress=False)
 
 

@@ -97,9 +97,10 @@ def test_train_with_class_task_and_held_out_camera_and_class(tiny_photodigits, t
     assert (run_dir / "encoder.onnx").is_file()
 
 
-def test_paper_defaults_keep_the_identity_of_older_runs(tiny_photodigits, tmp_path):
+def test_the_identity_names_every_setting_at_its_default_too(tiny_photodigits, tmp_path):
     identity = tiny_config(tiny_photodigits, tmp_path).identity()
-    assert not {"task", "augment", "exclude_envs", "exclude_labels"} & set(identity)
+    assert {"task", "augment", "aux", "exclude_envs", "exclude_labels"} <= set(identity)
+    assert identity["task"] == "bucket" and identity["exclude_envs"] == []
 
 
 def test_holding_out_an_unknown_camera_is_an_error(tiny_photodigits):

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from envad.errors import Internal, InvalidInput, NotFound
+from envad.errors import FailedPrecondition, Internal, InvalidInput, NotFound
 from envad.server.detectors.bundle import fit_bundle
 from envad.server.detectors.persistence import BundleStore, load_bundle, save_bundle
 
@@ -86,7 +86,7 @@ def test_space_step_round_trips(tmp_path, spec, described):
                            .score(X[:7], envs[:7]).raw["KNN"])
 
 
-def test_fit_groups_round_trip_and_older_bundles_load_without_them(tmp_path):
+def test_fit_groups_round_trip_and_bundles_fitted_without_ids_have_none(tmp_path):
     from envad.server.detectors.leave_out import FitGroups
 
     rng = np.random.default_rng(3)
@@ -104,7 +104,7 @@ def test_fit_groups_round_trip_and_older_bundles_load_without_them(tmp_path):
     for name in ("KNN", "KDE"):
         np.testing.assert_array_equal(served.raw[name], expected.raw[name])
     assert served.raw["KNN"][100:].min() > served.raw["KNN"][:100].max()
-    # a bundle saved before fit groups: no file, each query scored like any image
+    # a bundle fitted without ids has no fit-groups file: each query scored like any image
     manifest_path = path / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     del manifest["files"]["fit_groups.npz"]
@@ -114,7 +114,7 @@ def test_fit_groups_round_trip_and_older_bundles_load_without_them(tmp_path):
     assert older.score(X, ids=ids).raw["KNN"][100:].max() < 0.1
 
 
-def test_score_adaptation_round_trips_and_older_bundles_load_without_it(tmp_path):
+def test_score_adaptation_round_trips(tmp_path):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(120, 6))
     bundle = fit_bundle(X, detectors=["KNN"], score_adaptation="camera:5")
@@ -130,15 +130,9 @@ def test_score_adaptation_round_trips_and_older_bundles_load_without_it(tmp_path
     served = loaded.score(queries, envs, score_stats=loaded_stats)
     np.testing.assert_allclose(served.calibrated["KNN"], expected.calibrated["KNN"])
     assert not np.allclose(served.adapted["KNN"], served.raw["KNN"])
-    # a bundle saved before score adaptation existed: its manifest has no such key
-    manifest_path = path / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    del manifest["score_adaptation"]
-    manifest_path.write_text(json.dumps(manifest))
-    assert load_bundle(path, tmp_path).score_adaptation.describe() == "none"
 
 
-def test_calibration_round_trips_and_older_bundles_keep_their_steps(tmp_path):
+def test_calibration_round_trips_and_an_unknown_kind_is_refused(tmp_path):
     rng = np.random.default_rng(3)
     bundle = fit_bundle(rng.normal(size=(100, 6)), detectors=["KNN"])
     path = save_bundle(bundle, tmp_path)
@@ -146,18 +140,34 @@ def test_calibration_round_trips_and_older_bundles_keep_their_steps(tmp_path):
     loaded = load_bundle(path, tmp_path)
     assert loaded.calibration == "interpolated"
     np.testing.assert_array_equal(loaded.score(queries).ensemble, bundle.score(queries).ensemble)
-    # a bundle saved before interpolation: its manifest names no calibration, and its
-    # threshold was computed with steps, so it keeps calibrating with steps
     manifest_path = path / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    del manifest["calibration"]
-    manifest_path.write_text(json.dumps(manifest))
-    older = load_bundle(path, tmp_path)
-    assert older.calibration == "steps"
-    reference = older.reference["KNN"]
-    expected = np.searchsorted(reference, older.score(queries).raw["KNN"], "right") / len(reference)
-    np.testing.assert_array_equal(older.score(queries).ensemble, expected)
     manifest["calibration"] = "quantile"
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(Internal, match="unknown calibration 'quantile'"):
+        load_bundle(path, tmp_path)
+
+
+@pytest.mark.parametrize("key", ["space", "space_scores", "score_adaptation", "calibration",
+                                 "format_version"])
+def test_a_bundle_of_an_unknown_older_format_is_refused_naming_the_refit(tmp_path, key):
+    rng = np.random.default_rng(4)
+    path = save_bundle(fit_bundle(rng.normal(size=(100, 6)), detectors=["KNN"]), tmp_path)
+    manifest_path = path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest[key]          # written by a development version before envad 0.1.0
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(FailedPrecondition, match=rf"unknown older format .*no {key}\b.*"
+                                                 r"refit the detectors with `envad fit`"):
+        load_bundle(path, tmp_path)
+
+
+def test_a_bundle_of_another_format_version_is_refused_naming_the_refit(tmp_path):
+    rng = np.random.default_rng(5)
+    path = save_bundle(fit_bundle(rng.normal(size=(100, 6)), detectors=["KNN"]), tmp_path)
+    manifest_path = path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["format_version"] = 0
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(FailedPrecondition, match="format version 0.*refit the detectors"):
         load_bundle(path, tmp_path)
