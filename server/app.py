@@ -5,10 +5,16 @@ Health: the overall service ("") is SERVING as soon as the process answers;
 loaded, and both are NOT_SERVING during shutdown. On SIGTERM/SIGINT the server refuses
 new RPCs (UNAVAILABLE) and drains in-flight ones for up to `grace_seconds`, health still
 answering, then stops.
+
+Streaming calls hold a handler thread each: at most `stream_limit` of them run at once
+and an idle one ends after `stream_idle_seconds` (stream_limits.py), so the other
+threads always answer unary calls and health. The port is never shared: a second server
+on a port in use exits with one line naming it.
 """
 
 from __future__ import annotations
 
+import errno
 import faulthandler
 import logging
 import signal
@@ -37,7 +43,9 @@ from envad.server.interceptors import (
 )
 from envad.server.logs import configure_logging
 from envad.server.metrics import ServerMetrics
+from envad.server.ports import refuse_port_in_use
 from envad.server.service import AnomalyServicer
+from envad.server.stream_limits import StreamGate
 from envad.server.worker_pool import RecentFirstPool
 from envad.v1 import envad_pb2, envad_pb2_grpc
 
@@ -61,6 +69,7 @@ class RunningServer:
     gate: DrainGate
     pool: RecentFirstPool | None = None      # the handlers' threads
     refresher: threading.Thread | None = None
+    streams: StreamGate | None = None         # the bound and idle deadline of streams
     # held while the service's health is set: once `stop` has set NOT_SERVING, a refresh
     # pass that was under way cannot set SERVING again
     health_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,6 +91,8 @@ class RunningServer:
         self.server.stop(FINAL_GRACE_SECONDS if grace else grace).wait()
         if self.pool is not None:
             self.pool.shutdown(wait=True)
+        if self.streams is not None:
+            self.streams.close()
         if self.refresher is not None:
             self.refresher.join()
         self.engine.close()
@@ -90,19 +101,26 @@ class RunningServer:
 def grpc_options(config: ServerConfig) -> list[tuple[str, int]]:
     limit = config.max_message_mb * 1024 * 1024
     return [("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit)]
+            ("grpc.max_send_message_length", limit),
+            # gRPC shares a port by default (SO_REUSEPORT): a second server on it would
+            # take half the connections, with a store of its own
+            ("grpc.so_reuseport", 0)]
 
 
 def start(config: ServerConfig) -> RunningServer:
     """Build and start the server; returns once it listens."""
+    refuse_port_in_use(config.host, config.port)
     metrics = ServerMetrics()
     engine = Engine(config, metrics)
     gate = DrainGate()
+    streams = StreamGate(config.stream_limit, config.stream_idle_seconds)
     interceptors: list[grpc.ServerInterceptor] = [
         gate,
         ParseGuardInterceptor(),
         ObserveInterceptor(metrics_observer(metrics)),
         ObserveInterceptor(log_observer(logging.getLogger("envad.access"))),
+        # inside the observers, so that refused and idle streams are counted and logged
+        streams,
         PreSerializedResponses([f"/{SERVICE_NAME}/Export"])]
     if config.auth_token:
         interceptors.insert(0, BearerTokenInterceptor(config.auth_token))
@@ -117,14 +135,21 @@ def start(config: ServerConfig) -> RunningServer:
     health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = _bind(server, config)
+    try:
+        port = _bind(server, config)
+    except RuntimeError:    # grpcio raises "Failed to bind to address ..."
+        port = 0
     if port == 0:
-        raise OSError(f"cannot bind {config.host}:{config.port}")
+        streams.close()
+        raise OSError(errno.EADDRNOTAVAIL,
+                      f"cannot listen on {config.host}:{config.port}: the port is in use or "
+                      f"the address is not this machine's; pick another with --port or "
+                      f"--host")
     server.start()
     if config.metrics_port:
         metrics.serve(config.metrics_port, config.metrics_host)
     running = RunningServer(server, engine, health_servicer, port, threading.Event(), gate,
-                            pool)
+                            pool, streams=streams)
     log.info("listening", extra={"address": f"{config.host}:{port}", "version": __version__,
                                  "data_dir": str(config.data_dir),
                                  "models_dir": str(config.resolved_models_dir)})

@@ -24,15 +24,29 @@ def register(subparsers) -> None:
     parser.add_argument("--data-dir", type=Path, help="store, bundles, state (default var/envad)")
     parser.add_argument("--models-dir", type=Path, help="ONNX encoders (default DATA_DIR/models)")
     parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (0 = off)")
+    parser.add_argument("--max-streams", type=int,
+                        help="streaming calls (ScoreStream, Ingest, Export, ...) served at once; "
+                             "one more is refused with RESOURCE_EXHAUSTED. Must be below "
+                             "workers, whose other threads stay for unary calls and health "
+                             "(default 0 = workers // 2, i.e. 8)")
+    parser.add_argument("--stream-idle-seconds", type=float,
+                        help="end a stream whose client sends no request for this long, with "
+                             "DEADLINE_EXCEEDED (default 30; 0 = never)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from envad.server.app import serve
     from envad.server.config import load_config
+    from envad.server.ports import refuse_port_in_use
 
     config = load_config(config_file=args.config, overrides={
         "host": args.host, "port": args.port, "data_dir": args.data_dir,
         "models_dir": args.models_dir, "metrics_port": args.metrics_port,
+        "max_streams": args.max_streams, "stream_idle_seconds": args.stream_idle_seconds,
     })
+    # before the engine's imports (whose libraries log as they load): a wrong setting or
+    # a port in use is one line on stderr
+    refuse_port_in_use(config.host, config.port)
+    from envad.server.app import serve
+
     return serve(config)

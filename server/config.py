@@ -47,6 +47,8 @@ class ServerConfig:
     max_wait_ms: float = 2.0                # batching window after the first request
     decode_threads: int = 0                 # threads decoding images (0 = thread budget)
     workers: int = 16                       # most gRPC handler threads (worker_pool.py)
+    max_streams: int = 0                    # streaming calls open at once (0 = workers // 2)
+    stream_idle_seconds: float = 30.0       # end a stream sending nothing this long (0 = never)
     threads: int = 0                        # thread budget of every pool (0 = all cores)
     intra_op_threads: int = 0               # ONNX Runtime intra-op threads (0 = budget)
     intra_op_spinning: int = 0              # 1: idle ONNX Runtime threads spin (0: they yield)
@@ -69,6 +71,12 @@ class ServerConfig:
     @property
     def resolved_models_dir(self) -> Path:
         return Path(self.models_dir) if self.models_dir else Path(self.data_dir) / "models"
+
+    @property
+    def stream_limit(self) -> int:
+        """Streaming calls served at once (stream_limits.py); the other handler threads
+        stay free for unary calls and health checks."""
+        return self.max_streams or max(1, self.workers // 2)
 
     @property
     def anomaly_label_set(self) -> tuple[str, ...]:
@@ -139,6 +147,16 @@ def load_config(*, config_file: Path | None = None, env: Mapping[str, str] | Non
         raise InvalidInput("TLS needs both tls_cert_file and tls_key_file")
     if config.accelerator not in ("auto", "cpu", "cuda"):
         raise InvalidInput(f"accelerator must be auto, cpu or cuda, got {config.accelerator!r}")
+    if config.workers < 2:
+        raise InvalidInput(f"workers must be at least 2 (one thread stays free of streaming "
+                           f"calls), got {config.workers}")
+    if not 0 <= config.max_streams < config.workers:
+        raise InvalidInput(f"max_streams must be below workers ({config.workers}) so that "
+                           f"unary calls and health checks keep a thread, got "
+                           f"{config.max_streams}")
+    if config.stream_idle_seconds < 0:
+        raise InvalidInput(f"stream_idle_seconds must be >= 0 (0 = never), got "
+                           f"{config.stream_idle_seconds}")
     if config.log_format not in ("json", "text"):
         raise InvalidInput("log_format must be 'json' or 'text'")
     return config

@@ -30,6 +30,10 @@ def status_for(error: BaseException) -> grpc.StatusCode:
 
 def _abort(context: grpc.ServicerContext, error: BaseException, method: str) -> None:
     if not context.is_active():   # the client cancelled or went away: nothing to answer
+        if isinstance(error, EnvadError) and error.code == "DEADLINE_EXCEEDED":
+            # the server ended an idle stream, which told the client (stream_limits.py)
+            log.info("%s", clip_message(str(error)))
+            context.abort(status_for(error), clip_message(str(error)))
         log.info("%s ended: the client cancelled or disconnected", method)
         context.abort(grpc.StatusCode.CANCELLED, "cancelled by the client")
     code = status_for(error)

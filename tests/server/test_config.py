@@ -52,3 +52,18 @@ def test_anomaly_labels_are_a_comma_separated_set():
     config = load_config(env={"ENVAD_ANOMALY_LABELS": " anomaly, unknown-species,,anomaly"})
     assert config.anomaly_label_set == ("anomaly", "unknown-species")
     assert load_config(env={}).anomaly_label_set == ("anomaly",)
+
+
+def test_streams_keep_handler_threads_for_unary_calls():
+    """max_streams defaults to half the handler threads and must stay below them, so that
+    unary calls and health always have a thread (server/stream_limits.py)."""
+    assert load_config(env={}).stream_limit == 8
+    assert load_config(env={"ENVAD_WORKERS": "6"}).stream_limit == 3
+    assert load_config(env={"ENVAD_MAX_STREAMS": "15"}).stream_limit == 15
+    assert load_config(env={"ENVAD_STREAM_IDLE_SECONDS": "2.5"}).stream_idle_seconds == 2.5
+    with pytest.raises(InvalidInput, match="max_streams must be below workers"):
+        load_config(env={"ENVAD_MAX_STREAMS": "16"})
+    with pytest.raises(InvalidInput, match="workers must be at least 2"):
+        load_config(env={"ENVAD_WORKERS": "1"})
+    with pytest.raises(InvalidInput, match="stream_idle_seconds"):
+        load_config(env={"ENVAD_STREAM_IDLE_SECONDS": "-1"})

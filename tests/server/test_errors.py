@@ -112,3 +112,17 @@ def test_a_cancelled_call_is_not_an_internal_error(caplog) -> None:
         Raiser(RuntimeError("iterator ended")).Unary(None, RecordingContext(active=False))
     assert aborted.value.code() is grpc.StatusCode.CANCELLED
     assert "internal error" not in caplog.text
+
+
+def test_a_stream_ended_idle_by_the_server_keeps_its_status(caplog) -> None:
+    """The idle-stream watchdog (server/stream_limits.py) already answered the client
+    DEADLINE_EXCEEDED; the handler's end is logged as that, not as a cancellation."""
+    import logging
+
+    from envad.server.stream_limits import IdleStream
+
+    error = IdleStream("Ingest ended by the server: no request for 30 s")
+    with caplog.at_level(logging.INFO), pytest.raises(AbortedCall) as aborted:
+        list(Raiser(error).Streaming(None, RecordingContext(active=False)))
+    assert aborted.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "no request for 30 s" in caplog.text and "cancelled" not in caplog.text
