@@ -145,6 +145,8 @@ class Engine:
             return (f"no encoder yet: copy an envad .onnx file into "
                     f"{self.config.resolved_models_dir} (see docs/model-format.md); the "
                     "server picks it up within seconds")
+        if self._active.store.problem:      # a damaged table, or acknowledged rows missing
+            return self._active.store.problem
         if self._active.bundle is None and self._active.bundle_problem:
             return (f"{self._active.bundle_problem}: fit again (`envad fit`) to replace it")
         if self._active.bundle is None:
@@ -298,6 +300,8 @@ class Engine:
         top_k = options.top_k
         if not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
+        if options.store:
+            space.store.require_writable()
         reused = self._stored_vectors(space, images) if options.reuse_stored else {}
         with space.batcher.coming() as ticket:
             good, batch, failures = self._decode_all(images, space.encoder.input_size,
@@ -366,6 +370,7 @@ class Engine:
     def ingest(self, chunks: Iterable[Sequence[IngestInput]]) -> IngestTotals:
         """Embed and store every chunk; returns once every written row is durable."""
         space = self.require_space()
+        space.store.require_writable()
         totals = IngestTotals()
         pending: list[tuple[Future, list[tuple[int, str]]]] = []
         offset = 0
@@ -450,6 +455,7 @@ class Engine:
 
     def fit(self, options: FitOptions) -> FitOutcome:
         space = self.require_space()
+        space.store.require_writable()
         table = fit_rows(space.store, options.row_filter,
                          columns=("id", "env", "label", "timestamp", "event"),
                          anomaly_labels=self.config.anomaly_label_set, with_vectors=False)

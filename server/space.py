@@ -195,6 +195,7 @@ class ModelSpace:
             self._metrics.batch_size.observe(size)
 
     def _committed(self, rows: list[Row], version: int) -> None:
+        self.store.record_acknowledged(version)   # durable before the callers hear of it
         if self._metrics:
             self._metrics.rows_written.labels(self.model_id).inc(len(rows))
         self.observe_stored(rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,14 @@ from envad.errors import FailedPrecondition, InvalidInput
 from envad.records import RowFilter
 from envad.server.id_positions import IdPositions
 from envad.server.limits import MAX_NAME_CHARS, text_problem
+from envad.server.store_recovery import (
+    Acknowledged,
+    Recovery,
+    open_newest_readable,
+    read_record,
+    record_path,
+    write_record,
+)
 
 PRIMARY_KEY_METADATA = {"lance-schema:unenforced-primary-key": "true"}
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -61,14 +70,27 @@ def make_schema(dim: int) -> pa.Schema:
     ])
 
 
-def open_table(db, model_id: str, dim: int):
+def open_table(db, model_id: str, dim: int, db_dir: Path | None = None):
     """`model_id`'s table in a LanceDB connection, created with the store schema when it
     does not exist, and brought up to it when it lacks a column added since
     (ADDED_COLUMNS: one commit per column, its existing rows given the column's value).
-    Refused when the table holds vectors of another dimension."""
+    Refused when the table holds vectors of another dimension. With `db_dir` (the
+    connection's folder), a table whose newest files are damaged opens at its newest
+    readable version (store_recovery.py); `open_table_at_readable` returns how."""
+    return open_table_at_readable(db, model_id, dim, db_dir)[0]
+
+
+def open_table_at_readable(db, model_id: str, dim: int, db_dir: Path | None = None
+                           ) -> tuple[object, Recovery | None]:
+    """`open_table`, and the Recovery of a table served below its newest version or
+    below its acknowledged record (None when it opened as it is)."""
     name = table_name(model_id)
+    recovery = None
     try:
-        table = db.open_table(name)
+        if db_dir is None:
+            table = db.open_table(name)
+        else:
+            table, recovery = open_newest_readable(db, db_dir, name)
     except ValueError:  # not created yet
         table = db.create_table(name, schema=make_schema(dim), exist_ok=True)
     stored = table.schema.field("vector").type.list_size
@@ -77,7 +99,9 @@ def open_table(db, model_id: str, dim: int):
             f"store table {name} holds {stored}-d vectors but model {model_id!r} embeds "
             f"{dim}-d ones: give a retrained encoder its own model id"
         )
-    return upgrade_table(table)
+    if recovery is not None and not recovery.writable:
+        return table, recovery          # pinned read-only: no commit (columns come later)
+    return upgrade_table(table), recovery
 
 
 def upgrade_table(table):
@@ -175,8 +199,42 @@ class EmbeddingStore:
         self.dim = dim
         self._env_counts: tuple[int, dict[str, int]] | None = None
         self._db = lancedb.connect(str(db_dir), read_consistency_interval=dt.timedelta(0))
-        self._table = open_table(self._db, model_id, dim)
+        #: how a damaged table is served (None: it opened as it is): store_recovery.py
+        self._table, self.recovery = open_table_at_readable(self._db, model_id, dim,
+                                                            Path(db_dir))
+        self._record = record_path(Path(db_dir), table_name(model_id))
+        self._record_lock = threading.Lock()
+        self._acknowledged: Acknowledged | None = None
         self._read_version()
+
+    @property
+    def problem(self) -> str:
+        """What a client is told of a table opened damaged or below its acknowledged
+        record ("" when it opened as it is)."""
+        return self.recovery.problem if self.recovery is not None else ""
+
+    @property
+    def writable(self) -> bool:
+        return self.recovery is None or self.recovery.writable
+
+    def require_writable(self) -> None:
+        """FailedPrecondition (what is missing, how to restore) while acknowledged rows
+        are missing: the table is served read-only until an operator acts."""
+        if not self.writable:
+            raise FailedPrecondition(self.problem)
+
+    def record_acknowledged(self, version: int) -> None:
+        """Make `version` (just committed, about to be acknowledged) and the table's
+        rows the durable acknowledged record (store_recovery.py); an older version than
+        the one recorded is left."""
+        with self._record_lock:
+            if self._acknowledged is None:
+                self._acknowledged = read_record(self._record)
+            if self._acknowledged is not None and version <= self._acknowledged.version:
+                return
+            acknowledged = Acknowledged(int(version), self.count())
+            write_record(self._record, acknowledged)
+            self._acknowledged = acknowledged
 
     @property
     def version(self) -> int:
@@ -303,17 +361,22 @@ class EmbeddingStore:
         """Pick up versions committed by other writers; True when the version is newer
         than the one this process saw last."""
         before = self._seen_version
+        if not self.writable:       # pinned at the readable version until an operator acts
+            return False
         self._table.checkout_latest()
         return self._read_version() != before
 
     def set_label(self, ids: Sequence[str], label: str) -> list[str]:
         """Set the label of the stored rows among `ids`; returns the ids updated."""
+        self.require_writable()
         stored = self.existing_ids(ids)
         wanted = sorted(stored)
         for start in range(0, len(wanted), 1000):
             where = "id IN (" + ", ".join(_quote(i) for i in wanted[start:start + 1000]) + ")"
             self._table.update(where=where, values={"label": label})
-        self._read_version()
+        version = self._read_version()
+        if wanted and self._record.is_file():    # a relabel is acknowledged too
+            self.record_acknowledged(version)
         return [i for i in dict.fromkeys(ids) if i in stored]
 
     def optimize(self, keep_versions_for: dt.timedelta = dt.timedelta(hours=1)) -> None:

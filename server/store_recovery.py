@@ -1,0 +1,273 @@
+"""A store table whose newest files are damaged, and the record of acknowledged writes.
+
+Opening (`open_newest_readable`): the table's newest version is checked before it is
+served: its manifest must read, and every data and deletion file it lists must exist
+with the size its manifest recorded (a truncated or deleted file is found here, at
+start, not by the first read that touches it). A damaged version is passed over for
+the newest older version that checks out (lance keeps the older manifests until the
+store's compaction cleans them up); a manifest that does not read is renamed
+`<name>.manifest.damaged` (lance cannot open the table while it is the newest one), all
+other files are left as they are. One ERROR names the damaged file and the version
+served, and `Recovery.problem` says it to clients (GetInfo's hint).
+
+The acknowledged record (`<data_dir>/lancedb.acknowledged/<table>.json`: the table
+version of the last acknowledged commit and the table's rows then) is written after
+each commit, atomically and fsync'd, before the callers hear of their rows. It lives
+outside the table's manifests so that a lost manifest cannot take it along. When the
+readable version is below it (an acknowledged commit is missing, or rows are), the
+table is served read-only at that version, pinned: reads answer, writes are refused
+(`Recovery.writable` is False) with a message saying what is missing and the two ways
+out: restore the lancedb folder from a backup, or accept the loss by deleting the
+record file (the next start then serves the readable version as the newest one and
+writes follow it). When nothing acknowledged is missing, the readable version is
+restored as the newest version at once (lance's restore: a new version with its data),
+so that writes follow it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import lance
+
+from envad.errors import FailedPrecondition
+from envad.server.durable import fsync_path
+
+log = logging.getLogger(__name__)
+DAMAGED_SUFFIX = ".damaged"
+_U64_MAX = (1 << 64) - 1
+_MANIFEST = re.compile(r"^(\d+)\.manifest$")
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    """The last acknowledged commit: its table version and the table's rows then."""
+
+    version: int
+    rows: int
+
+
+def record_path(db_dir: Path, table: str) -> Path:
+    """Where the acknowledged record of `table` in the LanceDB folder `db_dir` lives: a
+    folder beside it (a restore of the lancedb folder from a backup leaves it)."""
+    db_dir = Path(db_dir)
+    return db_dir.with_name(db_dir.name + ".acknowledged") / f"{table}.json"
+
+
+def read_record(path: Path) -> Acknowledged | None:
+    """The record at `path`; None when there is none (or it does not read: logged)."""
+    try:
+        data = json.loads(path.read_text())
+        return Acknowledged(int(data["version"]), int(data["rows"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.error("acknowledged record %s does not read (%s): taken as absent", path, exc)
+        return None
+
+
+def write_record(path: Path, acknowledged: Acknowledged) -> None:
+    """Replace the record atomically: temp file, fsync, rename, fsync of the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(".tmp")
+    with open(staging, "w") as out:
+        json.dump({"version": acknowledged.version, "rows": acknowledged.rows}, out)
+        out.flush()
+        os.fsync(out.fileno())
+    staging.replace(path)
+    fsync_path(path.parent)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """How a table whose newest files were damaged, or that opened below its acknowledged
+    record, is served."""
+
+    table: str
+    served_version: int
+    served_rows: int
+    damaged: tuple[str, ...] = ()        # files, relative to the data directory
+    damaged_version: int | None = None   # the newest version, not served
+    missing: Acknowledged | None = None  # the acknowledged commit not served
+    record: str = ""                     # the record file, relative to the data directory
+    restored_as: int | None = None       # the new version holding the served data
+
+    @property
+    def writable(self) -> bool:
+        return self.missing is None
+
+    @property
+    def problem(self) -> str:
+        """One sentence for clients (GetInfo's hint, the refusal of a write)."""
+        damage = ""
+        if self.damaged:
+            damage = (f"{', '.join(self.damaged)} is damaged (table version "
+                      f"{self.damaged_version} unreadable); ")
+        if self.missing is None:
+            restored = (" as the newest version" if self.restored_as == self.served_version
+                        else f", restored as version {self.restored_as}")
+            return (f"store table {self.table}: {damage}serving version "
+                    f"{self.served_version} ({self.served_rows} rows){restored}; no "
+                    "acknowledged row is missing")
+        lost = self.missing.rows - self.served_rows
+        return (f"store table {self.table}: {damage}serving version {self.served_version} "
+                f"({self.served_rows} rows) read-only: acknowledged version "
+                f"{self.missing.version} ({self.missing.rows} rows) is missing, "
+                f"{max(lost, 0)} acknowledged rows are not served. Writes are refused: "
+                f"restore the data directory's lancedb folder from a backup holding "
+                f"version {self.missing.version} and restart, or accept the loss: delete "
+                f"{self.record} and restart (writes then follow version "
+                f"{self.served_version})")
+
+
+def open_newest_readable(db, db_dir: Path, name: str):
+    """`db.open_table(name)` at its newest readable version: (table, Recovery or None).
+
+    ValueError when the table does not exist (as `open_table`); FailedPrecondition when
+    no version of it reads (each damaged file named)."""
+    db_dir = Path(db_dir)
+    uri = db_dir / f"{name}.lance"
+    relative = _relative_to(db_dir.parent)
+    damaged: list[str] = []
+    damaged_version: int | None = None
+    while True:
+        try:
+            table = db.open_table(name)
+            break
+        except ValueError:
+            raise
+        except Exception as exc:   # lance: the newest manifest does not read
+            manifest = _unreadable_newest_manifest(uri)
+            if manifest is None:
+                raise
+            path, version = manifest
+            log.debug("manifest %s does not read: %s", path, exc)
+            damaged.append(relative(path))
+            damaged_version = version if damaged_version is None else damaged_version
+            target = path.with_name(path.name + DAMAGED_SUFFIX)
+            while target.exists():
+                target = target.with_name(target.name + "~")
+            path.rename(target)    # kept, out of lance's way: the previous one is newest
+            log.info("store manifest %s does not read (%s): renamed %s", path, exc,
+                     target.name)
+    head = int(table.version)
+    served = head
+    checked: dict[str, bool] = {}
+    versions = sorted((int(v["version"]) for v in table.list_versions()), reverse=True)
+    for version in versions:
+        bad = _damaged_files(uri, version, checked)
+        if not bad:
+            served = version
+            break
+        if damaged_version is None:
+            damaged_version = version
+        damaged.extend(relative(p) for p in bad if relative(p) not in damaged)
+    else:
+        raise FailedPrecondition(
+            f"store table {name}: no version reads ({', '.join(damaged)} damaged): "
+            "restore the data directory's lancedb folder from a backup")
+    if served != head:
+        table.checkout(served)
+    rows = int(table.count_rows())
+    record = record_path(db_dir, name)
+    acknowledged = read_record(record)
+    missing = (acknowledged if acknowledged is not None
+               and (served < acknowledged.version or rows < acknowledged.rows) else None)
+    if not damaged and missing is None:
+        return table, None
+    restored_as = None
+    if missing is None:
+        if served != head:
+            table.restore(served)       # the readable version becomes the newest one
+        restored_as = int(table.version)
+    recovery = Recovery(name, served, rows, tuple(damaged), damaged_version, missing,
+                        relative(record), restored_as)
+    if damaged:
+        what = "damaged file: " + ", ".join(str(db_dir.parent / p) for p in damaged)
+    else:
+        gone = _manifest_path(uri, missing.version)
+        set_aside = gone.with_name(gone.name + DAMAGED_SUFFIX)
+        what = (f"manifest {gone} did not read and was set aside as {set_aside.name}"
+                if set_aside.exists() else f"manifest {gone} is missing")
+    log.error("%s (%s)", recovery.problem, what)
+    return table, recovery
+
+
+def _relative_to(root: Path):
+    def relative(path: Path) -> str:
+        try:
+            return str(Path(path).relative_to(root))
+        except ValueError:
+            return str(path)
+    return relative
+
+
+def _manifest_versions(uri: Path) -> list[tuple[int, Path]]:
+    """(version, manifest file) of each manifest in the table's _versions folder, newest
+    first (lance names them by version, or by u64::MAX - version)."""
+    found = []
+    try:
+        entries = list((uri / "_versions").iterdir())
+    except OSError:
+        return []
+    for path in entries:
+        match = _MANIFEST.match(path.name)
+        if match:
+            number = int(match.group(1))
+            found.append((_U64_MAX - number if number > (1 << 63) else number, path))
+    return sorted(found, reverse=True)
+
+
+def _manifest_path(uri: Path, version: int) -> Path:
+    """The manifest file that version `version` of the table has (or had)."""
+    found = _manifest_versions(uri)
+    reversed_names = bool(found) and int(found[0][1].stem) > (1 << 63)
+    name = f"{_U64_MAX - version:020d}" if reversed_names else str(version)
+    return uri / "_versions" / f"{name}.manifest"
+
+
+def _unreadable_newest_manifest(uri: Path) -> tuple[Path, int] | None:
+    """The newest manifest when lance cannot read it and an older one exists (so that
+    setting it aside leaves a table); None otherwise."""
+    found = _manifest_versions(uri)
+    if len(found) < 2:
+        return None
+    version, path = found[0]
+    try:
+        lance.dataset(str(uri), version=version)
+    except Exception:
+        return path, version
+    return None
+
+
+def _damaged_files(uri: Path, version: int, checked: dict[str, bool]) -> list[Path]:
+    """Files version `version` of the table lists that are missing or not the size its
+    manifest recorded (its manifest itself when that does not read)."""
+    try:
+        dataset = lance.dataset(str(uri), version=version)
+        fragments = dataset.get_fragments()
+    except Exception:
+        return [_manifest_path(uri, version)]
+    bad = []
+    for fragment in fragments:
+        wanted = [(uri / "data" / f.path, f.file_size_bytes) for f in fragment.data_files()]
+        deletion = fragment.deletion_file()
+        if deletion is not None:
+            wanted.append((uri / "_deletions" / Path(deletion.path(fragment.fragment_id)).name,
+                           None))
+        for path, size in wanted:
+            key = f"{path}:{size}"
+            if key not in checked:
+                try:
+                    checked[key] = size is None or path.stat().st_size == size
+                    checked[key] = checked[key] and path.is_file()
+                except OSError:
+                    checked[key] = False
+            if not checked[key]:
+                bad.append(path)
+    return bad
