@@ -7,8 +7,9 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    from envad.server.config import describe
+    from envad.server.config import ServerConfig, describe
 
+    shown = ServerConfig()
     settings = "\n".join(f"  {name:<22} {env:<30} default {default}"
                          for name, env, default in describe())
     parser = subparsers.add_parser(
@@ -28,10 +29,12 @@ def register(subparsers) -> None:
                         help="streaming calls (ScoreStream, Ingest, Export, ...) served at once; "
                              "one more is refused with RESOURCE_EXHAUSTED. Must be below "
                              "workers, whose other threads stay for unary calls and health "
-                             "(default 0 = workers // 2, i.e. 8)")
+                             f"(default {shown.max_streams} = workers // 2, i.e. "
+                             f"{shown.stream_limit})")
     parser.add_argument("--stream-idle-seconds", type=float,
                         help="end a stream whose client sends no request for this long, with "
-                             "DEADLINE_EXCEEDED (default 30; 0 = never)")
+                             f"DEADLINE_EXCEEDED (default {shown.stream_idle_seconds:g}; "
+                             "0 = never)")
     parser.set_defaults(func=run)
 
 
