@@ -69,10 +69,10 @@ def build_archive(data: Path, out: Path, share: float, burst: int, seed: int) ->
         normal = [r for r in rows if r["env"] == env and not _is_new(r)]
         new = [r for r in rows if r["env"] == env and _is_new(r)]
         wanted = int(round(share / (1.0 - share) * len(normal)))
-        bursts = []
+        bursts: list[list[dict]] = []
         for label in rng.permutation(sorted({r["label"] for r in new})):
             of_label = [r for r in new if r["label"] == label]
-            while len(of_label) >= burst and sum(map(len, bursts)) + burst <= wanted:
+            while len(of_label) >= burst and sum(len(b) for b in bursts) + burst <= wanted:
                 bursts.append(of_label[:burst])
                 of_label = of_label[burst:]
         places = set(rng.choice(len(normal), size=len(bursts), replace=False).tolist())

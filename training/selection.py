@@ -71,7 +71,9 @@ SPACE_CANDIDATES = ("raw", "l2", "pca_l2", "center_l2", "style_l2:1", "style_l2:
                     "white_l2", "center_white_l2")
 ENSEMBLE_PREFIX = "ensemble:"
 SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64", "median:16", "median:64",
-                               "gated:16", "gated:64", "frozen:16", "frozen:64")
+                               "gated:16", "gated:64", "frozen:16", "frozen:64",
+                               "frozen:8:256", "frozen:16:256", "frozen:32:256",
+                               "frozen:16:128")
 #: pooled sets per fold: name -> (anomaly share of the held-out camera, of every other
 #: camera), or None for every camera's natural share
 POOLED_MIXES: dict[str, tuple[float, float] | None] = {

@@ -84,11 +84,24 @@ def spread(positive: np.ndarray, rng: np.random.Generator, share: float) -> np.n
     return out
 
 
-for _run in (8, 50):
-    order(f"bursts-{_run}")(lambda positive, rng, run=_run: in_runs(positive, rng, run))
-for _share in (0.05, 0.2):
-    order(f"spread-{round(_share * 100)}%")(
-        lambda positive, rng, share=_share: spread(positive, rng, share))
+@order("bursts-8")
+def bursts_of_8(positive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return in_runs(positive, rng, 8)
+
+
+@order("bursts-50")
+def bursts_of_50(positive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return in_runs(positive, rng, 50)
+
+
+@order("spread-5%")
+def spread_5(positive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return spread(positive, rng, 0.05)
+
+
+@order("spread-20%")
+def spread_20(positive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return spread(positive, rng, 0.2)
 
 DEFAULT_ORDERS = tuple(ORDERS)
 

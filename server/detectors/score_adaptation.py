@@ -149,6 +149,7 @@ class ScoreAdaptation:
 
     prior_rows: int | None = None
     statistic: str = MEAN
+    frozen_rows: int | None = None    # `frozen`: rows kept (None: FROZEN_AFTER x prior)
 
     @property
     def enabled(self) -> bool:
@@ -156,12 +157,17 @@ class ScoreAdaptation:
 
     def spec(self) -> str:
         """The text form, parsed back by `parse_score_adaptation`."""
-        return NONE if self.prior_rows is None else f"{self.statistic}:{self.prior_rows}"
+        if self.prior_rows is None:
+            return NONE
+        rows = f":{self.frozen_rows}" if self.frozen_rows is not None else ""
+        return f"{self.statistic}:{self.prior_rows}{rows}"
 
     def describe(self) -> str:
         """For provenance: `none` or `camera(prior_rows=16)`."""
-        return (NONE if self.prior_rows is None
-                else f"{self.statistic}(prior_rows={self.prior_rows})")
+        if self.prior_rows is None:
+            return NONE
+        rows = f", rows={self.frozen_rows}" if self.frozen_rows is not None else ""
+        return f"{self.statistic}(prior_rows={self.prior_rows}{rows})"
 
     def dim(self, n_detectors: int) -> int:
         """Length of the per-row statistics vector a camera's running sums add up."""
@@ -240,7 +246,9 @@ class ScoreAdaptation:
     @property
     def rows_per_camera(self) -> int | None:
         """How many of a camera's stored rows its statistics take at most (None: all)."""
-        return FROZEN_AFTER * (self.prior_rows or 0) if self.statistic == FROZEN else None
+        if self.statistic != FROZEN:
+            return None
+        return self.frozen_rows or FROZEN_AFTER * (self.prior_rows or 0)
 
     def wanted(self, envs, running: Callable[[str], CameraStats | None]) -> np.ndarray:
         """Which stored rows can still join their cameras' statistics (the others need
@@ -287,21 +295,28 @@ class ScoreAdaptation:
 
 
 def parse_score_adaptation(text: str | None) -> ScoreAdaptation:
-    """`none`, or `camera`, `median`, `gated` with an optional prior `:P` (P >= 1 rows;
-    DEFAULT_PRIOR_ROWS when left out)."""
+    """`none`, or `camera`, `median`, `gated`, `frozen` with an optional prior `:P`
+    (P >= 1 rows; DEFAULT_PRIOR_ROWS when left out); `frozen:P:N` keeps a camera's first
+    N stored rows (N >= 1; FROZEN_AFTER x P when left out)."""
     name, _, value = (text or NONE).strip().partition(":")
     if name == NONE and not value:
         return ScoreAdaptation(None)
     if name in STATISTICS:
         if not value:
             return ScoreAdaptation(DEFAULT_PRIOR_ROWS, name)
-        try:
-            prior = int(value)
-        except ValueError:
-            prior = 0
-        if prior >= 1:
-            return ScoreAdaptation(prior, name)
+        prior_text, _, rows_text = value.partition(":")
+        prior, rows = _whole(prior_text), _whole(rows_text) if rows_text else None
+        if prior >= 1 and (rows is None or (rows >= 1 and name == FROZEN)):
+            return ScoreAdaptation(prior, name, rows)
         raise InvalidInput(f"score adaptation {text!r}: the prior must be a whole number "
-                           "of rows >= 1, as in camera:16")
+                           "of rows >= 1, as in camera:16 (and frozen's rows too, as in "
+                           "frozen:16:256)")
     raise InvalidInput(f"unknown score adaptation {text!r}: use {NONE!r} or one of "
                        f"{', '.join(STATISTICS)} with an optional ':P' (P rows of prior)")
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0

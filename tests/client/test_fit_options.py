@@ -21,7 +21,7 @@ from envad.records import MIN_FIT_ROWS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {name: parser for name, parser in
-         build_parser()._subparsers._group_actions[0].choices.items()}
+         build_parser()._subparsers._group_actions[0].choices.items()}  # type: ignore[union-attr]
 FLAGS = {"--" + dest.replace("_", "-"): dest for dest in FIT_OPTIONS}
 OFFERED = {"fit": FIT_OPTIONS, "scan": SCAN_FIT_OPTIONS, "retrain": RETRAIN_FIT_OPTIONS}
 #: options that share a Fit flag's name but are another fact: retrain's training seed

@@ -28,6 +28,7 @@ from envad.training.metrics import roc_auc
      f"median(prior_rows={DEFAULT_PRIOR_ROWS})"),
     ("gated:16", 16, "gated:16", "gated(prior_rows=16)"),
     ("frozen:8", 8, "frozen:8", "frozen(prior_rows=8)"),
+    ("frozen:16:256", 16, "frozen:16:256", "frozen(prior_rows=16, rows=256)"),
 ])
 def test_specs_parse_and_print_back(text, prior, spec, described):
     adaptation = parse_score_adaptation(text)
@@ -38,7 +39,8 @@ def test_specs_parse_and_print_back(text, prior, spec, described):
 
 
 @pytest.mark.parametrize("text", ["camera:0", "camera:-3", "camera:1.5", "camera:x",
-                                  "per-camera", "none:3", "frozen:0", "median:x"])
+                                  "per-camera", "none:3", "frozen:0", "median:x",
+                                  "frozen:16:0", "camera:16:256", "frozen:16:x"])
 def test_bad_specs_are_refused_by_name(text):
     with pytest.raises(InvalidInput, match="score adaptation"):
         parse_score_adaptation(text)
