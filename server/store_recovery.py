@@ -115,10 +115,12 @@ class Recovery:
                     f"{self.served_version} ({self.served_rows} rows){restored}; no "
                     "acknowledged row is missing")
         lost = self.missing.rows - self.served_rows
+        not_served = (f"{lost} acknowledged rows are not served" if lost > 0 else
+                      "its acknowledged changes (labels) are not served")
         return (f"store table {self.table}: {damage}serving version {self.served_version} "
                 f"({self.served_rows} rows) read-only: acknowledged version "
                 f"{self.missing.version} ({self.missing.rows} rows) is missing, "
-                f"{max(lost, 0)} acknowledged rows are not served. Writes are refused: "
+                f"{not_served}. Writes are refused: "
                 f"restore the data directory's lancedb folder from a backup holding "
                 f"version {self.missing.version} and restart, or accept the loss: delete "
                 f"{self.record} and restart (writes then follow version "
@@ -141,8 +143,8 @@ def open_newest_readable(db, db_dir: Path, name: str):
             break
         except ValueError:
             raise
-        except Exception as exc:   # lance: the newest manifest does not read
-            manifest = _unreadable_newest_manifest(uri)
+        except BaseException as exc:   # lance: the newest manifest does not read
+            manifest = _unreadable_newest_manifest(uri) if _failed(exc) else None
             if manifest is None:
                 raise
             path, version = manifest
@@ -198,6 +200,12 @@ def open_newest_readable(db, db_dir: Path, name: str):
     return table, recovery
 
 
+def _failed(exc: BaseException) -> bool:
+    """True for an error of lance reading a file: its exceptions, and the panic that
+    some damaged files cause in its Rust code (pyo3's PanicException, a BaseException)."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
 def _relative_to(root: Path):
     def relative(path: Path) -> str:
         try:
@@ -240,7 +248,9 @@ def _unreadable_newest_manifest(uri: Path) -> tuple[Path, int] | None:
     version, path = found[0]
     try:
         lance.dataset(str(uri), version=version)
-    except Exception:
+    except BaseException as exc:
+        if not _failed(exc):
+            raise
         return path, version
     return None
 
@@ -251,15 +261,16 @@ def _damaged_files(uri: Path, version: int, checked: dict[str, bool]) -> list[Pa
     try:
         dataset = lance.dataset(str(uri), version=version)
         fragments = dataset.get_fragments()
-    except Exception:
+    except BaseException as exc:
+        if not _failed(exc):
+            raise
         return [_manifest_path(uri, version)]
     bad = []
     for fragment in fragments:
         wanted = [(uri / "data" / f.path, f.file_size_bytes) for f in fragment.data_files()]
-        deletion = fragment.deletion_file()
-        if deletion is not None:
-            wanted.append((uri / "_deletions" / Path(deletion.path(fragment.fragment_id)).name,
-                           None))
+        deletion = fragment.deletion_file()      # "_deletions/<file>", relative
+        if deletion:
+            wanted.append((uri / "_deletions" / Path(str(deletion)).name, None))
         for path, size in wanted:
             key = f"{path}:{size}"
             if key not in checked:
