@@ -22,6 +22,7 @@ adaptation keeps statistics per camera, so how cameras interleave does not matte
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -84,24 +85,10 @@ def spread(positive: np.ndarray, rng: np.random.Generator, share: float) -> np.n
     return out
 
 
-@order("bursts-8")
-def bursts_of_8(positive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return in_runs(positive, rng, 8)
-
-
-@order("bursts-50")
-def bursts_of_50(positive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return in_runs(positive, rng, 50)
-
-
-@order("spread-5%")
-def spread_5(positive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return spread(positive, rng, 0.05)
-
-
-@order("spread-20%")
-def spread_20(positive: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return spread(positive, rng, 0.2)
+for _run in (8, 50):
+    order(f"bursts-{_run}")(partial(in_runs, run=_run))
+for _share in (0.05, 0.2):
+    order(f"spread-{round(_share * 100)}%")(partial(spread, share=_share))
 
 DEFAULT_ORDERS = tuple(ORDERS)
 
