@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import lancedb
 import numpy as np
@@ -81,7 +82,7 @@ def open_table(db, model_id: str, dim: int, db_dir: Path | None = None):
 
 
 def open_table_at_readable(db, model_id: str, dim: int, db_dir: Path | None = None
-                           ) -> tuple[object, Recovery | None]:
+                           ) -> tuple[Any, Recovery | None]:
     """`open_table`, and the Recovery of a table served below its newest version or
     below its acknowledged record (None when it opened as it is)."""
     name = table_name(model_id)

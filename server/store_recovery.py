@@ -192,6 +192,7 @@ def open_newest_readable(db, db_dir: Path, name: str):
     if damaged:
         what = "damaged file: " + ", ".join(str(db_dir.parent / p) for p in damaged)
     else:
+        assert missing is not None, "a version below the record is what is missing"
         gone = _manifest_path(uri, missing.version)
         set_aside = gone.with_name(gone.name + DAMAGED_SUFFIX)
         what = (f"manifest {gone} did not read and was set aside as {set_aside.name}"

@@ -54,7 +54,7 @@ def _refused(call) -> str:
     with pytest.raises(grpc.RpcError) as refused:
         call()
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.value
-    return refused.value.details()
+    return refused.value.details() or ""
 
 
 @pytest.mark.parametrize("case", CASES)
