@@ -148,6 +148,9 @@ def test_error_messages_never_echo_unbounded_input(stub):
     error = refusal(lambda: stub.ActivateModel(pb.ActivateModelRequest(model_id=huge),
                                                timeout=30))
     assert error.code() == grpc.StatusCode.NOT_FOUND
+    # a caller's value is quoted up to 64 characters, and no server path is named
+    assert len(error.details()) < 400 and "1000000 chars" in error.details()
+    assert "/" not in error.details().split("known models")[0]
     long_values = pb.Filter(envs=[f"{i:04d}" + "e" * 250 for i in range(MAX_FILTER_VALUES)])
     error = refusal(lambda: stub.Fit(pb.FitRequest(filter=long_values), timeout=60))
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
