@@ -107,7 +107,7 @@ class ModelSpace:
         """The per-camera score statistics of `bundle` (kept durable next to the camera
         statistics, one file per bundle: its scores' scale), or None when it does not
         adapt scores to cameras. A bundle met for the first time starts from the
-        cameras' stored rows (`seed_score_statistics`)."""
+        cameras' stored rows (`_seed_score_statistics`)."""
         if not bundle.score_adaptation.enabled:
             return None
         with self._score_stats_lock:
