@@ -122,27 +122,23 @@ def test_a_folder_event_column_groups_the_scores(fitted_server, tmp_path) -> Non
     assert records["cam0/img1.png"]["archive_event"] == ""
 
 
-def test_a_checkpoint_of_the_earlier_format_keeps_its_events(fitted_server, tmp_path) -> None:
-    """Checkpoints written before items kept their event had the Camtrap DP eventID only
-    among the source values; resuming one still groups by it."""
+def test_a_finished_runs_checkpoint_keeps_its_events_when_taken_up_again(
+        fitted_server, tmp_path) -> None:
+    """The events are kept with each checkpoint item: running the same scoring command
+    again writes the output from the checkpoint, grouped by the same events."""
     package = make_camtrap_dp(tmp_path / "pkg")
     checkpoint = tmp_path / "ck.jsonl"
     options = BackfillOptions(scores=True, store=False)
     with EnvadClient(fitted_server.address) as client:
         run_backfill(client, open_source(package), checkpoint, options,
                      scores_out=tmp_path / "first.jsonl", progress=False)
-        lines = [json.loads(x) for x in checkpoint.read_text().splitlines()]
-        for line in lines[1:]:                 # rewrite the items as the earlier format
-            item = line.get("item") or {}
-            event = item.pop("event", "")
-            if event:
-                item["source"]["eventID"] = event
-        assert any("eventID" in (x.get("item") or {}).get("source", {}) for x in lines[1:])
-        checkpoint.write_text("".join(json.dumps(x) + "\n" for x in lines))
-        out = tmp_path / "resumed.jsonl"
+        items = [x["item"] for x in map(json.loads, checkpoint.read_text().splitlines())
+                 if x.get("item")]
+        assert {item.get("event") for item in items} >= {"e1"}
+        out = tmp_path / "again.jsonl"
         summary = run_backfill(client, open_source(package), checkpoint, options,
-                               scores_out=out, progress=False, event_gap_s=60, resume=True)
-    assert summary.already_done == len(lines) - 1
+                               scores_out=out, progress=False, event_gap_s=60)
+    assert summary.already_done == len(items)
     events = {r["key"]: r["event"] for r in map(json.loads, out.read_text().splitlines())}
     assert events["dep1/m0"] == events["dep1/m1"] == "e1"
 
