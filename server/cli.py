@@ -20,9 +20,11 @@ def register(subparsers) -> None:
         epilog="all settings (TOML key, environment variable, default):\n" + settings,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, help="TOML settings file")
-    parser.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="gRPC port (default 50051; 0 = any free)")
-    parser.add_argument("--data-dir", type=Path, help="store, bundles, state (default var/envad)")
+    parser.add_argument("--host", help=f"address to bind (default {shown.host})")
+    parser.add_argument("--port", type=int,
+                        help=f"gRPC port (default {shown.port}; 0 = any free)")
+    parser.add_argument("--data-dir", type=Path,
+                        help=f"store, bundles, state (default {shown.data_dir})")
     parser.add_argument("--models-dir", type=Path, help="ONNX encoders (default DATA_DIR/models)")
     parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (0 = off)")
     parser.add_argument("--max-streams", type=int,
