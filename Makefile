@@ -26,10 +26,11 @@ system-deps:
 	      --no-install-recommends chromium fonts-dejavu-core >/dev/null; \
 	  else echo "make system-deps: install the Debian package chromium (as root)" >&2; fi; }
 
-## run the default test suite (CPU-only, offline; slow and GPU checks are skipped)
-## (pytest's exit code 5, "no tests collected", is a failure here, not a pass)
+## run the default test suite (CPU-only, offline; slow and GPU checks are skipped), one
+## pytest-xdist worker per core (pytest's exit code 5, "no tests collected", is a
+## failure here, not a pass)
 test: $(STAMP) system-deps
-	@$(PY) -m pytest; code=$$?; \
+	@$(PY) -m pytest -n auto; code=$$?; \
 	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$code
 
