@@ -48,8 +48,12 @@ def test_health_reports_not_serving_during_the_drain(envad_server):
     with grpc.insecure_channel(envad_server.address) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         probe = pb_grpc.AnomalyServiceStub(channel)
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline and envad_server.process.poll() is None:
+        # until both are seen, the drain ends (the process exits) or 10 s pass: a loaded
+        # machine may take a while to deliver the signal and switch health
+        deadline = time.monotonic() + 10.0
+        while (time.monotonic() < deadline and envad_server.process.poll() is None
+               and not (health_pb2.HealthCheckResponse.NOT_SERVING in seen
+                        and refused == grpc.StatusCode.UNAVAILABLE)):
             try:
                 seen.add(health.Check(health_pb2.HealthCheckRequest(service=SERVICE),
                                       timeout=2).status)
