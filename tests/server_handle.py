@@ -14,8 +14,24 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client.server_process import LocalServer
+from envad.records import MIN_FIT_ROWS
+from envad.v1 import envad_pb2 as pb
+from tiny_encoder import synthetic_images
 
 SERVICE = "envad.v1.AnomalyService"
+NORMAL_ENVS = ("cam-a", "cam-b")
+
+
+def fit_normal_rows(stub, count: int = 80) -> None:
+    """Ingest `count` normal training rows of NORMAL_ENVS in turn, and Fit the default
+    detectors on them."""
+    images = synthetic_images("normal", count, seed=1)
+    items = [pb.IngestItem(image=pb.Image(data=d, env=NORMAL_ENVS[i % 2]), split="train")
+             for i, d in enumerate(images)]
+    summary = stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 20])
+                                for i in range(0, len(items), 20)]), timeout=60)
+    assert summary.inserted == count, summary
+    stub.Fit(pb.FitRequest(seed=0, allow_few_rows=count < MIN_FIT_ROWS), timeout=120)
 
 
 def wait_for_health(address: str, service: str = SERVICE, timeout: float = 60.0,

@@ -61,16 +61,26 @@ def by_seed(report: dict, algorithm: str, row: str = "Mean AD", variant: str = "
     return values
 
 
-def paired(a: dict[int, float], b: dict[int, float]) -> str:
+def paired_gaps(a: dict[int, float], b: dict[int, float]
+                ) -> tuple[float, float, int, int] | None:
     """a - b seed by seed (the same seed trains both on the same sampling and
-    augmentation draws): mean ± std of the differences and on how many seeds a leads."""
+    augmentation draws): (mean, std of the differences, seeds where a leads, seeds), or
+    None without a common seed."""
     seeds = sorted(set(a) & set(b))
     if not seeds:
-        return "no common seed"
+        return None
     gaps = [a[s] - b[s] for s in seeds]
     mean, std = mean_std(gaps)
-    ahead = sum(g > 0 for g in gaps)
-    return f"paired {mean:+.1f} ± {std:.1f}, ahead on {ahead} of {len(seeds)} seeds"
+    return mean, std, sum(g > 0 for g in gaps), len(seeds)
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> str:
+    """`paired_gaps` in words."""
+    gaps = paired_gaps(a, b)
+    if gaps is None:
+        return "no common seed"
+    mean, std, ahead, n = gaps
+    return f"paired {mean:+.1f} ± {std:.1f}, ahead on {ahead} of {n} seeds"
 
 
 def compare(a: list[float], b: list[float]) -> str:
@@ -329,15 +339,21 @@ def _differences(a: dict, b: dict) -> list[str]:
     return out
 
 
-def pair_section(a_dir: Path, b_dir: Path) -> str:
-    """Two reports of the same pretrainings that differ in a training setting (say the
-    class task against the paper's bucket task): each pretraining's Mean AD on the unseen
-    cameras in every space step both were scored in, A - B paired by seed."""
+def _pair_reports(a_dir: Path, b_dir: Path) -> tuple[dict, dict, list[str], list]:
+    """Two reports' results, the training settings they differ in, and the space-step
+    variants both were scored in."""
     a, b = (json.loads((d / "results.json").read_text()) for d in (a_dir, b_dir))
     differ = _differences(a["config"], b["config"]) or ["no training setting"]
     shared = [s for s in a["config"].get("spaces") or [] if s in (b["config"].get("spaces")
                                                                   or [])]
-    variants = space_variants(shared, a["config"].get("score_adaptation", "none"))
+    return a, b, differ, space_variants(shared, a["config"].get("score_adaptation", "none"))
+
+
+def pair_section(a_dir: Path, b_dir: Path) -> str:
+    """Two reports of the same pretrainings that differ in a training setting (say the
+    class task against the paper's bucket task): each pretraining's Mean AD on the unseen
+    cameras in every space step both were scored in, A - B paired by seed."""
+    a, b, differ, variants = _pair_reports(a_dir, b_dir)
     lines = [f"## {a_dir.name} against {b_dir.name}: {', '.join(differ)}\n",
              f"- Mean AD (pooled, unseen cameras) of each pretraining in both reports, "
              f"{a_dir.name} minus {b_dir.name} paired by seed; every number: "
@@ -359,11 +375,7 @@ def pair_section(a_dir: Path, b_dir: Path) -> str:
 def pair_grid(a_dir: Path, b_dir: Path) -> str:
     """`pair_section` as one row per pretraining and one column per space step, each
     cell A - B paired by seed (mean ± std of the differences)."""
-    a, b = (json.loads((d / "results.json").read_text()) for d in (a_dir, b_dir))
-    differ = _differences(a["config"], b["config"]) or ["no training setting"]
-    shared = [s for s in a["config"].get("spaces") or [] if s in (b["config"].get("spaces")
-                                                                  or [])]
-    variants = space_variants(shared, a["config"].get("score_adaptation", "none"))
+    a, b, differ, variants = _pair_reports(a_dir, b_dir)
     lines = [f"## {a_dir.name} against {b_dir.name}: {', '.join(differ)}\n",
              f"- Mean AD (pooled, unseen cameras), {a_dir.name} minus {b_dir.name} paired "
              f"by seed (mean ± std of the differences, seeds where A leads); every number: "
@@ -373,15 +385,13 @@ def pair_grid(a_dir: Path, b_dir: Path) -> str:
     for algorithm in [x for x in a["config"]["algorithms"] if x in b["config"]["algorithms"]]:
         cells = []
         for _, variant in variants:
-            va, vb = by_seed(a, algorithm, variant=variant), by_seed(b, algorithm,
-                                                                     variant=variant)
-            seeds = sorted(set(va) & set(vb))
-            if not seeds:
+            gaps = paired_gaps(by_seed(a, algorithm, variant=variant),
+                               by_seed(b, algorithm, variant=variant))
+            if gaps is None:
                 cells.append("–")
                 continue
-            mean, std = mean_std([va[s] - vb[s] for s in seeds])
-            ahead = sum(va[s] > vb[s] for s in seeds)
-            cells.append(f"{mean:+.1f} ± {std:.1f} ({ahead}/{len(seeds)})")
+            mean, std, ahead, n = gaps
+            cells.append(f"{mean:+.1f} ± {std:.1f} ({ahead}/{n})")
         lines.append(f"| {DISPLAY.get(algorithm, algorithm)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -7,24 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from envad.records import MIN_FIT_ROWS
-from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import ServerHandle
-from tiny_encoder import synthetic_images
-
-NORMAL_ENVS = ("cam-a", "cam-b")
-
-
-def fit_normal_rows(stub: pb_grpc.AnomalyServiceStub, count: int = 80) -> None:
-    """Ingest `count` normal training rows and fit the default detectors on them."""
-    images = synthetic_images("normal", count, seed=1)
-    items = [pb.IngestItem(image=pb.Image(data=d, env=NORMAL_ENVS[i % 2]), split="train")
-             for i, d in enumerate(images)]
-    summary = stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 20])
-                                for i in range(0, len(items), 20)]), timeout=60)
-    assert summary.inserted == count, summary
-    stub.Fit(pb.FitRequest(seed=0, allow_few_rows=count < MIN_FIT_ROWS), timeout=120)
+from server_handle import ServerHandle, fit_normal_rows
 
 
 @pytest.fixture(scope="module")

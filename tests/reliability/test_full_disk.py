@@ -19,19 +19,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import SERVICE, ServerHandle
+from server_handle import SERVICE, ServerHandle, fit_normal_rows
 from tiny_encoder import synthetic_images
-
-
-def fit_normal_rows(stub) -> None:
-    """80 normal training rows of two cameras, and a Fit on them."""
-    images = synthetic_images("normal", 80, seed=1)
-    items = [pb.IngestItem(image=pb.Image(data=d, env=("cam-a", "cam-b")[i % 2]),
-                           split="train") for i, d in enumerate(images)]
-    summary = stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 20])
-                                for i in range(0, 80, 20)]), timeout=60)
-    assert summary.inserted == 80, summary
-    stub.Fit(pb.FitRequest(seed=0, allow_few_rows=True), timeout=120)
 
 
 @pytest.fixture

@@ -33,14 +33,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import SERVICE, ServerHandle
+from server_handle import SERVICE, ServerHandle, fit_normal_rows
 from tiny_encoder import synthetic_images
 
 STREAMS = 64
 MAX_STREAMS = 8          # the default: half of the 16 handler threads
 ANSWER_TIMEOUT = 5.0     # a starved server never answers; a served one in milliseconds
 IDLE_SECONDS = 2.0
-NORMAL_ENVS = ("cam-a", "cam-b")
 
 
 def _server(root: Path, tiny_model_path: Path, **env: str) -> ServerHandle:
@@ -58,14 +57,7 @@ def held_server(tmp_path_factory, tiny_model_path) -> Iterator[ServerHandle]:
     handle = _server(tmp_path_factory.mktemp("streams-held"), tiny_model_path,
                      ENVAD_STREAM_IDLE_SECONDS="60")
     handle.start()
-    stub = pb_grpc.AnomalyServiceStub(handle.channel())
-    images = synthetic_images("normal", 100, seed=1)
-    items = [pb.IngestItem(image=pb.Image(data=d, env=NORMAL_ENVS[i % 2]), split="train")
-             for i, d in enumerate(images)]
-    summary = stub.Ingest(iter([pb.IngestRequest(items=items[i:i + 20])
-                                for i in range(0, len(items), 20)]), timeout=60)
-    assert summary.inserted == len(images), summary
-    stub.Fit(pb.FitRequest(seed=0), timeout=120)
+    fit_normal_rows(pb_grpc.AnomalyServiceStub(handle.channel()), count=100)
     yield handle
     handle.stop()
 
