@@ -147,18 +147,19 @@ class StoreWriter:
             stored = self._stored_ids.positions([r.id for r in unique]) >= 0
             new_rows = [r for r, known in zip(unique, stored, strict=True) if not known]
             failed = self._append(new_rows)
-        except OSError as exc:  # the disk, not a row: nothing of this group is written
-            error = storage_fault(exc) or ResourceExhausted(
-                "store write failed, nothing was written: the server's disk refused it "
-                "(details in the server log)")
+        except Exception as exc:
+            fault = storage_fault(exc)
+            error: BaseException = exc
+            if fault is not None or isinstance(exc, OSError):
+                # the disk, not a row: nothing of this group is written
+                error = fault or ResourceExhausted(
+                    "store write failed, nothing was written: the server's disk refused "
+                    "it (details in the server log)")
+                log.error("store write of %d rows failed: %s", len(unique), exc)
+            else:  # hand any other failure to the callers, keep serving
+                log.exception("store write failed")
             for _, future in pending:
                 future.set_exception(error)
-            log.error("store write of %d rows failed: %s", len(unique), exc)
-            return
-        except Exception as exc:  # hand any other failure to the callers, keep serving
-            for _, future in pending:
-                future.set_exception(exc)
-            log.exception("store write failed")
             return
         version = self._synced_version
         new_ids = {r.id for r in new_rows} - failed.keys()
@@ -204,11 +205,9 @@ class StoreWriter:
         try:
             table = self.store.to_arrow(rows)     # the one conversion: store and index
             self._synced_version = self.store.append(table)
-        except OSError:
-            raise
         except Exception as exc:
-            if storage_fault(exc) is not None:   # the disk, not a row: no row alone
-                raise OSError(str(exc)) from exc
+            if isinstance(exc, OSError) or storage_fault(exc) is not None:
+                raise   # the disk, not a row: the whole group fails (`_commit`)
             if len(rows) == 1:
                 log.warning("row %.64r not written: %s", rows[0].id, exc)
                 return {rows[0].id: f"store write failed: {without_paths(str(exc))}"}
