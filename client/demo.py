@@ -48,7 +48,7 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     """
     from envad.client.backfill import run_backfill
     from envad.client.backfill_plan import BackfillOptions
-    from envad.client.demo_orders import format_orders, replay_orders, truth_by_id
+    from envad.client.demo_orders import format_orders, replay_orders
     from envad.client.demo_report import (
         auc_table,
         dataset_facts,
@@ -178,7 +178,7 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
             t0 = time.monotonic()
             orders = replay_orders(store / "bundles", bundles["pipeline"],
                                    client.export(RowFilter(splits=("test",))),
-                                   truth_by_id(workdir / "scores.jsonl"), seed)
+                                   scored["pipeline"].truth_by_id(), seed)
             stage("arrival orders", t0)
     finally:
         server.stop()

@@ -12,7 +12,6 @@ runs for Score and for stored rows (DetectorBundle.score_stream).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,18 +29,6 @@ class OrderRow:
     order: str
     pooled: float
     per_camera_mean: float
-
-
-def truth_by_id(scores_path: Path) -> dict[str, bool]:
-    """id -> is new content, of the scored images with a known truth."""
-    truth = {}
-    with Path(scores_path).open() as handle:
-        for line in handle:
-            record = json.loads(line)
-            label = (record.get("source") or {}).get("is_anomaly")
-            if record.get("status") == "ok" and label is not None and record.get("id"):
-                truth[record["id"]] = bool(label)
-    return truth
 
 
 def replay_orders(bundles_dir: Path, bundle_id: str, batches, truth: dict[str, bool],

@@ -78,6 +78,11 @@ class ScoredSet:
     truth: np.ndarray            # bool, True = anomaly
     envs: np.ndarray             # str
     scores: dict[str, np.ndarray]  # detector (and "ensemble") -> score per image
+    ids: tuple[str, ...] = ()    # each image's stored id, when read from a score file
+
+    def truth_by_id(self) -> dict[str, bool]:
+        """id -> is new content."""
+        return {row_id: bool(t) for row_id, t in zip(self.ids, self.truth, strict=True)}
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,8 @@ def load_scores(path: str | Path) -> ScoredSet:
     scores = {n: np.array([r["detectors"][n]["adapted"] for r in rows], dtype=float)
               for n in names}
     scores[ENSEMBLE] = np.array([r["ensemble"] for r in rows], dtype=float)
-    return ScoredSet(np.array(truth), np.array(envs, dtype=object), scores)
+    return ScoredSet(np.array(truth), np.array(envs, dtype=object), scores,
+                     tuple(str(r.get("id", "")) for r in rows))
 
 
 def auc_table(scored: ScoredSet) -> list[AucRow]:
