@@ -127,7 +127,7 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
                   None if variant == "plain" else
                   {a: f"{a} [{variant[len('space:'):]}]" for a in algorithms})
         sections.append(f"## {name}\n\n{markdown_table(cells, rows, algorithms, labels)}\n")
-    if getattr(config, "orders", ()):
+    if config.orders:
         sections.append(orders_table(results, variants, algorithms))
     if config.stylist_fractions:
         chosen = {a: sorted({r['stylist']['fraction'] for r in results if r['algorithm'] == a})
