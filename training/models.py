@@ -1,5 +1,4 @@
-"""The encoder: ResNet-18 (training/resnet.py, torchvision's layout) -> 512-d embedding,
-normalisation built in.
+"""The encoder: torchvision's ResNet-18 -> 512-d embedding, normalisation built in.
 
 The encoder takes float RGB in [0, 1], NCHW, and normalises with its own mean/std
 buffers, so the exported ONNX graph carries the normalisation (docs/model-format.md).
@@ -19,8 +18,8 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
-
-from envad.training.resnet import BasicBlock, ResNet18
+from torchvision.models import resnet18
+from torchvision.models.resnet import BasicBlock, ResNet
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +68,7 @@ class Encoder(nn.Module):
     def __init__(self, config: EncoderConfig, *, load_weights: bool = True):
         super().__init__()
         self.config = config
-        net = ResNet18()
-        if config.uses_small_stem:
-            net.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
-            nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
-        net.fc = nn.Identity()
+        net = resnet_trunk(config.uses_small_stem)
         self.net = net
         self.register_buffer("mean", torch.tensor(config.mean).view(1, 3, 1, 1))
         self.register_buffer("std", torch.tensor(config.std).view(1, 3, 1, 1))
@@ -93,6 +88,19 @@ class Encoder(nn.Module):
         x = self.mixing(net.layer2(x))
         x = net.layer4(net.layer3(x))
         return torch.flatten(net.avgpool(x), 1)
+
+
+def resnet_trunk(small_stem: bool) -> ResNet:
+    """torchvision's `resnet18(weights=None)` without its classifier (`fc` an identity);
+    with `small_stem` its 7x7/2 first convolution becomes a 3x3/1 one, initialised as
+    torchvision initialises convolutions (the max-pool stays)."""
+    net = resnet18(weights=None)
+    if small_stem:
+        conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        nn.init.kaiming_normal_(conv1.weight, mode="fan_out", nonlinearity="relu")
+        net.conv1 = conv1
+    net.fc = nn.Identity()
+    return net
 
 
 def inference_copy(encoder: Encoder, device: str = "cpu", *,

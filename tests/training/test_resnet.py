@@ -1,58 +1,63 @@
-"""ResNet-18 without torchvision: same parameter names, same seeded weights, same outputs,
-and importing the training run does not import torchvision."""
+"""The encoder's trunk is torchvision's ResNet-18 with the small-image stem: its weights,
+parameter names and feature maps, and a trained checkpoint reloaded."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
+from torchvision.models import ResNet, resnet18
 
-from envad.training.resnet import ResNet18
+from envad.training import checkpoint as ckpt
+from envad.training.models import Encoder, EncoderConfig
+from tiny_algorithms import build, steps
 
 
 @pytest.mark.parametrize("seed", [0, 7])
-def test_a_seed_gives_torchvisions_weights_and_random_state(seed):
-    from torchvision.models import resnet18
-
+def test_the_trunk_is_torchvisions_resnet18_with_a_3x3_stride_1_stem(seed):
     torch.manual_seed(seed)
-    reference = resnet18(weights=None)
-    after_reference = torch.rand(4)
+    reference = resnet18(weights=None).state_dict()
     torch.manual_seed(seed)
-    ours = ResNet18()
-    after_ours = torch.rand(4)
-
-    expected, got = reference.state_dict(), ours.state_dict()
-    assert list(got) == list(expected)
-    for key, value in expected.items():
-        assert torch.equal(got[key], value), key
-    # the draws that follow (the encoder's small stem, the heads) are the same too
-    assert torch.equal(after_ours, after_reference)
-
-
-def test_outputs_match_torchvision_in_train_and_eval_mode():
-    from torchvision.models import resnet18
-
-    torch.manual_seed(1)
-    reference = resnet18(weights=None)
-    ours = ResNet18()
-    ours.load_state_dict(reference.state_dict())
-    images = torch.rand(3, 3, 64, 64)
-    for train in (True, False):
-        reference.train(train)
-        ours.train(train)
-        with torch.no_grad():
-            torch.testing.assert_close(ours(images), reference(images), rtol=0, atol=1e-6)
-    # batch-norm running statistics moved identically in train mode
-    for key, value in reference.state_dict().items():
-        torch.testing.assert_close(ours.state_dict()[key], value, rtol=0, atol=1e-6)
+    encoder = Encoder(EncoderConfig(32))
+    net = encoder.net
+    assert isinstance(net, ResNet)
+    assert (net.conv1.kernel_size, net.conv1.stride, net.conv1.padding) == ((3, 3), (1, 1),
+                                                                            (1, 1))
+    assert isinstance(net.maxpool, torch.nn.MaxPool2d)          # the max-pool stays
+    assert isinstance(net.fc, torch.nn.Identity)
+    # checkpoints keep torchvision's names: every tensor but the classifier's
+    got = net.state_dict()
+    assert list(got) == [k for k in reference if not k.startswith("fc.")]
+    # the same seed draws torchvision's weights everywhere but the replaced stem
+    for key, value in reference.items():
+        if key != "conv1.weight" and not key.startswith("fc."):
+            assert torch.equal(got[key], value), key
+    assert got["conv1.weight"].shape == (64, 3, 3, 3)
 
 
-def test_a_training_run_never_imports_torchvision():
-    code = ("import sys; import envad.training.run; from envad.training.models import "
-            "Encoder, EncoderConfig; Encoder(EncoderConfig(32)); "
-            "print('torchvision' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == "False"
+def test_a_32px_batch_keeps_16px_maps_in_the_first_stage_and_gives_512_features():
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(32)).eval()
+    shapes = {}
+    for name in ("layer1", "layer4"):
+        getattr(encoder.net, name).register_forward_hook(
+            lambda module, args, out, name=name: shapes.__setitem__(name, tuple(out.shape)))
+    with torch.no_grad():
+        out = encoder(torch.rand(5, 3, 32, 32))
+    assert out.shape == (5, Encoder.dim) == (5, 512)
+    assert shapes == {"layer1": (5, 64, 16, 16), "layer4": (5, 512, 2, 2)}
+
+
+def test_a_trained_checkpoint_reloads_with_identical_outputs(tmp_path, tiny_train_data):
+    algorithm = build("erm", tiny_train_data)
+    before = {k: v.clone() for k, v in algorithm.encoder.state_dict().items()}
+    for batch in steps(tiny_train_data, 2):
+        algorithm.update(batch)
+    assert not torch.equal(before["net.layer1.0.conv1.weight"],
+                           algorithm.encoder.state_dict()["net.layer1.0.conv1.weight"])
+    path = ckpt.save_checkpoint(ckpt.checkpoint_path(tmp_path, 1), algorithm, epoch=1,
+                                meta={})
+    rebuilt = ckpt.build_algorithm(ckpt.load_checkpoint(path))
+    assert isinstance(rebuilt.encoder.net, ResNet)
+    x = tiny_train_data.tensor(list(range(8)))
+    with torch.no_grad():
+        assert torch.equal(rebuilt.eval().embed(x), algorithm.eval().embed(x))
