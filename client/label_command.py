@@ -1,6 +1,7 @@
 """`envad label`: the review loop's write side. Mark stored rows as normal (a false
-alarm) or anomaly (a real one), by id or from a CSV of ids such as `envad report`'s
-review.csv; the next `envad fit` honours the labels (server/review.py)."""
+alarm) or anomaly (a real one): by id, unique id prefix or stored file, from a CSV of
+ids, or from the review.csv the review page of `envad report` downloads (its verdicts:
+client/review_file.py); the next `envad fit` honours the labels (server/review.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from envad.errors import InvalidInput
 from envad.records import ANOMALY_LABEL, NORMAL_LABEL
 
 EXAMPLES = """examples:
-  envad label --normal 3f1a9c0e... 77b2d4aa...     mark two false alarms as normal
-  envad label --anomaly --ids-from review.csv      every id in review.csv's id column
+  envad label --from review/review.csv             the review page's verdicts: false
+                                                   alarm -> normal, new content -> anomaly
+  envad label --normal 3f1a9c0e 77b2d4aa           two false alarms, by unique id prefix
+  envad label --normal cams/site1/IMG_0042.JPG     a stored file, by its path
+  envad label --anomaly --ids-from ids.csv         every id in ids.csv's id column
   envad fit                                        refit: the labels are honoured
 """
 
@@ -37,7 +41,12 @@ def register(subparsers, connection_parser) -> None:
     kind.add_argument("--set", dest="label", metavar="LABEL",
                       help="any other label (not a review label: Fit filters on it only "
                            "when asked with --label)")
-    p.add_argument("ids", nargs="*", metavar="ID", help="stored row ids")
+    kind.add_argument("--from", dest="review_file", type=Path, metavar="REVIEW.csv",
+                      help="apply the verdicts of the review page's review.csv (false "
+                           "alarm: normal, new content: anomaly)")
+    p.add_argument("ids", nargs="*", metavar="ID",
+                   help="stored row ids, unique id prefixes (6+ characters) or stored "
+                        "files (path or URL)")
     p.add_argument("--ids-from", type=Path, metavar="FILE.csv",
                    help="also every id of this CSV's id column (e.g. envad report's "
                         "review.csv)")
@@ -61,21 +70,45 @@ def ids_from_csv(path: Path, column: str = "id") -> list[str]:
 
 
 def cmd_label(args) -> int:
-    from envad.client.commands import open_client, print_json
+    from envad.client import label_ids
+    from envad.client.commands import open_client
+    from envad.client.review_file import read_review
 
-    ids = list(args.ids)
-    if args.ids_from is not None:
-        ids += ids_from_csv(args.ids_from, args.id_column)
-    ids = list(dict.fromkeys(ids))
-    if not ids:
-        raise InvalidInput("envad label: no ids given (pass IDs or --ids-from FILE.csv)")
+    if args.review_file is not None:
+        if args.ids or args.ids_from is not None:
+            raise InvalidInput("envad label --from applies a review file on its own "
+                               "(no IDs, no --ids-from)")
+        wanted = read_review(args.review_file)
+        if not wanted:
+            raise InvalidInput(f"{args.review_file} marks no image: mark some on the "
+                               "review page before downloading review.csv")
+    else:
+        ids = list(args.ids)
+        if args.ids_from is not None:
+            ids += ids_from_csv(args.ids_from, args.id_column)
+        if not ids:
+            raise InvalidInput("envad label: no ids given (pass IDs, --ids-from FILE.csv or "
+                               "--from review.csv)")
+        wanted = {args.label: ids}
+    missing = 0
     with open_client(args) as client:
-        result = client.set_label(ids, args.label, timeout=args.timeout)
+        if label_ids.needs_lookup([t for ids in wanted.values() for t in ids]):
+            stored = label_ids.stored_rows(client, timeout=args.timeout)
+            wanted = {label: label_ids.resolve(ids, *stored) for label, ids in wanted.items()}
+        for label, ids in wanted.items():
+            result = client.set_label(list(dict.fromkeys(ids)), label, timeout=args.timeout)
+            missing += len(result.missing)
+            _print_result(args, result, label)
+    return 1 if missing else 0
+
+
+def _print_result(args, result, label: str) -> None:
+    from envad.client.commands import print_json
+
     if args.json:
         print_json(result)
-    else:
-        print(f"labelled {len(result.updated)} row(s) {args.label!r}")
-        if result.missing:
-            shown = ", ".join(result.missing[:5]) + (" ..." if len(result.missing) > 5 else "")
-            print(f"{len(result.missing)} id(s) not stored: {shown}", file=sys.stderr)
-    return 1 if result.missing else 0
+        return
+    print(f"labelled {len(result.updated)} row(s) {label!r}")
+    if result.missing:
+        shown = ", ".join(result.missing[:5]) + (" ..." if len(result.missing) > 5 else "")
+        print(f"{len(result.missing)} id(s) not stored: {shown}", file=sys.stderr)

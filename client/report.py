@@ -5,12 +5,20 @@ scores.jsonl`). Output, in one folder: `index.html` (per camera: a score histogr
 top-N images by ensemble score (one per event when the scores were grouped into events
 with --group-events), each with its thumbnail, score, detector votes and its
 nearest stored neighbours as thumbnails), `thumbs/` (the JPEG thumbnails the page shows),
-`contact_sheet.png` (the top images of every camera in one picture, for a terminal or a
-chat) and `review.csv` (the ids shown, for `envad label --normal --ids-from review.csv`).
+`contact_sheet.png` (the top images of every camera in one picture, captioned with their
+file names, for a terminal or a chat) and `shown.csv` (the images shown, for the record).
 
-Neighbours come from the server's Search (by the stored id, else by the image's bytes)
-and leave out the image itself (same id or same file) and known anomalies (rows labelled
-"anomaly", images the scores flag), so that they show what normal looks like nearby.
+The page is where review happens: each item has a "false alarm" and a "new content"
+toggle, and a button downloads `review.csv` holding only the marked images (id, verdict),
+which `envad label --from review.csv` applies (client/review_file.py). Each item links to
+its full-size image (a path relative to the page's folder for a local file), and shows its
+capture time, event and file name; the files the scores record as failed are listed with
+their reasons.
+
+Neighbours come from the server's Search (by the stored id, else by the image's bytes),
+from the image's own camera first (then any camera, to fill up), and leave out the image
+itself (same id or same file) and known anomalies (rows labelled "anomaly", images the
+scores flag), so that they show what normal looks like nearby.
 """
 
 from __future__ import annotations
@@ -19,13 +27,17 @@ import csv
 import hashlib
 import io
 import json
+import os
+import urllib.parse
+import urllib.request
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from envad.client.sources import read_uri
 from envad.errors import EnvadError, InvalidInput, NotFound
-from envad.records import ANOMALY_LABEL
+from envad.records import ANOMALY_LABEL, RowFilter
 
 THUMB_PX = 192
 HISTOGRAM_BINS = 20
@@ -46,6 +58,11 @@ class ScoredImage:
     detectors: dict[str, dict[str, float]]
     event: str = ""
     event_size: int = 1
+    timestamp: str = ""
+
+    @property
+    def file_name(self) -> str:
+        return file_name(self.uri or self.key)
 
     def votes(self) -> int:
         """Detectors whose calibrated score reaches the threshold."""
@@ -63,6 +80,20 @@ class Thumb:
     path: str
     distance: float | None = None
     label: str = ""
+    same_camera: bool = True
+
+    @property
+    def file_name(self) -> str:
+        return file_name(self.uri)
+
+
+@dataclass(frozen=True)
+class FailedFile:
+    """A file the scores record as failed, with the reason the server gave."""
+
+    key: str
+    uri: str
+    reason: str
 
 
 @dataclass
@@ -94,29 +125,47 @@ class ReportSummary:
     out_dir: str
     page: str
     contact_sheet: str
-    review_csv: str
+    shown_csv: str
     cameras: int
     images: int
     shown: int
+    failed: int = 0
 
 
-def read_scores(path: Path) -> list[ScoredImage]:
-    """The scored images of a scores JSON lines file (failed and skipped ones left out)."""
+def _records(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of a scores JSON lines file."""
     if path.suffix.lower() not in (".jsonl", ".ndjson"):
         raise InvalidInput(f"{path}: envad report reads the .jsonl scores of "
                            "`envad backfill --scores-out scores.jsonl`")
-    images = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from exc
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise InvalidInput(f"{path}:{number}: not a score record ({exc})") from exc
+            if not isinstance(record, dict):
+                raise InvalidInput(f"{path}:{number}: not a score record (not an object)")
+            yield number, record
+
+
+def read_failures(path: Path) -> list[FailedFile]:
+    """The files a scores file records as failed, with their reasons."""
+    return [FailedFile(str(r.get("key") or ""), str(r.get("uri") or ""),
+                       str(r.get("reason") or r.get("code") or "failed"))
+            for _, r in _records(path) if r.get("status") == "failed"]
+
+
+def read_scores(path: Path) -> list[ScoredImage]:
+    """The scored images of a scores JSON lines file (failed and skipped ones left out)."""
+    images = []
+    for number, record in _records(path):
+        if record.get("status") != "ok" or record.get("ensemble") is None:
             continue
         try:
-            record = json.loads(line)
-            if record.get("status") != "ok" or record.get("ensemble") is None:
-                continue
             images.append(ScoredImage(
                 key=str(record["key"]), id=str(record.get("id") or ""),
                 env=str(record.get("env") or ""), uri=str(record.get("uri") or ""),
@@ -124,6 +173,7 @@ def read_scores(path: Path) -> list[ScoredImage]:
                 threshold=float(record["threshold"]), detectors=dict(record["detectors"]),
                 event=str(record.get("event") or ""),
                 event_size=int(record.get("event_size") or 1),
+                timestamp=str(record.get("timestamp") or ""),
             ))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InvalidInput(f"{path}:{number}: not a score record ({exc})") from exc
@@ -134,7 +184,8 @@ def read_scores(path: Path) -> list[ScoredImage]:
 
 def build_report(scores_path: Path, out_dir: Path, *, top: int = 10, neighbours: int = 4,
                  client=None) -> ReportSummary:
-    """Write the review page, thumbnails, contact sheet and review list into `out_dir`.
+    """Write the review page, thumbnails, contact sheet and list of shown images into
+    `out_dir`.
 
     `client` (an EnvadClient) is asked for neighbours; None or `neighbours=0` leaves them
     out (the page then shows the scores only).
@@ -145,6 +196,7 @@ def build_report(scores_path: Path, out_dir: Path, *, top: int = 10, neighbours:
     if top < 1 or neighbours < 0:
         raise InvalidInput("--top must be >= 1 and --neighbours >= 0")
     images = read_scores(scores_path)
+    failures = read_failures(scores_path)
     (out_dir / "thumbs").mkdir(parents=True, exist_ok=True)
     flagged = {i.id for i in images if i.is_anomaly and i.id}
     by_env: dict[str, list[ScoredImage]] = defaultdict(list)
@@ -158,18 +210,20 @@ def build_report(scores_path: Path, out_dir: Path, *, top: int = 10, neighbours:
         for image in ranked:
             entry = Reviewed(image, thumbnail(out_dir, image.id, image.env, image.uri))
             if client is not None and neighbours:
-                entry.neighbours = [thumbnail(out_dir, n.id, n.env, n.uri, n.distance, n.label)
-                                    for n in nearest_normals(client, image, neighbours,
-                                                             flagged)]
+                entry.neighbours = [
+                    thumbnail(out_dir, n.id, n.env, n.uri, n.distance, n.label,
+                              same_camera=n.env == image.env)
+                    for n in nearest_normals(client, image, neighbours, flagged)]
             reviewed.append(entry)
         sections.append(CameraSection(env, [i.ensemble for i in by_env[env]],
                                       ranked[0].threshold, reviewed))
     page = out_dir / "index.html"
-    page.write_text(render_page(sections, scores_path.name), encoding="utf-8")
+    page.write_text(render_page(sections, scores_path.name, out_dir, failures),
+                    encoding="utf-8")
     sheet = write_contact_sheet(out_dir / "contact_sheet.png", out_dir, sections)
-    review_csv = write_review_list(out_dir / "review.csv", sections)
-    return ReportSummary(str(out_dir), str(page), str(sheet), str(review_csv), len(sections),
-                         len(images), sum(len(s.top) for s in sections))
+    shown_csv = write_shown_list(out_dir / "shown.csv", sections)
+    return ReportSummary(str(out_dir), str(page), str(sheet), str(shown_csv), len(sections),
+                         len(images), sum(len(s.top) for s in sections), len(failures))
 
 
 def one_per_event(ranked: list[ScoredImage]) -> list[ScoredImage]:
@@ -186,25 +240,36 @@ def one_per_event(ranked: list[ScoredImage]) -> list[ScoredImage]:
 
 
 def nearest_normals(client, image: ScoredImage, k: int, flagged: set[str]) -> list:
-    """The k nearest stored rows that are neither the image itself nor known anomalies."""
-    wanted = k + SEARCH_SLACK
+    """The k nearest stored rows that are neither the image itself nor known anomalies:
+    those of the image's own camera first, then those of any camera to fill up."""
+    kept: list = []
+    for row_filter in ((RowFilter(envs=(image.env,)),) if image.env else ()) + (None,):
+        for n in _search(client, image, k + SEARCH_SLACK, row_filter):
+            if len(kept) < k and n.id not in {m.id for m in kept} and n.id != image.id \
+                    and not (n.uri and n.uri == image.uri) and n.label != ANOMALY_LABEL \
+                    and n.id not in flagged:
+                kept.append(n)
+        if len(kept) >= k:
+            break
+    return kept
+
+
+def _search(client, image: ScoredImage, k: int, row_filter: RowFilter | None) -> list:
+    """Search by the stored id, else by the image's bytes ([] when neither works)."""
     try:
-        found = client.search(id=image.id, k=wanted).neighbors if image.id else None
+        if image.id:
+            return list(client.search(id=image.id, k=k, row_filter=row_filter).neighbors)
     except NotFound:
-        found = None
-    if found is None:
-        try:
-            found = client.search(image=read_uri(image.uri), k=wanted).neighbors
-        except (OSError, EnvadError):
-            return []
-    kept = [n for n in found
-            if n.id != image.id and not (n.uri and n.uri == image.uri)
-            and n.label != ANOMALY_LABEL and n.id not in flagged]
-    return kept[:k]
+        pass
+    try:
+        return list(client.search(image=read_uri(image.uri), k=k,
+                                  row_filter=row_filter).neighbors)
+    except (OSError, EnvadError):
+        return []
 
 
 def thumbnail(out_dir: Path, id: str, env: str, uri: str, distance: float | None = None,
-              label: str = "") -> Thumb:
+              label: str = "", *, same_camera: bool = True) -> Thumb:
     """A JPEG thumbnail of the image at `uri` under out_dir/thumbs ("" path: unreadable)."""
     from PIL import Image, UnidentifiedImageError
 
@@ -216,12 +281,33 @@ def thumbnail(out_dir: Path, id: str, env: str, uri: str, distance: float | None
                 img.thumbnail((THUMB_PX, THUMB_PX))
                 img.convert("RGB").save(target, "JPEG", quality=85)
         except (OSError, ValueError, UnidentifiedImageError, Image.DecompressionBombError):
-            return Thumb(id, env, uri, "", distance, label)
-    return Thumb(id, env, uri, f"thumbs/{name}", distance, label)
+            return Thumb(id, env, uri, "", distance, label, same_camera)
+    return Thumb(id, env, uri, f"thumbs/{name}", distance, label, same_camera)
 
 
-def write_review_list(path: Path, sections: list[CameraSection]) -> Path:
-    """The images the page shows, one row each: id first, for `envad label --ids-from`."""
+def file_name(uri: str) -> str:
+    """The last part of a path or URL (either separator)."""
+    path = urllib.parse.urlparse(uri).path if "://" in uri else uri
+    return PureWindowsPath(PurePosixPath(path).name).name or uri
+
+
+def full_size_link(out_dir: Path, uri: str) -> str:
+    """Where the page links an image: a local file by its path relative to the page's
+    folder (so the folder can move with the archive), a URL as it is."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        return uri
+    local = (Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file"
+             else Path(uri))
+    try:
+        relative = os.path.relpath(local.resolve(), out_dir.resolve())
+    except ValueError:                # another drive (Windows): an absolute file URL
+        return local.resolve().as_uri()
+    return urllib.parse.quote(Path(relative).as_posix())
+
+
+def write_shown_list(path: Path, sections: list[CameraSection]) -> Path:
+    """The images the page shows, one row each (the page's review.csv holds the verdicts)."""
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "env", "key", "ensemble", "is_anomaly", "votes", "uri"])

@@ -1,12 +1,12 @@
 """The review report's contact sheet: the top images of every camera as one PNG (tiles
-with camera, score and verdict under each), for a terminal, a chat or an issue."""
+with file name, camera, score and verdict under each), for a terminal, a chat or an issue."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 TILE = 192
-CAPTION_H = 30
+CAPTION_H = 44
 COLUMNS = 6
 MAX_TILES = 48
 
@@ -31,9 +31,16 @@ def write_contact_sheet(path: Path, out_dir: Path, sections) -> Path:
             draw.text((x + 10, y + TILE // 2), "unreadable", fill="gray")
         image = entry.image
         colour = (176, 0, 0) if image.is_anomaly else (40, 40, 40)
-        draw.text((x + 4, y + TILE + 2), f"{image.env[:28]}", fill=colour)
-        draw.text((x + 4, y + TILE + 15),
+        draw.text((x + 4, y + TILE + 2), _fit(image.file_name), fill=colour)
+        draw.text((x + 4, y + TILE + 15), f"{image.env[:28]}", fill=colour)
+        draw.text((x + 4, y + TILE + 28),
                   f"{image.ensemble:.3f} {'ANOMALY' if image.is_anomaly else 'normal'} "
                   f"{image.votes()}/{len(image.detectors)}", fill=colour)
     sheet.save(path, "PNG")
     return path
+
+
+def _fit(name: str, chars: int = 30) -> str:
+    """A file name shortened in the middle to fit under a tile (its end kept: the
+    camera's running number is there)."""
+    return name if len(name) <= chars else name[:10] + "..." + name[-(chars - 13):]

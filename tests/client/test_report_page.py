@@ -104,10 +104,10 @@ def test_the_review_page_renders_with_every_image_loaded(scored, tmp_path) -> No
     assert "votes" in page and 'data-env="camB"' in page
 
     with Image.open(summary.contact_sheet) as sheet:
-        assert sheet.size == (6 * 192, 192 + 30)
+        assert sheet.size == (6 * 192, 192 + 44)
         colours = sheet.convert("RGB").getcolors(maxcolors=1 << 24) or []
         assert len(colours) > 10   # thumbnails, not a blank page
-    review = (out / "review.csv").read_text().splitlines()
+    review = (out / "shown.csv").read_text().splitlines()
     assert review[0].startswith("id,env,") and len(review) == 7
 
 
