@@ -21,7 +21,7 @@ TASKS = ("bucket", "class")
 AUGMENTS = ("none", "style", "style_mix")
 AUX = ("none", "rotation")
 #: photodigits.RECIPES (checked by the same test)
-RECIPE_NAMES = ("standard", "holdout")
+RECIPE_NAMES = ("standard", "holdout", "shapes")
 
 
 def register(subparsers) -> None:
@@ -41,9 +41,11 @@ def register(subparsers) -> None:
     p.add_argument("--size", type=int, choices=(32, 64), default=32, help="image side (px)")
     p.add_argument("--seed", type=int, default=0, help="generator seed")
     p.add_argument("--recipe", choices=RECIPE_NAMES, default="standard",
-                   help="which cameras and digits: 'standard' (the benchmark every default "
-                        "was chosen on) or 'holdout' (nine other cameras, another digit "
-                        "split: for checking that the defaults carry over)")
+                   help="which cameras and content: 'standard' (the benchmark every default "
+                        "was chosen on), 'holdout' (nine other cameras, another digit "
+                        "split: for checking that the defaults carry over) or 'shapes' "
+                        "(procedural shapes with near-neighbour classes, other cameras: a "
+                        "second content family to select on)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_photodigits)
 

@@ -7,12 +7,15 @@ Six training cameras hold only normals with a skewed bucket mix (a style-content
 shortcut); three unseen test cameras hold balanced normals and 40% anomalies. Which
 photographs, styles and digits make a dataset is a recipe (`RECIPES`): `standard`
 (BENCHMARK.md: normal_a = {0,1,2}, normal_b = {3,4,5}, anomalies = {6,...,9}), on which
-every default of the product was chosen, and `holdout`, nine other cameras and another
-digit split, kept for checking that those defaults carry over.
+every default of the product was chosen, `holdout`, nine other cameras and another
+digit split, kept for checking that those defaults carry over, and `shapes`, another
+content family (training/content_families.py: procedural shapes with near-neighbour
+classes) through other cameras, for choosing pipelines on more than one family.
 
 Written in the folder format (metadata.csv + ad_spec.json + images/ENV/ID.png) plus
-`digits.npz` (`ids`, `digits` uint8 [N, 8, 8] in 0..16: the clean content of each
-image, for the "content oracle" reference row) and `photodigits.json` (the recipe).
+`digits.npz` (`ids`, `digits` uint8 [N, H, W] in 0..16: the clean content of each
+image, 8x8 digits or 24x24 shapes, for the "content oracle" reference row) and
+`photodigits.json` (the recipe).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import numpy as np
 from PIL import Image
 from scipy.ndimage import gaussian_filter
 from tqdm import tqdm
+
+from envad.training import content_families
 
 VERSION = 1
 TRAIN_POOL_FRACTION = 0.6      # per class: 60% of instances for training cameras
@@ -65,10 +70,12 @@ class Recipe:
     test_cameras: tuple[Camera, ...]
     normal_a: tuple[int, ...]
     normal_b: tuple[int, ...]
+    content: str = "digits"        # a content_families.CONTENT_FAMILIES name
 
     @property
     def anomalies(self) -> tuple[int, ...]:
-        return tuple(d for d in range(10) if d not in self.normal_a + self.normal_b)
+        return tuple(d for d in content_families.get(self.content).labels
+                     if d not in self.normal_a + self.normal_b)
 
     @property
     def cameras(self) -> tuple[Camera, ...]:
@@ -136,8 +143,47 @@ HOLDOUT = Recipe(
     normal_b=(0, 8, 9),
 )
 
+#: a second content family through the same camera machinery: procedural shapes
+#: (training/shapes.py) whose classes come in near-neighbour pairs. Both normal buckets
+#: hold near neighbours of each other (square / rounded square, 5- / 6-point star), so a
+#: leave-one-class-out fold holds out a class whose near neighbour stays normal; four of
+#: the six anomalies are near neighbours of a normal class (hexagon and ring of the disc,
+#: cross of the plus, diamond of the square), the two triangles are not. Six other
+#: cameras: new styles on four of STANDARD's training photographs and on two
+#: photographs no other recipe films; its three test cameras film photographs no other
+#: recipe uses either. For choosing defaults on more than one content family
+#: (`envad select --data` twice; docs/training.md, "PhotoDigits recipes").
+SHAPES = Recipe(
+    "shapes",
+    train_cameras=(
+        Camera("cam-lawn", "grass", 0.9, 0.70, 0.90, 1.10, (0.90, 1.05, 0.85), 0.05, 0.4,
+               0.92),
+        Camera("cam-path", "gravel", 0.8, 0.55, 1.05, 0.90, (1.00, 0.95, 0.90), 0.03, 0.0,
+               0.08),
+        Camera("cam-wall", "brick", 0.7, 0.45, 1.00, 1.05, (1.05, 1.00, 0.95), 0.06, 0.5,
+               0.08, night=True),
+        Camera("cam-cafe", "coffee", 0.3, 0.40, 0.90, 1.15, (1.10, 0.95, 0.85), 0.02, 0.3,
+               0.92),
+        Camera("cam-motorcycle", "stereo_motorcycle", 0.2, 0.50, 1.10, 0.95,
+               (0.95, 1.00, 1.10), 0.04, 0.0, 0.08),
+        Camera("cam-colorwheel", "colorwheel", 0.1, 0.35, 0.95, 0.85, (1.00, 1.00, 1.00),
+               0.07, 0.6, 0.92),
+    ),
+    test_cameras=(
+        Camera("cam-vessels", "microaneurysms", 0.5, 0.60, 1.00, 1.20, (1.05, 0.95, 0.90),
+               0.05, 0.3, 0.92),
+        Camera("cam-logo", "logo", 0.5, 0.45, 0.95, 1.00, (1.00, 1.05, 0.95), 0.03, 0.5,
+               0.08),
+        Camera("cam-phantom", "shepp_logan_phantom", 0.5, 0.70, 0.90, 1.10,
+               (1.00, 1.00, 1.00), 0.06, 0.2, 0.92, night=True),
+    ),
+    normal_a=(0, 2, 4),            # square, disc, 5-point star
+    normal_b=(1, 5, 6),            # rounded square, 6-point star, plus
+    content="shapes",
+)
+
 #: recipe name -> recipe (`envad data photodigits --recipe`)
-RECIPES = {recipe.name: recipe for recipe in (STANDARD, HOLDOUT)}
+RECIPES = {recipe.name: recipe for recipe in (STANDARD, HOLDOUT, SHAPES)}
 
 
 def generate(out_dir: str | Path, size: int = 32, seed: int = 0, *, progress: bool = True,
@@ -146,88 +192,121 @@ def generate(out_dir: str | Path, size: int = 32, seed: int = 0, *, progress: bo
     """Write PhotoDigits to `out_dir` (replacing a previous PhotoDigits there); returns it.
 
     Besides train/val (training cameras) and test (unseen cameras), the `id_test` split
-    holds held-out digit instances rendered by the training cameras, with the test mix of
-    anomalies: the in-distribution reference of evaluations. Its size per training camera
-    defaults to a third of `test_per_camera`.
+    holds held-out content instances rendered by the training cameras, with the test mix
+    of anomalies: the in-distribution reference of evaluations. Its size per training
+    camera defaults to a third of `test_per_camera`.
 
-    `recipe` names one of RECIPES (which cameras, which digits are normal).
+    `recipe` names one of RECIPES (which cameras, which content family, which classes
+    are normal).
 
     Deterministic for (recipe, size, seed, counts): the same call writes byte-identical
     files.
     """
-    if recipe not in RECIPES:
-        raise ValueError(f"unknown PhotoDigits recipe {recipe!r}; known: "
-                         f"{', '.join(RECIPES)}")
-    chosen = RECIPES[recipe]
-    if size not in (32, 64):
-        raise ValueError(f"PhotoDigits size must be 32 or 64, got {size}")
-    if train_per_camera < 10 or test_per_camera < 5:
-        raise ValueError("need at least 10 images per training and 5 per test camera")
-    from sklearn.datasets import load_digits
-
-    out = Path(out_dir)
-    if out.exists():
-        if not (out / "photodigits.json").is_file() and any(out.iterdir()):
-            raise FileExistsError(f"{out} exists and is not a PhotoDigits folder; "
-                                  "choose an empty or new directory")
-        shutil.rmtree(out)
-    (out / "images").mkdir(parents=True)
-
-    digits = load_digits()
-    pools = _digit_pools(digits.target, np.random.default_rng([seed, 0]))
-    plan = []
-    for k, camera in enumerate(chosen.train_cameras):
-        plan += _train_camera_plan(chosen, camera, pools[0], train_per_camera,
-                                   np.random.default_rng([seed, 1, k]))
-    for k, camera in enumerate(chosen.test_cameras):
-        plan += _test_camera_plan(chosen, camera, pools[1], test_per_camera,
-                                  np.random.default_rng([seed, 2, k]))
+    chosen = _checked_recipe(recipe, size, train_per_camera, test_per_camera)
+    out = _fresh_folder(Path(out_dir))
+    family = content_families.get(chosen.content)
+    glyphs, targets = family.bank(seed)
+    pools = _digit_pools(targets, np.random.default_rng([seed, 0]), family.labels)
     if id_test_per_camera is None:
         id_test_per_camera = max(int(round(test_per_camera / 3)), 1)
-    for k, camera in enumerate(chosen.train_cameras):
-        plan += _test_camera_plan(chosen, camera, pools[1], id_test_per_camera,
-                                  np.random.default_rng([seed, 4, k]), split="id_test")
-
-    cameras = {c.env: c for c in chosen.cameras}
-    photos = {c.photo: _load_photo(c.photo) for c in cameras.values()}
-    rows, contents = [], []
-    for n, (env, label, split, digit_index) in enumerate(
-            tqdm(plan, desc="photodigits", unit="img", disable=not progress)):
-        camera = cameras[env]
-        image_id = f"{env}-{n:05d}"
-        rng = np.random.default_rng([seed, 3, n])
-        pixels = render(photos[camera.photo], digits.images[digit_index], camera, size, rng)
-        rel = f"images/{env}/{image_id}.png"
-        (out / rel).parent.mkdir(exist_ok=True)
-        Image.fromarray(pixels).save(out / rel, format="PNG")
-        rows.append({"id": image_id, "path": rel, "env": env, "label": str(label),
-                     "split": split, "is_anomaly": str(label in chosen.anomalies).lower()})
-        contents.append(digits.images[digit_index].astype(np.uint8))
-
-    with open(out / "metadata.csv", "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, ["id", "path", "env", "label", "split", "is_anomaly"])
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / "ad_spec.json").write_text(json.dumps(
-        {"normal_a": [str(d) for d in chosen.normal_a],
-         "normal_b": [str(d) for d in chosen.normal_b]}))
-    write_npz(out / "digits.npz", ids=np.array([r["id"] for r in rows]),
-              digits=np.stack(contents))
+    plan = _plan(chosen, pools, seed, (train_per_camera, test_per_camera,
+                                       id_test_per_camera))
+    rows, contents = _render_plan(out, chosen, plan, glyphs, size, seed, progress)
+    _write_folder(out, chosen, rows, contents)
     (out / "photodigits.json").write_text(json.dumps({
         "name": "-".join(["photodigits"] + ([] if chosen is STANDARD else [chosen.name])
                          + [str(size)]),
         "version": VERSION, "size": size, "seed": seed,
         "train_per_camera": train_per_camera, "test_per_camera": test_per_camera,
         "id_test_per_camera": id_test_per_camera,
-        "recipe": chosen.name,
+        "recipe": chosen.name, "content": chosen.content,
+        "classes": dict(zip(map(str, family.labels), family.class_names, strict=True)),
         "train_cameras": [asdict(c) for c in chosen.train_cameras],
         "test_cameras": [asdict(c) for c in chosen.test_cameras],
     }, indent=1))
     return out
 
 
+def _checked_recipe(recipe: str, size: int, train_per_camera: int,
+                    test_per_camera: int) -> Recipe:
+    """The recipe called `recipe`, after checking the generator's arguments."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown PhotoDigits recipe {recipe!r}; known: "
+                         f"{', '.join(RECIPES)}")
+    if size not in (32, 64):
+        raise ValueError(f"PhotoDigits size must be 32 or 64, got {size}")
+    if train_per_camera < 10 or test_per_camera < 5:
+        raise ValueError("need at least 10 images per training and 5 per test camera")
+    return RECIPES[recipe]
+
+
+def _fresh_folder(out: Path) -> Path:
+    """`out` emptied for a new dataset (only a PhotoDigits folder or an empty one)."""
+    if out.exists():
+        if not (out / "photodigits.json").is_file() and any(out.iterdir()):
+            raise FileExistsError(f"{out} exists and is not a PhotoDigits folder; "
+                                  "choose an empty or new directory")
+        shutil.rmtree(out)
+    (out / "images").mkdir(parents=True)
+    return out
+
+
+def _plan(recipe: Recipe, pools, seed: int, counts: tuple[int, int, int]
+          ) -> list[tuple[str, int, str, int]]:
+    """(env, label, split, content index) of every image: training cameras, test
+    cameras, then the training cameras' id_test images."""
+    train_per_camera, test_per_camera, id_test_per_camera = counts
+    plan = []
+    for k, camera in enumerate(recipe.train_cameras):
+        plan += _train_camera_plan(recipe, camera, pools[0], train_per_camera,
+                                   np.random.default_rng([seed, 1, k]))
+    for k, camera in enumerate(recipe.test_cameras):
+        plan += _test_camera_plan(recipe, camera, pools[1], test_per_camera,
+                                  np.random.default_rng([seed, 2, k]))
+    for k, camera in enumerate(recipe.train_cameras):
+        plan += _test_camera_plan(recipe, camera, pools[1], id_test_per_camera,
+                                  np.random.default_rng([seed, 4, k]), split="id_test")
+    return plan
+
+
+def _render_plan(out: Path, recipe: Recipe, plan, glyphs: np.ndarray, size: int,
+                 seed: int, progress: bool) -> tuple[list[dict], list[np.ndarray]]:
+    """Render and save every planned image; its metadata row and its clean content."""
+    cameras = {c.env: c for c in recipe.cameras}
+    photos = {c.photo: _load_photo(c.photo) for c in cameras.values()}
+    rows, contents = [], []
+    for n, (env, label, split, index) in enumerate(
+            tqdm(plan, desc="photodigits", unit="img", disable=not progress)):
+        camera = cameras[env]
+        image_id = f"{env}-{n:05d}"
+        rng = np.random.default_rng([seed, 3, n])
+        pixels = render(photos[camera.photo], glyphs[index], camera, size, rng)
+        rel = f"images/{env}/{image_id}.png"
+        (out / rel).parent.mkdir(exist_ok=True)
+        Image.fromarray(pixels).save(out / rel, format="PNG")
+        rows.append({"id": image_id, "path": rel, "env": env, "label": str(label),
+                     "split": split, "is_anomaly": str(label in recipe.anomalies).lower()})
+        contents.append(glyphs[index].astype(np.uint8))
+    return rows, contents
+
+
+def _write_folder(out: Path, recipe: Recipe, rows: list[dict],
+                  contents: list[np.ndarray]) -> None:
+    """metadata.csv, ad_spec.json and the clean content (digits.npz)."""
+    with open(out / "metadata.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, ["id", "path", "env", "label", "split", "is_anomaly"])
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "ad_spec.json").write_text(json.dumps(
+        {"normal_a": [str(d) for d in recipe.normal_a],
+         "normal_b": [str(d) for d in recipe.normal_b]}))
+    write_npz(out / "digits.npz", ids=np.array([r["id"] for r in rows]),
+              digits=np.stack(contents))
+
+
 def load_content(root: str | Path) -> dict[str, np.ndarray]:
-    """The clean 8x8 digit (0..16) behind each image id, from `digits.npz`."""
+    """The clean content (0..16; an 8x8 digit or a 24x24 shape) behind each image id,
+    from `digits.npz`."""
     with np.load(Path(root) / "digits.npz") as data:
         return dict(zip(data["ids"].tolist(), data["digits"], strict=True))
 
@@ -244,10 +323,11 @@ def write_npz(path: Path, **arrays: np.ndarray) -> None:
                 np.lib.format.write_array(handle, np.asarray(array), allow_pickle=False)
 
 
-def _digit_pools(targets: np.ndarray, rng: np.random.Generator):
+def _digit_pools(targets: np.ndarray, rng: np.random.Generator,
+                 labels: tuple[int, ...] = tuple(range(10))):
     """Per class, a seeded 60/40 split of instances: (train pool, test pool)."""
     train, test = {}, {}
-    for c in range(10):
+    for c in labels:
         members = rng.permutation(np.flatnonzero(targets == c))
         cut = int(round(TRAIN_POOL_FRACTION * len(members)))
         train[c], test[c] = members[:cut], members[cut:]
@@ -280,7 +360,10 @@ def _test_camera_plan(recipe: Recipe, camera: Camera, pool, count: int,
 def _load_photo(name: str) -> np.ndarray:
     import skimage.data
 
-    photo = np.asarray(getattr(skimage.data, name)())
+    image = getattr(skimage.data, name)()
+    photo = np.asarray(image[0] if isinstance(image, tuple) else image)   # a stereo pair
+    if photo.dtype != np.uint8:           # float in [0, 1] or a binary mask
+        photo = np.round(np.clip(photo.astype(np.float64), 0, 1) * 255).astype(np.uint8)
     if photo.ndim == 2:
         photo = np.repeat(photo[..., None], 3, axis=2)
     return np.ascontiguousarray(photo[..., :3].astype(np.uint8))
