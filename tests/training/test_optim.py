@@ -1,102 +1,76 @@
-"""FusedAdam: torch.optim.Adam(fused=True)'s updates to the bit, its state dicts both
-ways, and no torch._dynamo import."""
+"""Every trained algorithm steps with `torch.optim.Adam` on torch's fused kernel: its
+settings, its learning-rate schedule, a resumed run's moments, and CUDA."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
-from torch import nn
 
-from envad.training.optim import FusedAdam
-
-
-def _model(seed: int = 0) -> nn.Sequential:
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
-                          nn.Linear(4 * 6 * 6, 3), nn.Linear(3, 2))
-    return model.to(memory_format=torch.channels_last)
+from envad.training import checkpoint as ckpt
+from envad.training.algorithms import names
+from envad.training.algorithms.base import scheduled_lr
+from tiny_algorithms import build, float_params, steps
 
 
-def _steps(model: nn.Sequential, optimizer, steps: range, lrs=(1e-3, 5e-4, 2e-4)) -> None:
-    """Seeded batches; the learning rate moves between steps, as the schedules move it;
-    the last layer gets no gradient on odd steps (a parameter left out of an update)."""
-    for step in steps:
-        generator = torch.Generator().manual_seed(step)
-        x = torch.randn(5, 3, 8, 8, generator=generator)
-        for group in optimizer.param_groups:
-            group["lr"] = lrs[step % len(lrs)]
-        optimizer.zero_grad(set_to_none=True)
-        hidden = model[:5](x)
-        out = model[5](hidden) if step % 2 == 0 else hidden[:, :2]
-        out.square().mean().backward()
-        optimizer.step()
+@pytest.mark.parametrize("name", names())
+def test_every_trained_algorithm_builds_torch_fused_adam_with_its_hparams(
+        name, tiny_train_data):
+    algorithm = build(name, tiny_train_data)
+    if not algorithm.trains:
+        return
+    optimizer = algorithm.optimizer
+    assert type(optimizer) is torch.optim.Adam
+    hparams = algorithm.hparams
+    for group in optimizer.param_groups:
+        assert group["fused"] is True
+        assert group["lr"] == algorithm.current_lr()
+        assert group["betas"] == (0.9, 0.999) and group["eps"] == 1e-8
+        assert group["weight_decay"] == getattr(hparams, "weight_decay", 0.0)
+        assert group["amsgrad"] is False and group["decoupled_weight_decay"] is False
 
 
-def _same(a: nn.Module, b: nn.Module) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(),
-                                                 b.state_dict().values(), strict=True))
+def test_the_cosine_schedule_sets_the_optimizer_lr_before_each_step(tiny_train_data):
+    algorithm = build("erm", tiny_train_data, total_steps=6, schedule="cosine",
+                      warmup_fraction=0.0)
+    for step, batch in enumerate(steps(tiny_train_data, 3)):
+        algorithm.update(batch)
+        expected = scheduled_lr(step, 6, algorithm.hparams.lr, "cosine", 0.0)
+        assert [g["lr"] for g in algorithm.optimizer.param_groups] == [expected]
+    assert algorithm.optimizer.param_groups[0]["lr"] < algorithm.hparams.lr
 
 
-@pytest.mark.parametrize("weight_decay", [0.0, 1e-4])
-def test_updates_equal_torch_fused_adam_to_the_bit(weight_decay):
-    ours, theirs = _model(), _model()
-    _steps(ours, FusedAdam(ours.parameters(), lr=1e-3, weight_decay=weight_decay), range(7))
-    _steps(theirs, torch.optim.Adam(theirs.parameters(), lr=1e-3, weight_decay=weight_decay,
-                                    fused=True), range(7))
-    assert _same(ours, theirs)
-    assert not _same(ours, _model())          # it did train
+def test_a_resumed_checkpoint_takes_the_same_next_step(tmp_path, tiny_train_data):
+    """The Adam moments saved in a checkpoint reload onto channels-last parameters (as a
+    resumed run places them), and the next update is the one the unbroken run takes."""
+    batches = steps(tiny_train_data, 3)
+    algorithm = build("erm", tiny_train_data)
+    algorithm.place("cpu")
+    for batch in batches[:2]:
+        algorithm.update(batch)
+    path = ckpt.save_checkpoint(ckpt.checkpoint_path(tmp_path, 1), algorithm, epoch=1,
+                                meta={})
+    resumed = ckpt.build_algorithm(ckpt.load_checkpoint(path))
+    resumed.place("cpu")
+    state = resumed.optimizer.state_dict()["state"]
+    assert len(state) == len(list(algorithm.parameters()))
+    assert all(s["step"].item() == 2 for s in state.values())
+    algorithm.update(batches[2])
+    resumed.update(batches[2])
+    expected, got = float_params(algorithm), float_params(resumed)
+    for key, value in expected.items():
+        assert torch.equal(got[key], value), key
 
 
-def test_state_dicts_load_both_ways_and_the_run_goes_on_identically():
-    reference = _model()
-    reference_adam = torch.optim.Adam(reference.parameters(), lr=1e-3, fused=True)
-    _steps(reference, reference_adam, range(6))
-
-    from_torch = _model()
-    torch_adam = torch.optim.Adam(from_torch.parameters(), lr=1e-3, fused=True)
-    _steps(from_torch, torch_adam, range(3))
-    ours = FusedAdam(from_torch.parameters(), lr=1e-3)
-    ours.load_state_dict(torch_adam.state_dict())       # a checkpoint of torch's Adam
-    _steps(from_torch, ours, range(3, 6))
-    assert _same(from_torch, reference)
-
-    from_ours = _model()
-    ours = FusedAdam(from_ours.parameters(), lr=1e-3)
-    _steps(from_ours, ours, range(3))
-    saved = ours.state_dict()
-    assert saved["param_groups"][0].keys() == torch_adam.state_dict()["param_groups"][0].keys()
-    torch_adam = torch.optim.Adam(from_ours.parameters(), lr=1e-3, fused=True)
-    torch_adam.load_state_dict(saved)                   # and the other way
-    _steps(from_ours, torch_adam, range(3, 6))
-    assert _same(from_ours, reference)
-
-
-def test_parameter_groups_keep_their_own_settings():
-    model = _model()
-    adam = FusedAdam([{"params": model[0].parameters()},
-                      {"params": model[4].parameters(), "weight_decay": 0.1}], lr=1e-3)
-    assert [g["weight_decay"] for g in adam.param_groups] == [0.0, 0.1]
-    saved = adam.state_dict()
-    assert [g["params"] for g in saved["param_groups"]] == [[0, 1], [2, 3]]
-    with pytest.raises(ValueError, match="other parameter groups"):
-        FusedAdam(model.parameters(), lr=1e-3).load_state_dict(saved)
-    with pytest.raises(ValueError, match="empty"):
-        FusedAdam([], lr=1e-3)
-
-
-def test_building_and_stepping_import_no_compiler():
-    """torch.optim's optimizers import torch._dynamo (1.3 s on the build host); this one
-    must not."""
-    code = ("import sys, torch\n"
-            "from envad.training.optim import FusedAdam\n"
-            "m = torch.nn.Linear(4, 2)\n"
-            "a = FusedAdam(m.parameters(), lr=1e-3)\n"
-            "m(torch.ones(3, 4)).sum().backward(); a.step(); a.state_dict()\n"
-            "print('torch._dynamo' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_optimizer_steps_fused_on_cuda(tiny_train_data):
+    algorithm = build("erm", tiny_train_data)
+    algorithm.place("cuda")
+    before = float_params(algorithm)
+    algorithm.update(steps(tiny_train_data, 1, device="cuda")[0])
+    assert algorithm.optimizer.param_groups[0]["fused"] is True
+    for param, state in algorithm.optimizer.state.items():
+        assert param.is_cuda and state["exp_avg"].is_cuda
+        assert state["step"].is_cuda and state["step"].dtype == torch.float32
+    after = float_params(algorithm)
+    assert any(not torch.equal(before[k].cpu(), after[k].cpu()) for k in before)

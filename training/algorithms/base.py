@@ -20,7 +20,6 @@ from envad.training.augment import STYLE_AUGMENTS, style_augment
 from envad.training.heads import check_head, make_head
 from envad.training.mixstyle import MixStyle
 from envad.training.models import Encoder, EncoderConfig
-from envad.training.optim import FusedAdam
 
 if TYPE_CHECKING:
     from envad.training.batches import TrainData
@@ -156,7 +155,7 @@ class Algorithm(nn.Module):
         self.aux = aux
         self.encoder = Encoder(encoder, load_weights=load_weights)
         self.register_buffer("step", torch.zeros((), dtype=torch.long))
-        self.optimizer: FusedAdam | None = None
+        self.optimizer: torch.optim.Adam | None = None
         self._aux_batch: tuple[torch.Tensor, torch.Generator] | None = None
         self._aux_loss: float | None = None
 
@@ -256,11 +255,12 @@ class Algorithm(nn.Module):
                         param.shape, param.stride(), dtype=value.dtype,
                         device=value.device).copy_(value)
 
-    def _adam(self, params) -> FusedAdam:
-        # the fused kernel runs on CPU and CUDA and is ~3x faster than the per-tensor loop;
-        # FusedAdam runs it as torch.optim.Adam(fused=True) does, without importing
-        # torch._dynamo (1.3 s of every run's start: training/optim.py)
-        return FusedAdam(params, lr=self.current_lr(), weight_decay=self.hparams.weight_decay)
+    def _adam(self, params) -> torch.optim.Adam:
+        # torch's fused Adam kernel runs on CPU and CUDA (torch >= 2.4) and is ~3x faster
+        # than the per-tensor loop; the parameters may move between devices afterwards
+        # (`place`), the kernel follows them
+        return torch.optim.Adam(params, lr=self.current_lr(),
+                                weight_decay=self.hparams.weight_decay, fused=True)
 
 
 class SupervisedAlgorithm(Algorithm):
