@@ -282,6 +282,18 @@ def store_write(records: list[dict]) -> list[str]:
     return lines
 
 
+def rows_export(records: list[dict]) -> list[str]:
+    lines = ["| ROWS export of a store's rows | rows | envad rows/s | protobuf rows/s "
+             "| x protobuf |", "| --- |" + " --- |" * 4]
+    what = {"rows_encode": "encoding alone (best of {rounds})",
+            "rows_export_rpc": "whole Export RPC through `envad serve` (median of {rounds})"}
+    for r in records:
+        lines.append(f"| {what[r['benchmark']].format(rounds=r['rounds'])} | {r['rows']:,} | "
+                     f"{r['envad_rows_per_s']:,.0f} | {r['protobuf_rows_per_s']:,.0f} | "
+                     f"{_f(r['ratio_envad_over_protobuf'], 2)} |")
+    return lines
+
+
 TRAIN_PHASES = ("data", "model", "prepare", "validation", "checkpoints", "curves", "export")
 
 
@@ -350,6 +362,7 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "threads": threads, "rpc_pool": rpc_pool, "scale": scale, "server_scale": server_scale,
              "store_write": store_write,
              "export_rows": store_write, "camera_stats": camera_stats,
+             "rows_encode": rows_export, "rows_export_rpc": rows_export,
              "train_overhead": train_overhead, "train_decode": train_overhead,
              "train_validation_embed": train_overhead}
 BLOCK = re.compile(r"<!-- bench:(?P<name>[\w.-]+\.jsonl) -->\n.*?<!-- /bench -->", re.S)

@@ -41,6 +41,7 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
         "scale": ["benchmarks.scale", "--rows", "10000", "100000"],
         "server_scale": ["benchmarks.server_scale", "--rows", "10000", "100000"],
         "store_write": ["benchmarks.store_write", "--rows", "100000"],
+        "rows_export": ["benchmarks.rows_export", "--rows", "50000", "--rounds", "3"],
         "camera_stats": ["benchmarks.camera_stats", "--cameras", "1", "100", "1000"],
         "train_speed": ["benchmarks.train_speed", "--sizes", "32", "64", "--rounds", "5"],
         "train_overhead": ["benchmarks.train_overhead", "--rounds", "3"],
