@@ -32,7 +32,7 @@ def archive_server(envad_server):
 
 def fit_and_score(address: str, archive, ids) -> tuple[np.ndarray, float]:
     with EnvadClient(address) as client:
-        client.fit(RowFilter(), seed=0)
+        client.fit(RowFilter(splits=("archive",)), seed=0)
         results = client.score([ImageInput(data=archive.png(i), id=ids[i],
                                            env=str(archive.envs[i])) for i in range(len(ids))],
                                reuse_stored=True).results
