@@ -93,7 +93,7 @@ def serve_with_protobuf_rows(argv: list[str]) -> int:
     import envad.server.convert as convert
     from envad.client.cli import main
 
-    convert.rows_chunk_bytes = protobuf_rows_chunk      # type: ignore[assignment]
+    convert.rows_chunk_bytes = protobuf_rows_chunk
     return main(argv)
 
 

@@ -101,7 +101,9 @@ def test_the_epoch_axis_has_whole_number_ticks():
 def test_a_short_run_marks_its_points_and_a_long_one_is_a_plain_line():
     def marker(count: int) -> str:
         epochs = [{"epoch": n, "train": {"loss": 1.0}} for n in range(1, count + 1)]
-        return curves_figure(epochs, "erm").axes[0].get_lines()[0].get_marker()
+        figure = curves_figure(epochs, "erm")
+        assert figure is not None
+        return str(figure.axes[0].get_lines()[0].get_marker())
 
     assert marker(MAX_MARKED_POINTS) == "o"
     assert marker(MAX_MARKED_POINTS + 1) in ("None", "", None)
