@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from benchmarks.common import best_time, emit, log
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.encoder import OnnxEncoder
 from envad.training.data import load_dataset
 
@@ -39,7 +39,7 @@ def embed_all(encoder: OnnxEncoder, images: np.ndarray, batch: int = 256) -> np.
 
 def roc_aucs(encoder: OnnxEncoder, train: np.ndarray, test: np.ndarray,
              labels: np.ndarray) -> dict[str, float]:
-    bundle = fit_bundle(embed_all(encoder, train), detectors=["KNN", "IsoForest", "PCA"])
+    bundle = fit_bundle(embed_all(encoder, train), FitSpec(detectors=("KNN", "IsoForest", "PCA")))
     scores = bundle.score(embed_all(encoder, test))
     return {"KNN": roc_auc_score(labels, scores.raw["KNN"]),
             "ensemble": roc_auc_score(labels, scores.ensemble)}

@@ -29,7 +29,7 @@ from envad.records import (
     sha256_hex,
 )
 from envad.server.config import ServerConfig
-from envad.server.detectors.bundle import MIN_SAMPLES, fit_bundle, fit_sample
+from envad.server.detectors.bundle import MIN_SAMPLES, FitSpec, fit_bundle, fit_sample
 from envad.server.detectors.leave_out import fit_groups_of
 from envad.server.detectors.persistence import BundleStore
 from envad.server.domain import (
@@ -472,12 +472,11 @@ class Engine:
                 "scores would rest on a handful of held-out rows and covariance-based "
                 "detectors degenerate): store more normal images, or allow fewer rows "
                 "(FitRequest.allow_few_rows; --allow-few-rows on the command line)")
-        matched = table.num_rows
         all_rows = table
         if options.max_samples >= MIN_SAMPLES:
             # only the sampled rows' vectors are read: memory and time stay flat in the
             # store's size (the sample is the one fit_bundle would draw from all rows)
-            table = table.take(fit_sample(matched, options.max_samples, options.seed))
+            table = table.take(fit_sample(table.num_rows, options.max_samples, options.seed))
         fit_ids = table.column("id").to_numpy(zero_copy_only=False)
         groups = fit_groups_of(
             all_rows.column("id").to_numpy(zero_copy_only=False),
@@ -488,15 +487,16 @@ class Engine:
         vectors = space.store.vectors_for(table.column("id"))
         envs = np.asarray(table.column("env").to_pylist(), dtype=object)
         labels = np.asarray([v or "" for v in table.column("label").to_pylist()], dtype=object)
-        bundle = fit_bundle(
-            vectors, detectors=list(options.detectors), seed=options.seed,
+        spec = FitSpec(
+            detectors=tuple(options.detectors), seed=options.seed,
             contamination=options.contamination, max_samples=options.max_samples,
-            stylist_drop_fraction=options.stylist_drop_fraction,
-            envs=envs, model_id=space.model_id, fit_filter=options.row_filter.as_dict(),
-            space=options.space, labels=labels, min_camera_rows=options.min_camera_rows,
-            score_adaptation=options.score_adaptation, sampled_from=matched,
-            ids=fit_ids, groups=groups,
-        )
+            stylist_drop_fraction=options.stylist_drop_fraction, space=options.space,
+            min_camera_rows=options.min_camera_rows,
+            score_adaptation=options.score_adaptation, model_id=space.model_id,
+            fit_filter=options.row_filter.as_dict())
+        # the sampled rows: fit_bundle's own sample of them is all of them
+        bundle = fit_bundle(vectors, spec, envs=envs, labels=labels, ids=fit_ids,
+                            groups=groups)
         self.bundles.save(bundle)
         if options.activate:
             space.prepare(bundle)      # its score statistics, from the stored rows

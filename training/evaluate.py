@@ -34,7 +34,7 @@ from envad.arrival_orders import arrange
 from envad.errors import InvalidInput
 from envad.pipeline import Pipeline
 from envad.server.detectors import registry
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.stylist import select_features
 from envad.server.encoder import OnnxEncoder
 from envad.training.algorithms import names as algorithm_names
@@ -238,10 +238,11 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
                  for s in config.spaces]
     for variant, space, adaptation in variants:
         drop = fraction if variant == "stylist" and fraction > 0 else None
-        bundle = fit_bundle(X_fit, detectors=list(config.detectors), seed=seed,
-                            max_samples=config.max_fit, envs=fit_envs,
-                            stylist_drop_fraction=drop, model_id=encoder.meta.model_id,
-                            space=space, score_adaptation=adaptation)
+        spec = FitSpec(detectors=tuple(config.detectors), seed=seed,
+                       max_samples=config.max_fit, stylist_drop_fraction=drop,
+                       model_id=encoder.meta.model_id, space=space,
+                       score_adaptation=adaptation)
+        bundle = fit_bundle(X_fit, spec, envs=fit_envs)
         ood, named = _score_split(bundle, X_test, test_labels, test_envs)
         entry = {"ood": ood, "orders": score_orders(bundle, X_test, test_labels, test_envs,
                                                     config.orders, seed)}

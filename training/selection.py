@@ -47,6 +47,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -57,7 +58,7 @@ from envad.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
 from envad.arrival_orders import arrange
 from envad.pipeline import COSINE, Pipeline
 from envad.server.detectors import registry
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S, FitGroups
 from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.training.metrics import roc_auc
@@ -204,14 +205,15 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
     names = registry.names()
     out: dict[str, dict] = {"scores": {}}
     for space in spaces:
-        bundle = fit_bundle(X_fit, envs=fit_envs, space=space, seed=seed, detectors=names)
+        bundle = fit_bundle(X_fit, FitSpec(space=space, seed=seed, detectors=tuple(names)),
+                            envs=fit_envs)
         scores = bundle.score_stream(query.X, query.envs)
         out["scores"][space] = _scorer_aucs(names, scores, query.positive)
         for mix, archive in (archives or {}).items():
             rows, envs, ids, codes = archive_fit(X_fit, fit_envs, archive)
-            fitted = fit_bundle(rows, envs=envs, space=space, seed=seed, detectors=names,
-                                ids=ids, groups=FitGroups.of_members(ids, codes,
-                                                                     DEFAULT_EVENT_GAP_S))
+            fitted = fit_bundle(rows, FitSpec(space=space, seed=seed, detectors=tuple(names)),
+                                envs=envs, ids=ids,
+                                groups=FitGroups.of_members(ids, codes, DEFAULT_EVENT_GAP_S))
             scores = fitted.score_stream(archive.X, archive.envs, ids=ids[len(X_fit):])
             out.setdefault("archive", {}).setdefault(mix, {})[space] = _scorer_aucs(
                 names, scores, archive.positive)
@@ -507,41 +509,172 @@ def pick_adaptation(means: dict[str, dict]) -> str:
     return best
 
 
-def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_folds: int = 3,
-                  seed: int = 0, size: int = 32, device: str = "cpu", progress: bool = True,
-                  spaces: tuple[str, ...] = SPACE_CANDIDATES,
-                  fit_rows: int | None = None) -> dict:
-    """Every candidate on the same folds, in every space of `spaces`, the detectors fitted
-    on all of a fold's fit rows or a seeded `fit_rows` of them; writes
-    OUT/selection.json and returns it.
+@dataclass(frozen=True)
+class SelectionSettings:
+    """How every fold of a selection is trained and scored."""
 
-    Finished folds are kept in OUT/folds/ and reused, so an interrupted run resumes; a
-    finished fold that lacks one of `spaces` is scored again (its trained encoder, kept
-    in OUT/runs/, is reused). Only `spaces` enter the ranking.
-    """
+    seed: int = 0
+    size: int = 32
+    device: str = "cpu"
+    spaces: tuple[str, ...] = SPACE_CANDIDATES
+    fit_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class FoldTask:
+    """One (dataset, candidate, fold) of a selection and where its result is kept."""
+
+    data: str
+    candidate: str
+    fold: Fold
+    path: Path
+    runs_dir: Path
+
+
+def dataset_tags(datas: list[str]) -> list[str]:
+    """A short distinct name per dataset (its folder's name; a repeated name gets -2,
+    -3, ...): where its folds and runs are kept when a selection has several, and its
+    column in the reports. One dataset: [""] (kept where a one-dataset selection keeps
+    them)."""
+    if len(datas) == 1:
+        return [""]
+    tags: list[str] = []
+    for data in datas:
+        base = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(data.rstrip("/")).name) or "data"
+        tag, n = base, 1
+        while tag in tags:
+            n += 1
+            tag = f"{base}-{n}"
+        tags.append(tag)
+    return tags
+
+
+def fold_tasks(datas: list[str], candidates, out: Path, n_folds: int,
+               settings: SelectionSettings) -> tuple[list[FoldTask], dict[str, list[Fold]]]:
+    """Every (dataset, candidate, fold) in order, and each dataset's folds (by tag)."""
     from envad.training.data import load_dataset
 
+    tasks, folds_by = [], {}
+    rows = f"-fit{settings.fit_rows}" if settings.fit_rows else ""
+    for tag, data in zip(dataset_tags(datas), datas, strict=True):
+        folds_by[tag] = make_folds(load_dataset(data), n_folds, settings.seed)
+        (out / "folds" / tag).mkdir(parents=True, exist_ok=True)
+        tasks += [FoldTask(data, name, fold, out / "folds" / tag
+                           / f"{name}-{fold.name}-s{settings.seed}{rows}.json",
+                           out / "runs" / tag)
+                  for name in candidates for fold in folds_by[tag]]
+    return tasks, folds_by
+
+
+def fold_result(task: FoldTask, candidate: Pipeline, settings: SelectionSettings) -> dict:
+    """A task's saved result when complete, else its fold run (and saved) now."""
+    result = json.loads(task.path.read_text()) if task.path.is_file() else None
+    if result is None or not _complete(result, settings.spaces):
+        result = run_fold(candidate, task.data, task.fold, task.runs_dir, seed=settings.seed,
+                          size=settings.size, device=settings.device, progress=False,
+                          spaces=settings.spaces, fit_rows=settings.fit_rows)
+        task.path.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _folds_in_worker(tasks: list[tuple[FoldTask, Pipeline]], settings: SelectionSettings,
+                     threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    for task, candidate in tasks:
+        fold_result(task, candidate, settings)
+
+
+def run_folds_in_parallel(tasks: list[FoldTask], candidates: dict[str, Pipeline],
+                          settings: SelectionSettings, jobs: int, progress: bool) -> None:
+    """Train and score every task, `jobs` at a time in spawned processes (CUDA cannot be
+    forked) on cpus // jobs torch threads each; finished folds are reused. Every task is
+    attempted; the failures are then reported together."""
+    import concurrent.futures
+    import multiprocessing
+    import os
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    # candidates that train alike (space variants) share a run: one worker trains it
+    groups: dict[tuple, list[tuple[FoldTask, Pipeline]]] = {}
+    for task in tasks:
+        candidate = candidates[task.candidate]
+        key = (task.runs_dir, candidate.training_name, task.fold.name)
+        groups.setdefault(key, []).append((task, candidate))
+    failures = []
+    with concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_folds_in_worker, group, settings, threads): group[0][0]
+                   for group in groups.values()}
+        for future in tqdm(concurrent.futures.as_completed(futures), total=len(futures),
+                           desc=f"select ({jobs} at a time)", disable=not progress):
+            if future.exception() is not None:
+                failures.append(f"{futures[future].path.name}: {future.exception()!r}")
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {len(groups)} selection runs failed: "
+                           + "; ".join(failures))
+
+
+def _only_spaces(result: dict, spaces: tuple[str, ...]) -> dict:
+    """A fold result reduced to `spaces` (a saved fold may have scored more)."""
+    result["scores"] = {space: result["scores"][space] for space in spaces}
+    for sets, mixes in (("pooled", POOLED_MIXES), ("archive", ARCHIVE_MIXES),
+                        ("orders", ARRIVAL_ORDERS)):
+        result[sets] = {mix: {space: result[sets][mix][space] for space in spaces}
+                        for mix in mixes}
+    return result
+
+
+def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: Path, *,
+                  n_folds: int = 3, seed: int = 0, size: int = 32, device: str = "cpu",
+                  progress: bool = True, spaces: tuple[str, ...] = SPACE_CANDIDATES,
+                  fit_rows: int | None = None, jobs: int = 1) -> dict:
+    """Every candidate on the same folds of every dataset (`data`: one DIR or several),
+    in every space of `spaces`, the detectors fitted on all of a fold's fit rows or a
+    seeded `fit_rows` of them; the pipeline is chosen by the mean over all datasets'
+    folds. Writes OUT/selection.json and returns it.
+
+    Finished folds are kept in OUT/folds/ (OUT/folds/TAG/ per dataset when there are
+    several, `dataset_tags`) and reused, so an interrupted run resumes; a finished fold
+    that lacks one of `spaces` is scored again (its trained encoder, kept in OUT/runs/,
+    is reused). Only `spaces` enter the ranking. `jobs` > 1 runs that many folds at once.
+    """
+    datas = [data] if isinstance(data, str) else list(data)
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    settings = SelectionSettings(seed, size, device, tuple(spaces), fit_rows)
     out = Path(out)
-    (out / "folds").mkdir(parents=True, exist_ok=True)
-    folds = make_folds(load_dataset(data), n_folds, seed)
+    tasks, folds_by = fold_tasks(datas, candidates, out, n_folds, settings)
+    if jobs > 1:
+        run_folds_in_parallel(tasks, candidates, settings, jobs, progress)
     results: dict[str, list[dict]] = {}
-    jobs = [(name, fold) for name in candidates for fold in folds]
-    for name, fold in tqdm(jobs, desc="select", disable=not progress):
-        rows = f"-fit{fit_rows}" if fit_rows else ""
-        path = out / "folds" / f"{name}-{fold.name}-s{seed}{rows}.json"
-        result = json.loads(path.read_text()) if path.is_file() else None
-        if result is None or not _complete(result, spaces):
-            result = run_fold(candidates[name], data, fold, out / "runs", seed=seed,
-                              size=size, device=device, progress=False, spaces=spaces,
-                              fit_rows=fit_rows)
-            path.write_text(json.dumps(result, indent=1))
-        result["scores"] = {space: result["scores"][space] for space in spaces}
-        for sets, mixes in (("pooled", POOLED_MIXES), ("archive", ARCHIVE_MIXES),
-                            ("orders", ARRIVAL_ORDERS)):
-            result[sets] = {mix: {space: result[sets][mix][space] for space in spaces}
-                            for mix in mixes}
-        results.setdefault(name, []).append(result)
+    for task in tqdm(tasks, desc="select", disable=not progress):
+        result = fold_result(task, candidates[task.candidate], settings)
+        results.setdefault(task.candidate, []).append(_only_spaces(result, settings.spaces))
     ranking = summarise(results)
+    if len(datas) > 1:
+        add_dataset_means(ranking, [tag for tag, folds in folds_by.items() for _ in folds])
+    summary = choose(ranking, results, candidates)
+    summary = {"data": data if isinstance(data, str) else datas, "seed": seed, "size": size,
+               "fit_rows": fit_rows,
+               "folds": [f.__dict__ for folds in folds_by.values() for f in folds],
+               **({"datasets": [{"tag": tag, "data": d, "folds": [f.__dict__ for f in folds]}
+                                for d, (tag, folds) in zip(datas, folds_by.items(),
+                                                           strict=True)]}
+                  if len(datas) > 1 else {}),
+               "candidates": {k: v.to_json() for k, v in candidates.items()}, **summary,
+               "ranking": ranking[:200]}
+    (out / "selection.json").write_text(json.dumps(summary, indent=1))
+    (out / "selection.md").write_text(format_selection(summary, results))
+    return summary
+
+
+def choose(ranking: list[dict], results: dict[str, list[dict]],
+           candidates: dict[str, Pipeline]) -> dict:
+    """{"chosen": pipeline JSON, "best": ranking row, "score_adaptation": per
+    adaptation means}: the best row's candidate, space and detector set, with the score
+    adaptation chosen for it."""
     best = pick_best(ranking, candidates)
     detectors = (tuple(best["scorer"][len(ENSEMBLE_PREFIX):].split("+"))
                  if best["scorer"].startswith(ENSEMBLE_PREFIX) else (best["scorer"],))
@@ -550,14 +683,17 @@ def run_selection(data: str, candidates: dict[str, Pipeline], out: Path, *, n_fo
     adaptations = pooled_means(results[best["candidate"]], best["space"], best["scorer"])
     chosen = replace(candidates[best["candidate"]], space=best["space"], detectors=detectors,
                      score_adaptation=pick_adaptation(adaptations))
-    summary = {"data": data, "seed": seed, "size": size, "fit_rows": fit_rows,
-               "folds": [f.__dict__ for f in folds],
-               "candidates": {k: v.to_json() for k, v in candidates.items()},
-               "chosen": chosen.to_json(), "best": best, "score_adaptation": adaptations,
-               "ranking": ranking[:200]}
-    (out / "selection.json").write_text(json.dumps(summary, indent=1))
-    (out / "selection.md").write_text(format_selection(summary, results))
-    return summary
+    return {"chosen": chosen.to_json(), "best": best, "score_adaptation": adaptations}
+
+
+def add_dataset_means(ranking: list[dict], fold_tags: list[str]) -> None:
+    """Give every ranking row "datasets": {tag: {"mean", "folds"}}, its fold criteria
+    split by dataset (`fold_tags`: each fold's dataset, in the rows' fold order)."""
+    for row in ranking:
+        row["datasets"] = {}
+        for tag in dict.fromkeys(fold_tags):
+            values = [v for v, t in zip(row["folds"], fold_tags, strict=True) if t == tag]
+            row["datasets"][tag] = {"mean": float(np.nanmean(values)), "folds": values}
 
 
 def detector_lines(best: dict, folds: list[dict]) -> list[str]:
@@ -598,11 +734,7 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
     the score adaptations."""
 
     lines = ["# Pipeline selection (training cameras only)", "",
-             f"data `{summary['data']}`, seed {summary['seed']}, {summary['size']} px"
-             + (f", detectors fitted on {summary['fit_rows']:,} rows per fold"
-                if summary.get("fit_rows") else "") + "; folds "
-             "(held-out camera ~ held-out class): "
-             + ", ".join(f"{f['env']}~{f['label']}" for f in summary["folds"]), "",
+             data_line(summary), "",
              f"**chosen**: `{json.dumps(summary['chosen'])}` (mean fold criterion "
              f"{summary['best']['mean']:.3f} ± {summary['best']['std']:.3f}; clean ROC-AUC "
              f"{summary['best'].get('clean', float('nan')):.3f}, archive "
@@ -628,6 +760,7 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
                          f"{best.replace(ENSEMBLE_PREFIX, '')} | {mean(best):.3f} | "
                          f"{clean_mean(folds, space, best):.3f} | "
                          f"{archive_mean(folds, space, best):.3f} |")
+    lines += dataset_lines(summary)
     lines += detector_lines(summary["best"], results[summary["best"]["candidate"]])
     adaptations = summary.get("score_adaptation") or {}
     if adaptations:
@@ -651,6 +784,43 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
                          + " | ".join(cells) + " |")
         lines += order_lines(adaptations)
     return "\n".join(lines) + "\n"
+
+
+def data_line(summary: dict) -> str:
+    """The report's line naming the data, the settings and the folds."""
+    settings = (f"seed {summary['seed']}, {summary['size']} px"
+                + (f", detectors fitted on {summary['fit_rows']:,} rows per fold"
+                   if summary.get("fit_rows") else ""))
+    if "datasets" not in summary:
+        return (f"data `{summary['data']}`, {settings}; folds (held-out camera ~ held-out "
+                "class): " + ", ".join(f"{f['env']}~{f['label']}" for f in summary["folds"]))
+    return (f"{len(summary['datasets'])} datasets, {settings}; the pipeline is chosen by the "
+            "mean over all datasets' folds; folds (held-out camera ~ held-out class): "
+            + "; ".join(f"`{d['data']}` ({d['tag']}): "
+                        + ", ".join(f"{f['env']}~{f['label']}" for f in d["folds"])
+                        for d in summary["datasets"]))
+
+
+def dataset_lines(summary: dict) -> list[str]:
+    """Markdown rows (several datasets only): per candidate, its best (space, detector
+    set) by the mean over all folds, with each dataset's mean and fold criteria."""
+    if "datasets" not in summary:
+        return []
+    tags = [d["tag"] for d in summary["datasets"]]
+    best_rows: dict[str, dict] = {}
+    for row in summary["ranking"]:            # best first
+        best_rows.setdefault(row["candidate"], row)
+    lines = ["", "Per dataset: each candidate's best space and detector set by the mean "
+             "over all folds, its fold criterion per dataset (mean, then each fold):", "",
+             "| candidate | space | set | mean over all folds | " + " | ".join(tags) + " |",
+             "| --- | --- | --- | --- |" + " --- |" * len(tags)]
+    for name, row in best_rows.items():
+        cells = [f"{row['datasets'][t]['mean']:.3f} ("
+                 + " / ".join(f"{v:.3f}" for v in row["datasets"][t]["folds"]) + ")"
+                 for t in tags]
+        lines.append(f"| {name} | {row['space']} | {row['scorer'].replace(ENSEMBLE_PREFIX, '')}"
+                     f" | {row['mean']:.3f} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def order_lines(adaptations: dict[str, dict]) -> list[str]:

@@ -21,12 +21,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from envad.defaults import DEFAULT_CONTAMINATION
+from envad.defaults import DEFAULT_CONTAMINATION, FIT_MAX_SAMPLES
 from envad.errors import InvalidInput
 from envad.records import BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
@@ -260,118 +262,173 @@ def _bundle_id(X: np.ndarray, detectors: list[str], seed: int) -> str:
     return f"{stamp}-{digest.hexdigest()[:10]}"
 
 
+@dataclass(frozen=True)
+class FitSpec:
+    """How to fit a bundle: every option of `fit_bundle` that is not the rows themselves.
+
+    `detectors` empty: the paper's eight. More than `max_samples` rows are sampled
+    (`fit_sample`, seeded by `seed`); `calibration_fraction` of the fitting rows are held
+    out for calibration; `contamination` sets the threshold; `stylist_drop_fraction`
+    None: no Stylist step; `space` and `min_camera_rows`: the space step (geometry.py,
+    `auto` chooses one); `score_adaptation`: how scores adapt to each camera at score
+    time (score_adaptation.py); `model_id` and `fit_filter` are recorded in the bundle."""
+
+    detectors: tuple[str, ...] = ()
+    seed: int = 0
+    contamination: float = DEFAULT_CONTAMINATION
+    max_samples: int = FIT_MAX_SAMPLES
+    stylist_drop_fraction: float | None = None
+    calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION
+    space: str | EmbeddingSpace = "raw"
+    min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS
+    score_adaptation: str | ScoreAdaptation = "none"
+    model_id: str = ""
+    fit_filter: Mapping[str, Any] = field(default_factory=dict)
+    progress: bool = False
+
+    def detector_names(self) -> list[str]:
+        """The detectors to fit, checked: registered, none twice."""
+        names = list(self.detectors) if self.detectors else list(registry.PAPER_DETECTORS)
+        for name in names:
+            registry.get(name)
+        if len(set(names)) != len(names):
+            raise InvalidInput(f"detector names repeat: {names}")
+        return names
+
+    def check(self, n_rows: int) -> None:
+        """Refuse options out of range, and fewer than MIN_SAMPLES rows."""
+        if not 0.0 < self.contamination < 1.0:
+            raise InvalidInput(f"contamination must be in (0, 1), got {self.contamination}")
+        if not 0.0 < self.calibration_fraction < 1.0:
+            raise InvalidInput("calibration_fraction must be in (0, 1), got "
+                               f"{self.calibration_fraction}")
+        if self.max_samples < MIN_SAMPLES:
+            raise InvalidInput(f"max_samples must be at least {MIN_SAMPLES}")
+        if n_rows < MIN_SAMPLES:
+            raise InvalidInput(f"need at least {MIN_SAMPLES} rows to fit detectors, got {n_rows}")
+
+    def adaptation(self) -> ScoreAdaptation:
+        if isinstance(self.score_adaptation, ScoreAdaptation):
+            return self.score_adaptation
+        return parse_score_adaptation(self.score_adaptation)
+
+
 def fit_sample(rows: int, max_samples: int, seed: int) -> np.ndarray:
     """Positions (sorted) of the rows a bundle fitted on `rows` rows with this cap and
-    seed uses: all of them up to `max_samples`, else a seeded sample."""
+    seed uses: all of them up to `max_samples`, else a seeded sample. The sample has a
+    random stream of its own (the calibration split draws from `seed` itself), so a
+    caller that reads only these rows and fits on them gets the bundle all rows give."""
     if rows <= max_samples:
         return np.arange(rows)
-    return _draw_sample(np.random.default_rng(seed), rows, max_samples)
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    return np.sort(rng.choice(rows, size=max_samples, replace=False))
 
 
-def _draw_sample(rng: np.random.Generator, rows: int, size: int) -> np.ndarray:
-    return np.sort(rng.choice(rows, size=size, replace=False))
-
-
-def fit_bundle(X: np.ndarray, *, detectors: list[str] | None = None, seed: int = 0,
-               contamination: float = DEFAULT_CONTAMINATION, max_samples: int = 20000,
-               stylist_drop_fraction: float | None = None, envs: np.ndarray | None = None,
-               model_id: str = "", fit_filter: dict | None = None,
-               calibration_fraction: float = DEFAULT_CALIBRATION_FRACTION,
-               space: str | EmbeddingSpace = "raw", labels: np.ndarray | None = None,
-               min_camera_rows: int = DEFAULT_MIN_CAMERA_ROWS,
-               score_adaptation: str | ScoreAdaptation = "none",
-               sampled_from: int = 0, progress: bool = False, ids=None,
+def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray | None = None,
+               labels: np.ndarray | None = None, ids=None,
                groups: FitGroups | None = None) -> DetectorBundle:
-    """Fit the space step and the named detectors (default: the paper's eight) on
-    embeddings X of normal images from cameras `envs` with content `labels` (both
-    optional unless the space needs them); `score_adaptation` is how scores adapt to
-    each camera at score time (score_adaptation.py). More than `max_samples` rows are
-    sampled (seeded); `sampled_from` N > max_samples says that X already is
-    `fit_sample(N, max_samples, seed)` of N rows, drawn by a caller that read only
-    those rows' vectors, and the bundle is the one the N rows would give. `ids` (one
-    per row of X) let Score recognise the fit rows and leave each one's group out
-    (leave_out.py): `groups` holds the rows' groups (events; every id of X among its
-    members), None makes each row a group of its own."""
+    """Fit the space step and `spec`'s detectors on embeddings X of normal images from
+    cameras `envs` with content `labels` (both optional unless the space needs them).
+    `ids` (one per row of X) let Score recognise the fit rows and leave each one's
+    group out (leave_out.py): `groups` holds the rows' groups (events; every id of X
+    among its members), None makes each row a group of its own. `spec` None: FitSpec()'s
+    defaults."""
+    spec = spec or FitSpec()
     X = _check_matrix(X)
-    adaptation = (score_adaptation if isinstance(score_adaptation, ScoreAdaptation)
-                  else parse_score_adaptation(score_adaptation))
-    names = list(detectors) if detectors else list(registry.PAPER_DETECTORS)
-    for name in names:
-        registry.get(name)
-    if len(set(names)) != len(names):
-        raise InvalidInput(f"detector names repeat: {names}")
-    if not 0.0 < contamination < 1.0:
-        raise InvalidInput(f"contamination must be in (0, 1), got {contamination}")
-    if not 0.0 < calibration_fraction < 1.0:
-        raise InvalidInput(f"calibration_fraction must be in (0, 1), got {calibration_fraction}")
-    if max_samples < MIN_SAMPLES:
-        raise InvalidInput(f"max_samples must be at least {MIN_SAMPLES}")
-    if len(X) < MIN_SAMPLES:
-        raise InvalidInput(f"need at least {MIN_SAMPLES} rows to fit detectors, got {len(X)}")
-    rng = np.random.default_rng(seed)
-    rows = np.arange(len(X))
-    if sampled_from > max_samples:
-        if len(X) != max_samples:
-            raise ValueError(f"{len(X)} rows given as a sample of {max_samples}")
-        _draw_sample(rng, sampled_from, max_samples)   # the caller's draw: same generator state
-    elif len(X) > max_samples:
-        rows = _draw_sample(rng, len(X), max_samples)
-    n_features = X.shape[1]
+    names = spec.detector_names()
+    spec.check(len(X))
     if envs is not None:
         envs = np.asarray(envs).astype(str)
         if len(envs) != len(X):
             raise InvalidInput(f"{len(envs)} environments for {len(X)} rows")
-    embeddings = X[rows]   # the fitting rows as the encoder gave them
     ids = _checked_ids(ids, len(X), groups)
+    rows = fit_sample(len(X), spec.max_samples, spec.seed)
+    embeddings = X[rows]   # the fitting rows as the encoder gave them
+    envs = None if envs is None else envs[rows]
     if ids is not None:
         ids = ids[rows]
         groups = groups or FitGroups.of_members(ids, np.arange(len(ids)), 0.0)
-    fitted_space, space_scores = _fit_space(space, embeddings,
-                                            None if envs is None else envs[rows],
-                                            None if labels is None else
-                                            np.asarray(labels).astype(str)[rows],
-                                            min_camera_rows, seed)
-    data, _ = fitted_space.transform(embeddings, None if envs is None else envs[rows])
+    fitted_space, space_scores = _fit_space(
+        spec.space, embeddings, envs,
+        None if labels is None else np.asarray(labels).astype(str)[rows],
+        spec.min_camera_rows, spec.seed)
+    data, _ = fitted_space.transform(embeddings, envs)
     kept = None
-    if stylist_drop_fraction is not None:
+    if spec.stylist_drop_fraction is not None:
         if envs is None:
             raise InvalidInput("Stylist feature selection needs the rows' environments")
-        kept = select_features(data, envs[rows], stylist_drop_fraction)
-    data = data if kept is None else data[:, kept]
-    shuffled = rng.permutation(len(data))
-    n_cal = max(int(round(calibration_fraction * len(data))), MIN_SAMPLES // 2)
-    cal_rows, fit_rows = shuffled[:n_cal], shuffled[n_cal:]
-    # (fit part, calibration part) in the space step's output, and of the raw embeddings
-    # for the detectors that read those (split once, by the same rows)
-    parts = {False: (data[fit_rows], data[cal_rows])}
-    if any(registry.get(name).reads_raw for name in names):
-        parts[True] = (embeddings[fit_rows], embeddings[cal_rows])
-    fit_groups = None if ids is None or groups is None else groups.with_fit_rows(ids[fit_rows])
-    cal_leave_out = None if fit_groups is None else fit_groups.leave_out(ids[cal_rows])
-    fitted, reference, stats, calibrations = {}, {}, {}, {}
-    cal_ensemble = np.zeros(len(cal_rows))
-    for name in tqdm(names, desc="fitting detectors", disable=not progress):
-        fit_part, cal_part = parts[registry.get(name).reads_raw]
-        start = time.perf_counter()
-        fitted[name] = registry.Detector(name, seed).fit(fit_part)
-        stats[name] = {"fit_seconds": time.perf_counter() - start, "n_samples": len(fit_part)}
-        held_out = fitted[name].score(cal_part, cal_leave_out)
-        reference[name] = np.sort(held_out)
-        calibrations[name] = Calibration.of(reference[name], DEFAULT_CALIBRATION)
-        cal_ensemble += calibrations[name](held_out) / len(names)
-    threshold = float(np.quantile(cal_ensemble, 1.0 - contamination))
+        kept = select_features(data, envs, spec.stylist_drop_fraction)
+        data = data[:, kept]
+    split = _split(len(data), spec)
+    fit_groups = None if ids is None or groups is None else groups.with_fit_rows(ids[split.fit])
+    cal_leave_out = None if fit_groups is None else fit_groups.leave_out(ids[split.cal])
+    detectors = _fit_detectors(names, data, embeddings, split, spec, cal_leave_out)
     bundle = DetectorBundle(
-        bundle_id=_bundle_id(data, names, seed), model_id=model_id, detectors=names,
-        fitted=fitted, reference=reference, threshold=min(max(threshold, 1e-9), 1.0),
-        contamination=contamination, n_samples=len(data), n_features=n_features,
-        kept_features=kept, stats=stats,
+        bundle_id=_bundle_id(data, names, spec.seed), model_id=spec.model_id,
+        detectors=names, fitted=detectors.fitted, reference=detectors.reference,
+        threshold=detectors.threshold(spec.contamination),
+        contamination=spec.contamination, n_samples=len(data), n_features=X.shape[1],
+        kept_features=kept, stats=detectors.stats,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        fit_filter=dict(fit_filter or {}), seed=seed, space=fitted_space,
-        space_scores=space_scores, score_adaptation=adaptation,
+        fit_filter=dict(spec.fit_filter), seed=spec.seed, space=fitted_space,
+        space_scores=space_scores, score_adaptation=spec.adaptation(),
         calibration=DEFAULT_CALIBRATION, fit_groups=fit_groups,
     )
-    bundle._calibrations.update(calibrations)    # built once, here, not again at scoring
+    bundle._calibrations.update(detectors.calibrations)   # built once, not again at scoring
     return bundle
+
+
+@dataclass(frozen=True)
+class _Split:
+    """Positions of the fitting rows that fit the detectors, and of those held out."""
+
+    fit: np.ndarray
+    cal: np.ndarray
+
+
+def _split(n_rows: int, spec: FitSpec) -> _Split:
+    """The seeded fit / calibration split of `n_rows` fitting rows."""
+    shuffled = np.random.default_rng(spec.seed).permutation(n_rows)
+    n_cal = max(int(round(spec.calibration_fraction * n_rows)), MIN_SAMPLES // 2)
+    return _Split(fit=shuffled[n_cal:], cal=shuffled[:n_cal])
+
+
+@dataclass
+class _FittedDetectors:
+    fitted: dict[str, registry.Detector]
+    reference: dict[str, np.ndarray]
+    stats: dict[str, dict]
+    calibrations: dict[str, Calibration]
+    cal_ensemble: np.ndarray
+
+    def threshold(self, contamination: float) -> float:
+        """The (1 - contamination) quantile of the held-out ensemble scores."""
+        threshold = float(np.quantile(self.cal_ensemble, 1.0 - contamination))
+        return min(max(threshold, 1e-9), 1.0)
+
+
+def _fit_detectors(names: list[str], data: np.ndarray, embeddings: np.ndarray,
+                   split: _Split, spec: FitSpec,
+                   cal_leave_out: tuple[np.ndarray, np.ndarray] | None
+                   ) -> _FittedDetectors:
+    """Fit each detector on the fit part and score the held-out part with it."""
+    # (fit part, calibration part) in the space step's output, and of the raw embeddings
+    # for the detectors that read those (split once, by the same rows)
+    parts = {False: (data[split.fit], data[split.cal])}
+    if any(registry.get(name).reads_raw for name in names):
+        parts[True] = (embeddings[split.fit], embeddings[split.cal])
+    out = _FittedDetectors({}, {}, {}, {}, np.zeros(len(split.cal)))
+    for name in tqdm(names, desc="fitting detectors", disable=not spec.progress):
+        fit_part, cal_part = parts[registry.get(name).reads_raw]
+        start = time.perf_counter()
+        out.fitted[name] = registry.Detector(name, spec.seed).fit(fit_part)
+        out.stats[name] = {"fit_seconds": time.perf_counter() - start,
+                           "n_samples": len(fit_part)}
+        held_out = out.fitted[name].score(cal_part, cal_leave_out)
+        out.reference[name] = np.sort(held_out)
+        out.calibrations[name] = Calibration.of(out.reference[name], DEFAULT_CALIBRATION)
+        out.cal_ensemble += out.calibrations[name](held_out) / len(names)
+    return out
 
 
 def _checked_ids(ids, n_rows: int, groups: FitGroups | None) -> np.ndarray | None:

@@ -10,7 +10,7 @@ import pytest
 from envad.errors import FailedPrecondition, NotFound
 from envad.records import MIN_FIT_ROWS, ImageInput, IngestInput, RowFilter
 from envad.server.config import ServerConfig
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.domain import FitOptions, ScoreOptions
 from envad.server.engine import Engine
 from envad.server.metrics import ServerMetrics
@@ -179,10 +179,11 @@ def test_fit_over_its_sample_cap_reads_only_the_sampled_vectors_and_fits_as_on_a
                          space="l2", min_camera_rows=32, seed=3)
     fitted = engine.fit(options).bundle
     assert fitted.n_samples == 60 and max(vectors_read) == 60
-    reference = fit_bundle(vectors_of(everything), detectors=["KNN", "PCA"], max_samples=60,
-                           seed=3, envs=np.asarray(everything.column("env").to_pylist()),
-                           labels=np.asarray([""] * everything.num_rows), space="l2",
-                           min_camera_rows=32)
+    spec = FitSpec(detectors=("KNN", "PCA"), max_samples=60, seed=3, space="l2",
+                   min_camera_rows=32)
+    reference = fit_bundle(vectors_of(everything), spec,
+                           envs=np.asarray(everything.column("env").to_pylist()),
+                           labels=np.asarray([""] * everything.num_rows))
     queries = vectors_of(everything)[:10] + 0.01
     served = engine.require_space().bundle.score(queries)
     assert np.array_equal(served.ensemble, reference.score(queries).ensemble)

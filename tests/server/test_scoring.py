@@ -11,7 +11,7 @@ import pytest
 
 from envad.records import RowFilter
 from envad.server.batching import MicroBatcher
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import EnvStatistics
 from envad.server.images import decode_image
@@ -34,8 +34,8 @@ def world(tmp_path_factory):
                   for i, v in enumerate(vectors)])
     index = VectorIndex(encoder.dim)
     index.add_table(store.read())
-    bundle = fit_bundle(vectors.astype(np.float64), envs=[("cam-a", "cam-b")[i % 2]
-                                                         for i in range(80)], seed=0)
+    bundle = fit_bundle(vectors.astype(np.float64), FitSpec(seed=0), envs=[("cam-a", "cam-b")[i % 2]
+                                                         for i in range(80)])
     return encoder, index, bundle, EnvStatistics(None, encoder.dim)
 
 

@@ -81,9 +81,9 @@ def test_fit_rows_are_exactly_the_normal_train_rows(smoke_report, monkeypatch):
         embedded.append((np.asarray(indices).copy(), X))
         return X
 
-    def fit_spy(X, **kwargs):
+    def fit_spy(X, *args, **kwargs):
         fitted.append(np.asarray(X))
-        return real_fit(X, **kwargs)
+        return real_fit(X, *args, **kwargs)
 
     monkeypatch.setattr(evaluate, "embed", embed_spy)
     monkeypatch.setattr(evaluate, "fit_bundle", fit_spy)

@@ -7,7 +7,7 @@ import pytest
 
 from envad.errors import InvalidInput
 from envad.server.detectors import registry
-from envad.server.detectors.bundle import fit_bundle, fit_sample
+from envad.server.detectors.bundle import FitSpec, fit_bundle, fit_sample
 
 
 def data(seed=0, n=400, dim=16):
@@ -17,7 +17,7 @@ def data(seed=0, n=400, dim=16):
 
 def test_scores_calibrated_ensemble_and_threshold():
     X = data()
-    bundle = fit_bundle(X, seed=0, contamination=0.1)
+    bundle = fit_bundle(X, FitSpec(seed=0, contamination=0.1))
     assert bundle.detectors == list(registry.PAPER_DETECTORS)   # what a Fit naming none gets
     fresh = data(seed=1, n=500)
     scores = bundle.score(fresh)
@@ -34,25 +34,25 @@ def test_scores_calibrated_ensemble_and_threshold():
 
 
 def test_sample_cap_and_detector_subset():
-    bundle = fit_bundle(data(n=600), detectors=["KNN", "PCA"], max_samples=100, seed=4)
+    bundle = fit_bundle(data(n=600), FitSpec(detectors=("KNN", "PCA"), max_samples=100, seed=4))
     assert bundle.detectors == ["KNN", "PCA"] and bundle.n_samples == 100
 
 
 def test_a_bundle_fitted_on_the_callers_sample_is_the_one_all_rows_give():
-    """fit_sample + sampled_from: a caller that reads only the sampled rows (the server's
-    Fit on a large store) gets the bundle fitting on every row would have given."""
+    """fit_sample: a caller that reads only the sampled rows (the server's Fit on a large
+    store) and fits on them with the same FitSpec gets the bundle fitting on every row
+    would have given (the sample has a random stream of its own)."""
     X = data(n=600)
-    everything = fit_bundle(X, detectors=["KNN", "PCA"], max_samples=100, seed=4)
+    spec = FitSpec(detectors=("KNN", "PCA"), max_samples=100, seed=4)
+    everything = fit_bundle(X, spec)
     chosen = fit_sample(600, 100, seed=4)
     assert len(chosen) == 100 and (np.diff(chosen) > 0).all()
-    sampled = fit_bundle(X[chosen], detectors=["KNN", "PCA"], max_samples=100, seed=4,
-                         sampled_from=600)
+    sampled = fit_bundle(X[chosen], spec)
     queries = data(seed=3, n=25)
     assert np.array_equal(sampled.score(queries).ensemble, everything.score(queries).ensemble)
     assert sampled.threshold == everything.threshold
     assert np.array_equal(fit_sample(80, 100, seed=4), np.arange(80))
-    with pytest.raises(ValueError, match="sample of 100"):
-        fit_bundle(X[chosen[:90]], detectors=["KNN"], max_samples=100, sampled_from=600)
+    assert not np.array_equal(fit_sample(600, 100, seed=5), chosen)
 
 
 def test_stylist_drops_the_environment_biased_dimension():
@@ -60,22 +60,22 @@ def test_stylist_drops_the_environment_biased_dimension():
     envs = np.repeat(["cam-a", "cam-b", "cam-c"], 100)
     X = rng.normal(size=(300, 8))
     X[:, 5] += np.repeat([0.0, 5.0, 10.0], 100)   # dimension 5 follows the camera
-    bundle = fit_bundle(X, detectors=["KNN"], envs=envs, stylist_drop_fraction=0.125)
+    bundle = fit_bundle(X, FitSpec(detectors=("KNN",), stylist_drop_fraction=0.125), envs=envs)
     assert 5 not in bundle.kept_features and len(bundle.kept_features) == 7
     assert bundle.score(X[:3]).ensemble.shape == (3,)
     with pytest.raises(InvalidInput, match="environments"):
-        fit_bundle(X, detectors=["KNN"], stylist_drop_fraction=0.1)
+        fit_bundle(X, FitSpec(detectors=("KNN",), stylist_drop_fraction=0.1))
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"detectors": ["Nope"]}, "unknown detector"),
+    ({"detectors": ("Nope",)}, "unknown detector"),
     ({"contamination": 0.0}, "contamination"),
     ({"max_samples": 5}, "max_samples"),
-    ({"detectors": ["KNN", "KNN"]}, "repeat"),
+    ({"detectors": ("KNN", "KNN")}, "repeat"),
 ])
 def test_bad_arguments(kwargs, message):
     with pytest.raises(InvalidInput, match=message):
-        fit_bundle(data(), **kwargs)
+        fit_bundle(data(), FitSpec(**kwargs))
 
 
 def test_bad_data():
@@ -85,7 +85,7 @@ def test_bad_data():
     bad[3, 2] = np.nan
     with pytest.raises(InvalidInput, match="NaN"):
         fit_bundle(bad)
-    bundle = fit_bundle(data(), detectors=["KNN"])
+    bundle = fit_bundle(data(), FitSpec(detectors=("KNN",)))
     with pytest.raises(InvalidInput, match="16"):
         bundle.score(np.zeros((2, 8)))
 
@@ -94,13 +94,13 @@ def test_space_step_is_fitted_and_applied_before_the_detectors():
     rng = np.random.default_rng(0)
     envs = np.repeat(["cam-a", "cam-b"], 100)
     X = rng.normal(size=(200, 8)) + np.where(envs == "cam-a", 0.0, 10.0)[:, None]
-    bundle = fit_bundle(X, detectors=["KNN"], envs=envs, space="center_l2")
+    bundle = fit_bundle(X, FitSpec(detectors=("KNN",), space="center_l2"), envs=envs)
     assert bundle.space.name == "center_l2"
     query = X[:5]
     expected, _ = bundle.space.transform(query, envs[:5])
     np.testing.assert_allclose(bundle.score(query, envs[:5]).raw["KNN"],
                                bundle.fitted["KNN"].score(expected))
-    raw = fit_bundle(X, detectors=["KNN"], envs=envs, space="raw")
+    raw = fit_bundle(X, FitSpec(detectors=("KNN",), space="raw"), envs=envs)
     assert not np.allclose(raw.score(query).raw["KNN"], bundle.score(query, envs[:5]).raw["KNN"])
 
 
@@ -111,17 +111,17 @@ def test_auto_space_is_chosen_on_labels_or_falls_back():
     X = rng.normal(size=(180, 6))
     X[:, 0] += np.select([labels == "x", labels == "y"], [5.0, -5.0], 0.0)
     X[:, 1:] += np.repeat(rng.normal(scale=10, size=(3, 5)), 60, axis=0)
-    chosen = fit_bundle(X, detectors=["KNN"], envs=envs, labels=labels, space="auto")
+    chosen = fit_bundle(X, FitSpec(detectors=("KNN",), space="auto"), envs=envs, labels=labels)
     assert chosen.space_scores and set(chosen.space_scores) >= {"raw", "l2", "center_l2"}
-    fallback = fit_bundle(X, detectors=["KNN"], envs=envs, space="auto")
+    fallback = fit_bundle(X, FitSpec(detectors=("KNN",), space="auto"), envs=envs)
     assert fallback.space.name == "l2" and not fallback.space_scores
 
 
 def test_score_stream_adapts_an_unseen_camera_once_enough_images_are_stored():
     rng = np.random.default_rng(2)
     envs = np.repeat(["a", "b"], 60)
-    bundle = fit_bundle(rng.normal(size=(120, 4)), detectors=["KNN"], envs=envs,
-                        space="center_l2", min_camera_rows=20)
+    bundle = fit_bundle(rng.normal(size=(120, 4)), FitSpec(detectors=("KNN",), space="center_l2",
+                                                           min_camera_rows=20), envs=envs)
     scores = bundle.score_stream(rng.normal(size=(40, 4)) + 3, np.array(["new"] * 40),
                                    chunk=10)
     # each chunk is scored with the rows stored before it: 20 stored after two chunks
@@ -135,7 +135,7 @@ def test_a_rows_scores_do_not_depend_on_the_rows_scored_with_it():
     is continuous, so it does not magnify that), and its ensemble sums its detectors in
     the same order."""
     rng = np.random.default_rng(11)
-    bundle = fit_bundle(rng.normal(size=(300, 16)), seed=0)
+    bundle = fit_bundle(rng.normal(size=(300, 16)), FitSpec(seed=0))
     queries = rng.normal(size=(37, 16))
     together = bundle.score(queries)
     for i in (0, 5, 36):
@@ -152,7 +152,7 @@ def test_a_rows_scores_do_not_depend_on_the_rows_scored_with_it():
 def test_a_one_detector_bundle_ranks_images_beyond_every_calibration_row_by_their_raw_score():
     """With one detector the ensemble is its calibrated score: images more anomalous than
     every calibration row must keep the raw score's order, not tie at the top."""
-    bundle = fit_bundle(data(n=100), detectors=["KNN"], seed=0)
+    bundle = fit_bundle(data(n=100), FitSpec(detectors=("KNN",), seed=0))
     queries = data(seed=3, n=40) * np.linspace(1.0, 8.0, 40)[:, None]   # growing outliers
     scores = bundle.score(queries)
     beyond = scores.raw["KNN"] > bundle.reference["KNN"].max()

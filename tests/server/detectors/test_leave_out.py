@@ -10,7 +10,7 @@ from event_times import times
 from sklearn.metrics import roc_auc_score
 
 from envad.errors import InvalidInput
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.leave_out import (
     NO_GROUP,
     FitGroups,
@@ -72,9 +72,9 @@ def test_a_burst_fitted_on_hides_from_knn_and_kde_unless_its_event_is_left_out()
         scores = bundle.score(X, ids=query_ids)
         return {n: roc_auc_score(positive, scores.raw[n]) for n in detectors}
 
-    without = aucs(fit_bundle(X, detectors=detectors), None)
-    alone = aucs(fit_bundle(X, detectors=detectors, ids=ids), ids)
-    events = fit_bundle(X, detectors=detectors, ids=ids,
+    without = aucs(fit_bundle(X, FitSpec(detectors=tuple(detectors))), None)
+    alone = aucs(fit_bundle(X, FitSpec(detectors=tuple(detectors)), ids=ids), ids)
+    events = fit_bundle(X, FitSpec(detectors=tuple(detectors)), ids=ids,
                         groups=FitGroups.of_members(ids, codes, 60))
     assert max(without.values()) < 0.5 and max(alone.values()) < 0.5
     assert min(aucs(events, ids).values()) > 0.99
@@ -91,9 +91,10 @@ def test_queries_that_are_no_fit_rows_score_as_without_ids():
     X, ids, codes, _ = burst_archive(seed=1)
     queries = np.random.default_rng(5).normal(size=(30, 16))
     new_ids = [f"new-{n}" for n in range(30)]
-    plain = fit_bundle(X, detectors=["KNN", "KDE", "PCA"]).score(queries)
-    alone = fit_bundle(X, detectors=["KNN", "KDE", "PCA"], ids=ids).score(queries, ids=new_ids)
-    events = fit_bundle(X, detectors=["KNN", "KDE", "PCA"], ids=ids,
+    plain = fit_bundle(X, FitSpec(detectors=("KNN", "KDE", "PCA"))).score(queries)
+    alone = fit_bundle(X, FitSpec(detectors=("KNN", "KDE", "PCA")), ids=ids).score(queries,
+                                                                                   ids=new_ids)
+    events = fit_bundle(X, FitSpec(detectors=("KNN", "KDE", "PCA")), ids=ids,
                         groups=FitGroups.of_members(ids, codes, 60)).score(queries, ids=new_ids)
     for name in ("KNN", "KDE", "PCA"):
         np.testing.assert_array_equal(alone.raw[name], plain.raw[name])
@@ -104,6 +105,6 @@ def test_queries_that_are_no_fit_rows_score_as_without_ids():
 def test_ids_must_match_the_rows():
     X = np.random.default_rng(0).normal(size=(50, 4))
     with pytest.raises(InvalidInput, match="49 ids for 50 rows"):
-        fit_bundle(X, detectors=["KNN"], ids=[str(n) for n in range(49)])
+        fit_bundle(X, FitSpec(detectors=("KNN",)), ids=[str(n) for n in range(49)])
     with pytest.raises(InvalidInput, match="need the fit rows' ids"):
-        fit_bundle(X, detectors=["KNN"], groups=FitGroups.of_members(["a"], [0], 60))
+        fit_bundle(X, FitSpec(detectors=("KNN",)), groups=FitGroups.of_members(["a"], [0], 60))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from envad.errors import InvalidInput
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.magnitude import FeatureMagnitude
 
 
@@ -30,7 +30,7 @@ def test_in_an_l2_bundle_the_norm_still_counts_and_knn_does_not_see_it():
     directions = rng.normal(size=(400, 16))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     X = directions * rng.uniform(9.0, 11.0, size=(400, 1))
-    bundle = fit_bundle(X, detectors=["KNN", "NORM"], space="l2", seed=0)
+    bundle = fit_bundle(X, FitSpec(detectors=("KNN", "NORM"), space="l2", seed=0))
     familiar = X[:5]
     short = familiar * 0.3                       # same directions, a third of the length
     long_scores, short_scores = bundle.score(familiar), bundle.score(short)

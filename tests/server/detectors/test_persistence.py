@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from envad.errors import FailedPrecondition, Internal, InvalidInput, NotFound
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.persistence import BundleStore, load_bundle, save_bundle
 
 
@@ -16,8 +16,9 @@ from envad.server.detectors.persistence import BundleStore, load_bundle, save_bu
 def bundle():
     rng = np.random.default_rng(0)
     envs = np.repeat(["a", "b"], 100)
-    return fit_bundle(rng.normal(size=(200, 12)), model_id="enc-1", envs=envs,
-                      stylist_drop_fraction=0.25, fit_filter={"splits": ["train"]})
+    spec = FitSpec(model_id="enc-1", stylist_drop_fraction=0.25,
+                   fit_filter={"splits": ["train"]})
+    return fit_bundle(rng.normal(size=(200, 12)), spec, envs=envs)
 
 
 def test_round_trip_gives_identical_scores(tmp_path, bundle):
@@ -70,19 +71,19 @@ def test_activation_pointer_per_model(tmp_path, bundle):
     ("center_white_l2", "center_white_l2(shrinkage=0.003, min_camera_rows=32)"),
 ])
 def test_space_step_round_trips(tmp_path, spec, described):
-    from envad.server.detectors.bundle import fit_bundle
+    from envad.server.detectors.bundle import FitSpec, fit_bundle
     from envad.server.detectors.persistence import load_bundle, save_bundle
 
     rng = np.random.default_rng(0)
     envs = np.repeat(["a", "b", "c"], 30)
     X = rng.normal(size=(90, 5)) + np.repeat(rng.normal(scale=4, size=(3, 5)), 30, axis=0)
-    bundle = fit_bundle(X, detectors=["KNN"], envs=envs, space=spec)
+    bundle = fit_bundle(X, FitSpec(detectors=("KNN",), space=spec), envs=envs)
     loaded = load_bundle(save_bundle(bundle, tmp_path), tmp_path)
     assert loaded.space.describe() == described
     np.testing.assert_allclose(loaded.score(X[:7], envs[:7]).ensemble,
                                bundle.score(X[:7], envs[:7]).ensemble)
     assert not np.allclose(bundle.score(X[:7], envs[:7]).raw["KNN"],
-                           fit_bundle(X, detectors=["KNN"], envs=envs, space="l2")
+                           fit_bundle(X, FitSpec(detectors=("KNN",), space="l2"), envs=envs)
                            .score(X[:7], envs[:7]).raw["KNN"])
 
 
@@ -94,7 +95,7 @@ def test_fit_groups_round_trip_and_bundles_fitted_without_ids_have_none(tmp_path
     X[100:] = 4.0 + 0.01 * rng.normal(size=(20, 6))    # one burst of 20 frames
     ids = np.array([f"img-{n:03d}" for n in range(120)])
     codes = np.r_[np.arange(100), np.full(20, 100)]
-    bundle = fit_bundle(X, detectors=["KNN", "KDE"], ids=ids,
+    bundle = fit_bundle(X, FitSpec(detectors=("KNN", "KDE")), ids=ids,
                         groups=FitGroups.of_members(ids, codes, 30))
     path = save_bundle(bundle, tmp_path)
     loaded = load_bundle(path, tmp_path)
@@ -117,7 +118,7 @@ def test_fit_groups_round_trip_and_bundles_fitted_without_ids_have_none(tmp_path
 def test_score_adaptation_round_trips(tmp_path):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(120, 6))
-    bundle = fit_bundle(X, detectors=["KNN"], score_adaptation="camera:5")
+    bundle = fit_bundle(X, FitSpec(detectors=("KNN",), score_adaptation="camera:5"))
     path = save_bundle(bundle, tmp_path)
     loaded = load_bundle(path, tmp_path)
     assert loaded.score_adaptation.describe() == "camera(prior_rows=5)"
@@ -134,7 +135,7 @@ def test_score_adaptation_round_trips(tmp_path):
 
 def test_calibration_round_trips_and_an_unknown_kind_is_refused(tmp_path):
     rng = np.random.default_rng(3)
-    bundle = fit_bundle(rng.normal(size=(100, 6)), detectors=["KNN"])
+    bundle = fit_bundle(rng.normal(size=(100, 6)), FitSpec(detectors=("KNN",)))
     path = save_bundle(bundle, tmp_path)
     queries = rng.normal(size=(30, 6)) * 5.0
     loaded = load_bundle(path, tmp_path)
@@ -152,7 +153,7 @@ def test_calibration_round_trips_and_an_unknown_kind_is_refused(tmp_path):
                                  "format_version"])
 def test_a_bundle_of_an_unknown_older_format_is_refused_naming_the_refit(tmp_path, key):
     rng = np.random.default_rng(4)
-    path = save_bundle(fit_bundle(rng.normal(size=(100, 6)), detectors=["KNN"]), tmp_path)
+    path = save_bundle(fit_bundle(rng.normal(size=(100, 6)), FitSpec(detectors=("KNN",))), tmp_path)
     manifest_path = path / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     del manifest[key]          # written by a development version before envad 0.1.0
@@ -164,7 +165,7 @@ def test_a_bundle_of_an_unknown_older_format_is_refused_naming_the_refit(tmp_pat
 
 def test_a_bundle_of_another_format_version_is_refused_naming_the_refit(tmp_path):
     rng = np.random.default_rng(5)
-    path = save_bundle(fit_bundle(rng.normal(size=(100, 6)), detectors=["KNN"]), tmp_path)
+    path = save_bundle(fit_bundle(rng.normal(size=(100, 6)), FitSpec(detectors=("KNN",))), tmp_path)
     manifest_path = path / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["format_version"] = 0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from envad.errors import InvalidInput
-from envad.server.detectors.bundle import fit_bundle
+from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.geometry import CameraStats
 from envad.server.detectors.score_adaptation import (
     DEFAULT_PRIOR_ROWS,
@@ -132,8 +132,8 @@ def test_camera_adaptation_ranks_two_cameras_together_better_than_none(statistic
     aucs = {}
     adapted_spec = f"{statistic}:16"
     for spec in ("none", adapted_spec):
-        bundle = fit_bundle(fit, envs=np.array(["cam-a"] * len(fit)), detectors=["KNN"],
-                            score_adaptation=spec)
+        bundle = fit_bundle(fit, FitSpec(detectors=("KNN",), score_adaptation=spec),
+                            envs=np.array(["cam-a"] * len(fit)))
         scores = bundle.score_stream(X, envs)
         aucs[spec] = roc_auc(positive, scores.calibrated["KNN"])
         # within one camera the adapted score keeps the raw order but for the drift of
@@ -148,8 +148,8 @@ def test_camera_adaptation_ranks_two_cameras_together_better_than_none(statistic
 
 def test_scoring_reads_the_statistics_and_only_stored_rows_change_them():
     rng = np.random.default_rng(4)
-    bundle = fit_bundle(rng.normal(size=(200, 4)), detectors=["KNN", "PCA"],
-                        score_adaptation="camera:10")
+    bundle = fit_bundle(rng.normal(size=(200, 4)), FitSpec(detectors=("KNN", "PCA"),
+                                                           score_adaptation="camera:10"))
     stats = bundle.new_score_statistics()
     assert isinstance(stats, EnvStatistics) and stats.dim == 4
     X = rng.normal(size=(10, 4)) + 2.0
@@ -179,8 +179,8 @@ def test_a_bundle_takes_its_reference_moments_once(monkeypatch):
     """The fit set's scale is fixed for a bundle: not recomputed over the reference
     scores at every Score."""
     rng = np.random.default_rng(5)
-    bundle = fit_bundle(rng.normal(size=(200, 4)), detectors=["KNN", "PCA"],
-                        score_adaptation="camera:10")
+    bundle = fit_bundle(rng.normal(size=(200, 4)), FitSpec(detectors=("KNN", "PCA"),
+                                                           score_adaptation="camera:10"))
     taken = []
     original = ReferenceMoments.of.__func__
     monkeypatch.setattr(ReferenceMoments, "of", classmethod(
@@ -252,8 +252,8 @@ def test_a_run_of_new_content_after_the_normal_images_scores_as_shuffled():
     envs = np.array(["cam"] * 300)
     aucs = {}
     for spec in (DEFAULT_PIPELINE.score_adaptation, "camera:64"):
-        bundle = fit_bundle(fit, envs=np.array(["cam-a"] * 400), detectors=["KNN"],
-                            score_adaptation=spec)
+        bundle = fit_bundle(fit, FitSpec(detectors=("KNN",), score_adaptation=spec),
+                            envs=np.array(["cam-a"] * 400))
         aucs[spec] = {order: _stream_auc(bundle, X, envs, positive, order, history)
                       for order in ("shuffled", "normal-first")}
     shipped = aucs[DEFAULT_PIPELINE.score_adaptation]
