@@ -72,7 +72,12 @@ def register(subparsers) -> None:
                     "selection.json (the chosen pipeline, usable as "
                     "`envad evaluate --pipeline FILE`) and selection.md. Resumable.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--data", required=True, help="folder-format dataset DIR")
+    parser.add_argument("--data", required=True, action="append",
+                        help="folder-format dataset DIR; repeatable: every candidate is "
+                             "scored on each dataset's folds and chosen by the mean over "
+                             "all of them")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="folds trained and scored at once, each in its own process")
     parser.add_argument("--candidates", default=None,
                         help="JSON file {name: pipeline fields} (default: the built-in "
                              "candidates of training/selection.py)")
@@ -179,10 +184,11 @@ def run_select(args) -> int:
     if args.candidates:
         candidates = {name: Pipeline.from_json(fields) for name, fields in
                       json.loads(Path(args.candidates).read_text()).items()}
-    summary = run_selection(args.data, candidates, args.out, n_folds=args.folds,
+    data = args.data[0] if len(args.data) == 1 else args.data
+    summary = run_selection(data, candidates, args.out, n_folds=args.folds,
                             seed=args.seed, size=args.size, device=args.device,
                             spaces=tuple(args.spaces or SPACE_CANDIDATES),
-                            fit_rows=args.fit_rows)
+                            fit_rows=args.fit_rows, jobs=args.jobs)
     print((Path(args.out) / "selection.md").read_text())
     print(f"chosen pipeline: {json.dumps(summary['chosen'])}")
     return 0

@@ -374,3 +374,53 @@ def test_a_mix_that_is_worse_than_every_order_decides_too():
     assert means["frozen:16"]["worst_order"] > means["camera:64"]["worst_order"]
     assert means["frozen:16"]["worst"] == pytest.approx(0.80)
     assert pick_adaptation(means) == "camera:64"
+
+
+def test_a_selection_over_two_datasets_chooses_by_the_mean_over_all_their_folds(tmp_path):
+    from envad.training.photodigits import generate
+
+    digits = generate(tmp_path / "photodigits", 32, 0, progress=False, train_per_camera=60,
+                      test_per_camera=10)
+    shapes = generate(tmp_path / "shapes", 32, 0, progress=False, train_per_camera=60,
+                      test_per_camera=10, recipe="shapes")
+    candidates = {"erm-class": Pipeline(algorithm="erm", task="class", epochs=1)}
+    out = tmp_path / "sel"
+    summary = run_selection([str(digits), str(shapes)], candidates, out, n_folds=1,
+                            size=16, progress=False, spaces=("l2",), jobs=2)
+    assert [d["tag"] for d in summary["datasets"]] == ["photodigits", "shapes"]
+    assert summary["data"] == [str(digits), str(shapes)] and len(summary["folds"]) == 2
+    shape_envs = {r.env for r in load_folder(shapes).records}
+    assert summary["datasets"][1]["folds"][0]["env"] in shape_envs
+    for tag in ("photodigits", "shapes"):               # each dataset's folds and runs
+        assert len(list((out / "folds" / tag).glob("*.json"))) == 1
+        assert len(list((out / "runs" / tag).glob("*/encoder.onnx"))) == 1
+    best = summary["best"]
+    per_dataset = best["datasets"]
+    assert set(per_dataset) == {"photodigits", "shapes"}
+    assert best["folds"] == per_dataset["photodigits"]["folds"] + per_dataset["shapes"]["folds"]
+    assert best["mean"] == pytest.approx(np.mean([per_dataset[t]["mean"] for t in per_dataset]))
+    report = (out / "selection.md").read_text()
+    assert "| candidate | space | set | mean over all folds | photodigits | shapes |" in report
+    assert f"`{shapes}` (shapes): " in report
+    # the parallel run left complete folds: a serial rerun trains and scores nothing
+    encoders = sorted((out / "runs").glob("*/*/encoder.onnx"))
+    trained_at = [e.stat().st_mtime_ns for e in encoders]
+    fold_files = sorted((out / "folds").glob("*/*.json"))
+    scored_at = [f.stat().st_mtime_ns for f in fold_files]
+    again = run_selection([str(digits), str(shapes)], candidates, out, n_folds=1, size=16,
+                          progress=False, spaces=("l2",))
+    assert [e.stat().st_mtime_ns for e in encoders] == trained_at
+    assert [f.stat().st_mtime_ns for f in fold_files] == scored_at
+    assert again["best"] == best and again["chosen"] == summary["chosen"]
+    with pytest.raises(ValueError, match="jobs must be at least 1"):
+        run_selection(str(digits), candidates, out, jobs=0)
+
+
+def test_select_takes_several_datasets_and_jobs_on_the_command_line():
+    from envad.client.cli import build_parser
+
+    parsed = build_parser().parse_args(["select", "--data", "a", "--data", "b", "--jobs",
+                                        "4", "--out", "x"])
+    assert parsed.data == ["a", "b"] and parsed.jobs == 4
+    one = build_parser().parse_args(["select", "--data", "a", "--out", "x"])
+    assert one.data == ["a"] and one.jobs == 1
