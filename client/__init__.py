@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-__all__ = ["EnvadClient", "RetryPolicy"]
+__all__ = ["EnvadClient", "FitSettings", "RetryPolicy"]
 
 
 def __getattr__(name: str):
@@ -14,6 +14,10 @@ def __getattr__(name: str):
         from envad.client.library import EnvadClient
 
         return EnvadClient
+    if name == "FitSettings":
+        from envad.client.fit_options import FitSettings
+
+        return FitSettings
     if name == "RetryPolicy":
         from envad.client.retry import RetryPolicy
 

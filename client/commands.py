@@ -15,6 +15,9 @@ import os
 import sys
 from pathlib import Path
 
+from envad.client import backfill_command, label_command, report_command, retrain
+from envad.client.cli_help import EnvadHelpFormatter
+from envad.client.fit_options import add_fit_options, fit_settings
 from envad.defaults import DEFAULT_ADDRESS, DEFAULT_PORT, DEFAULT_TOP_K, SERVICE_NAME
 from envad.records import FIT_SPLIT, MIN_FIT_ROWS
 
@@ -99,12 +102,20 @@ def print_table(header: list[str], rows: list[list]) -> None:
 
 
 def register(subparsers) -> None:
-    conn = connection_parser
-    from envad.client.cli_help import EnvadHelpFormatter as formatter
-    from envad.client.fit_options import add_fit_options
+    """This module's commands, then those of the parts with modules of their own."""
+    for register_command in (register_score, register_fit, register_reset_camera_stats,
+                             register_info, register_models, register_export,
+                             register_health):
+        register_command(subparsers)
+    backfill_command.register(subparsers, connection_parser)
+    retrain.register(subparsers, connection_parser)
+    label_command.register(subparsers, connection_parser)
+    report_command.register(subparsers, connection_parser)
 
+
+def register_score(subparsers) -> None:
     p = subparsers.add_parser(
-        "score", parents=[conn()], formatter_class=formatter,
+        "score", parents=[connection_parser()], formatter_class=EnvadHelpFormatter,
         help="score images against the server's detectors",
         description="Score image files: per image the ensemble score (mean calibrated "
                     "detector score, 0..1, higher = more anomalous), the anomaly flag at the "
@@ -126,8 +137,10 @@ def register(subparsers) -> None:
                    help="let stored rows labelled as known anomalies be neighbours")
     p.set_defaults(func=cmd_score)
 
+
+def register_fit(subparsers) -> None:
     p = subparsers.add_parser(
-        "fit", parents=[conn(3600.0)], formatter_class=formatter,
+        "fit", parents=[connection_parser(3600.0)], formatter_class=EnvadHelpFormatter,
         help="fit the anomaly detectors on stored embeddings",
         description="Fit detectors on the stored rows matching the filter, persist the "
                     f"bundle and activate it. Without --split: split {FIT_SPLIT} when any "
@@ -140,8 +153,10 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_fit)
 
+
+def register_reset_camera_stats(subparsers) -> None:
     p = subparsers.add_parser(
-        "reset-camera-stats", parents=[conn()], formatter_class=formatter,
+        "reset-camera-stats", parents=[connection_parser()], formatter_class=EnvadHelpFormatter,
         help="forget running per-camera statistics (a camera was moved or re-aimed)",
         description="The camera-aware spaces (center_l2, center_white_l2) re-centre an "
                     "unseen camera on the running mean of the images it sent, and score "
@@ -153,29 +168,38 @@ def register(subparsers) -> None:
     add_json_flag(p)
     p.set_defaults(func=cmd_reset_camera_stats)
 
+
+def register_info(subparsers) -> None:
     p = subparsers.add_parser(
-        "info", parents=[conn()], formatter_class=formatter, help="show the server's state",
+        "info", parents=[connection_parser()], formatter_class=EnvadHelpFormatter,
+        help="show the server's state",
         description="Server version, active encoder and detector bundle, rows per environment.")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_info)
 
+
+
+def register_models(subparsers) -> None:
     models = subparsers.add_parser(
         "models", help="list or activate encoders",
         description="Encoders (ONNX files) in the server's models directory.")
     models_sub = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
-    p = models_sub.add_parser("list", parents=[conn()], help="list the encoders",
+    p = models_sub.add_parser("list", parents=[connection_parser()], help="list the encoders",
                               description="List the encoders the server found.")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_models_list)
-    p = models_sub.add_parser("activate", parents=[conn()], help="switch the active encoder",
+    p = models_sub.add_parser("activate", parents=[connection_parser()],
+                              help="switch the active encoder",
                               description="Switch the active encoder; in-flight requests "
                                           "finish on the old one.")
     p.add_argument("model_id", help="model id (see `envad models list`)")
     add_json_flag(p)
     p.set_defaults(func=cmd_models_activate)
 
+
+def register_export(subparsers) -> None:
     p = subparsers.add_parser(
-        "export-embeddings", parents=[conn(None)], formatter_class=formatter,
+        "export-embeddings", parents=[connection_parser(None)], formatter_class=EnvadHelpFormatter,
         help="export stored embeddings and metadata to Parquet",
         description="Stream the active encoder's stored rows (id, env, label, split, "
                     "timestamp, uri, sha256, model_id, ingested_at, event, vector) into a "
@@ -188,8 +212,10 @@ def register(subparsers) -> None:
     add_json_flag(p)
     p.set_defaults(func=cmd_export)
 
+
+def register_health(subparsers) -> None:
     p = subparsers.add_parser(
-        "health", parents=[conn(5.0)], formatter_class=formatter,
+        "health", parents=[connection_parser(5.0)], formatter_class=EnvadHelpFormatter,
         help="check that a server is up (exit 0 when SERVING)",
         description="gRPC health check. By default checks readiness (the scoring service "
                     "has an encoder loaded); --live only checks that the process answers.")
@@ -199,15 +225,6 @@ def register(subparsers) -> None:
     add_json_flag(p)
     p.set_defaults(func=cmd_health)
 
-    from envad.client import backfill_command, retrain
-
-    backfill_command.register(subparsers, conn)
-    retrain.register(subparsers, conn)
-
-    from envad.client import label_command, report_command
-
-    label_command.register(subparsers, conn)
-    report_command.register(subparsers, conn)
 
 
 # ------------------------------------------------------------------ handlers
@@ -269,15 +286,13 @@ def check_image_files(paths: list[Path]) -> None:
 
 def cmd_fit(args) -> int:
     from envad.client.fit_choice import choose_fit_rows, few_rows_warning
-    from envad.client.fit_options import fit_keywords
     from envad.client.progress import wait_with_progress
 
     with open_client(args) as client:
         choice = choose_fit_rows(client, tuple(args.env), tuple(args.split), tuple(args.label))
         print(f"fit: on {choice.description}", file=sys.stderr)
         result = wait_with_progress(
-            lambda: client.fit(choice.row_filter, **fit_keywords(args),
-                               timeout=args.timeout),
+            lambda: client.fit(choice.row_filter, fit_settings(args), timeout=args.timeout),
             "fit", enabled=not args.no_progress)
     warning = few_rows_warning(result.n_samples)
     if warning:

@@ -1,8 +1,8 @@
 """The Fit options of `envad fit`, `envad scan` and `envad retrain`, declared once.
 
-`add_fit_options` adds the flags (each command names the ones it offers) and
-`fit_keywords` turns the parsed flags back into the keyword arguments of
-`EnvadClient.fit` (also the field names of ScanOptions and RetrainSpec). Help text
+`FitSettings` is the record `EnvadClient.fit` takes; `add_fit_options` adds the flags
+(each command names the ones it offers) and `fit_keywords` turns the parsed flags back
+into FitSettings' fields (also the field names of ScanOptions and RetrainSpec). Help text
 renders every default from its owner: envad.defaults and envad.records for what the
 server applies when a request leaves an option at 0 or "", envad.pipeline for the
 default pipeline's choices. Nothing here imports the server.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from envad.defaults import (
     DEFAULT_CONTAMINATION,
@@ -22,10 +23,30 @@ from envad.defaults import (
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.records import MIN_FIT_ROWS
 
-__all__ = ["FIT_OPTIONS", "FIT_OPTION_HELP", "add_fit_options", "fit_keywords",
-           "parse_detectors"]
+__all__ = ["FIT_OPTIONS", "FIT_OPTION_HELP", "FitSettings", "add_fit_options",
+           "fit_keywords", "fit_settings", "parse_detectors"]
 
 _PIPELINE = "the default pipeline's"
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """How the server fits a bundle (FitRequest's options). A 0, "" or empty value
+    leaves the option to the server's default (envad.defaults, the default pipeline);
+    the help text below says what each one means."""
+
+    detectors: tuple[str, ...] = ()
+    max_samples: int = 0
+    contamination: float = 0.0
+    stylist: bool = False
+    drop_fraction: float = 0.0
+    seed: int = 0
+    activate: bool = True
+    space: str = ""
+    min_camera_rows: int = 0
+    allow_few_rows: bool = False
+    score_adaptation: str = ""
+    event_gap_s: float = 0.0
 
 
 def _seconds(value: float) -> str:
@@ -113,8 +134,8 @@ def parse_detectors(text: str) -> tuple[str, ...]:
 
 
 def fit_keywords(args: argparse.Namespace) -> dict:
-    """The parsed Fit flags of `args` as keyword arguments of `EnvadClient.fit` (only the
-    options its parser declared with `add_fit_options`)."""
+    """The parsed Fit flags of `args` as FitSettings' fields (only the options its parser
+    declared with `add_fit_options`)."""
     keywords: dict = {}
     for dest in getattr(args, _DECLARED, ()):
         value = getattr(args, dest)
@@ -127,3 +148,8 @@ def fit_keywords(args: argparse.Namespace) -> dict:
         else:
             keywords[dest] = value
     return keywords
+
+
+def fit_settings(args: argparse.Namespace) -> FitSettings:
+    """The parsed Fit flags of `args` as the settings of `EnvadClient.fit`."""
+    return FitSettings(**fit_keywords(args))

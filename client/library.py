@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -22,6 +23,7 @@ from envad.client import convert
 from envad.client import results as r
 from envad.client.address import parse_server_address
 from envad.client.errors import error_class_for, from_rpc_error
+from envad.client.fit_options import FitSettings
 from envad.client.retry import RetryPolicy, call_with_retry
 from envad.defaults import DEFAULT_ADDRESS
 from envad.errors import InvalidInput, Unavailable
@@ -360,47 +362,30 @@ class EnvadClient:
 
     # ------------------------------------------------------------ detectors and models
 
-    def fit(
-        self,
-        row_filter: r.RowFilter | None = None,
-        *,
-        detectors: Sequence[str] = (),
-        max_samples: int = 0,
-        contamination: float = 0.0,
-        stylist: bool = False,
-        drop_fraction: float = 0.0,
-        seed: int = 0,
-        activate: bool = True,
-        space: str = "",
-        min_camera_rows: int = 0,
-        allow_few_rows: bool = False,
-        score_adaptation: str = "",
-        event_gap_s: float = 0.0,
-        timeout: float | None = 3600.0,
-    ) -> r.FitResult:
+    def fit(self, row_filter: r.RowFilter | None = None, settings: FitSettings | None = None,
+            *, timeout: float | None = 3600.0, **fields: Any) -> r.FitResult:
         """Fit detectors on stored rows (empty filter: split "train") and, by default,
-        activate the new bundle. `space`: the space step ("raw", "l2", "pca_l2", "style_l2:N",
-        "center_l2", "white_l2[:S]", "center_white_l2[:S]", "auto"; "" = the server
-        default). `score_adaptation`: "camera[:P]" puts each camera's scores on the fit
-        set's scale, "none" leaves them ("" = the server default). The server refuses
-        fewer than `envad.records.MIN_FIT_ROWS` rows (FailedPrecondition) unless
-        `allow_few_rows`. `event_gap_s`: fit rows of a camera at most this many seconds
-        apart are one event, left out whole when Score scores one of them (0 = the server
-        default, 60 s; negative = each row alone).
+        activate the new bundle; `settings` says how (client/fit_options.py's FitSettings,
+        whose help text says what each field means; None: the server's defaults).
+        `fields`, a convenience: FitSettings fields that replace those of `settings`
+        (`client.fit(train, detectors=("KNN",))`). The server refuses fewer than
+        `envad.records.MIN_FIT_ROWS` rows (FailedPrecondition) unless `allow_few_rows`.
         Default deadline one hour (O(n^2) detectors are slow)."""
+        settings = replace(settings or FitSettings(), **fields)
         request = pb.FitRequest(
             filter=convert.filter_to_pb(row_filter),
-            detectors=list(detectors),
-            max_samples=max_samples,
-            contamination=contamination,
-            stylist=pb.StylistOptions(enabled=stylist, drop_fraction=drop_fraction),
-            seed=seed,
-            no_activate=not activate,
-            space=space,
-            min_camera_rows=min_camera_rows,
-            allow_few_rows=allow_few_rows,
-            score_adaptation=score_adaptation,
-            event_gap_s=event_gap_s,
+            detectors=list(settings.detectors),
+            max_samples=settings.max_samples,
+            contamination=settings.contamination,
+            stylist=pb.StylistOptions(enabled=settings.stylist,
+                                      drop_fraction=settings.drop_fraction),
+            seed=settings.seed,
+            no_activate=not settings.activate,
+            space=settings.space,
+            min_camera_rows=settings.min_camera_rows,
+            allow_few_rows=settings.allow_few_rows,
+            score_adaptation=settings.score_adaptation,
+            event_gap_s=settings.event_gap_s,
         )
         return convert.fit_result_from_pb(self._unary("Fit", request, timeout))
 

@@ -13,7 +13,13 @@ import pytest
 
 from envad import defaults
 from envad.client.cli import build_parser
-from envad.client.fit_options import FIT_OPTION_HELP, FIT_OPTIONS, fit_keywords
+from envad.client.fit_options import (
+    FIT_OPTION_HELP,
+    FIT_OPTIONS,
+    FitSettings,
+    fit_keywords,
+    fit_settings,
+)
 from envad.client.retrain import RETRAIN_FIT_OPTIONS
 from envad.client.scan_command import SCAN_FIT_OPTIONS
 from envad.pipeline import DEFAULT_PIPELINE
@@ -87,6 +93,7 @@ def test_fit_keywords_builds_the_client_arguments_once() -> None:
     args = PAGES["fit"].parse_args(["--detectors", "KNN, PCA", "--no-activate",
                                     "--event-gap", "-1", "--seed", "3"])
     keywords = fit_keywords(args)
+    assert fit_settings(args) == FitSettings(**keywords)
     assert keywords["detectors"] == ("KNN", "PCA")
     assert keywords["activate"] is False and keywords["event_gap_s"] == -1.0
     assert keywords["seed"] == 3

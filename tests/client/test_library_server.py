@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from client_archives import png_bytes
-from envad.client import EnvadClient
+from envad.client import EnvadClient, FitSettings
 from envad.client.results import ImageInput, IngestInput, RowFilter, sha256_hex
 from envad.errors import FailedPrecondition, InvalidInput, NotFound
 from envad.records import MIN_FIT_ROWS
@@ -113,14 +113,17 @@ def test_evidence_leaves_out_the_image_itself_unless_asked(envad_server, tmp_pat
 
 def test_fit_refuses_fewer_rows_than_the_minimum_unless_allowed(envad_server) -> None:
     """The server's Fit owns the minimum: the library gets FAILED_PRECONDITION naming the
-    count and the minimum, nothing is fitted, and allow_few_rows fits anyway."""
+    count and the minimum, nothing is fitted, and allow_few_rows fits anyway (a
+    keyword that replaces one field of the FitSettings record)."""
+    settings = FitSettings(detectors=("KNN",))
     with EnvadClient(envad_server.address) as client:
         ingest_some(client, n_per_env=20)
         with pytest.raises(FailedPrecondition) as refused:
-            client.fit(RowFilter(splits=("train",)), detectors=("KNN",))
+            client.fit(RowFilter(splits=("train",)), settings)
         message = str(refused.value)
         assert "only 40 stored rows" in message and f"at least {MIN_FIT_ROWS}" in message
         assert "allow_few_rows" in message and "\n" not in message
         assert client.info().bundle is None
-        fit = client.fit(RowFilter(splits=("train",)), detectors=("KNN",), allow_few_rows=True)
-        assert fit.n_samples == 40 and client.info().bundle.bundle_id == fit.bundle_id
+        fit = client.fit(RowFilter(splits=("train",)), settings, allow_few_rows=True)
+        assert fit.n_samples == 40 and [s.detector for s in fit.stats] == ["KNN"]
+        assert client.info().bundle.bundle_id == fit.bundle_id
