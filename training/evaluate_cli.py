@@ -15,6 +15,12 @@ def _list(value: str) -> list[str]:
 
 
 def register(subparsers) -> None:
+    register_evaluate(subparsers)
+    register_select(subparsers)
+    register_sweep(subparsers)
+
+
+def register_evaluate(subparsers) -> None:
     parser = subparsers.add_parser(
         "evaluate", help="reproduce the paper's Table 1: pretrainings x detectors ROC-AUC",
         description="Train (or reuse) one encoder per algorithm and seed, fit every detector "
@@ -63,6 +69,8 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.set_defaults(func=run)
 
+
+def register_select(subparsers) -> None:
     parser = subparsers.add_parser(
         "select", help="choose a pipeline on the training cameras only",
         description="Pipeline selection without test cameras: each fold holds one training "
@@ -96,6 +104,8 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=Path, required=True, help="selection directory")
     parser.set_defaults(func=run_select)
 
+
+def register_sweep(subparsers) -> None:
     parser = subparsers.add_parser(
         "sweep", help="choose each algorithm's hyperparameters on the training cameras' val",
         description="Per-algorithm hyperparameter sweep chosen by training-domain "
