@@ -24,14 +24,23 @@ AUX = ("none", "rotation")
 RECIPE_NAMES = ("standard", "holdout", "shapes")
 
 
+#: every training command's help shows its defaults
+_FORMATTER = argparse.ArgumentDefaultsHelpFormatter
+
+
 def register(subparsers) -> None:
-    formatter = argparse.ArgumentDefaultsHelpFormatter
+    register_data(subparsers)
+    register_train(subparsers)
+    register_export(subparsers)
+
+
+def register_data(subparsers) -> None:
     data = subparsers.add_parser(
         "data", help="generate built-in datasets",
         description="Generate a built-in dataset in the folder format.")
     kinds = data.add_subparsers(dest="dataset", metavar="DATASET", required=True)
     p = kinds.add_parser(
-        "photodigits", formatter_class=formatter,
+        "photodigits", formatter_class=_FORMATTER,
         help="PhotoDigits: real digits on real photos, 6 training + 3 unseen cameras",
         description="Write PhotoDigits (docs/training.md): 4800 images from "
                     "6 styled training cameras (normals only) and 900 from 3 unseen test "
@@ -49,8 +58,10 @@ def register(subparsers) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_photodigits)
 
+
+def register_train(subparsers) -> None:
     p = subparsers.add_parser(
-        "train", formatter_class=formatter,
+        "train", formatter_class=_FORMATTER,
         help="pretrain an env-aware encoder and export it to ONNX",
         description="Pretrain a ResNet-18 encoder on the normal images of the training "
                     "cameras, validate each epoch on the val split, checkpoint each epoch, "
@@ -90,8 +101,10 @@ def register(subparsers) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
 
+
+def register_export(subparsers) -> None:
     p = subparsers.add_parser(
-        "export", formatter_class=formatter, help="export a run's encoder to ONNX",
+        "export", formatter_class=_FORMATTER, help="export a run's encoder to ONNX",
         description="Write the encoder of a training run's newest checkpoint as an envad "
                     "model file (docs/model-format.md) and check torch/ONNX Runtime parity "
                     "(max abs difference <= 1e-4) on real images of the run's dataset.")
