@@ -19,7 +19,7 @@ ALGORITHMS = ("random", "erm", "irm", "fish", "lisa", "groupdro", "coral", "moco
 #: batches.TASKS and augment.STYLE_AUGMENTS (checked by the same test)
 TASKS = ("bucket", "class")
 AUGMENTS = ("none", "style", "style_mix")
-AUX = ("none", "rotation")
+AUX = ("none", "rotation", "contrastive")
 #: photodigits.RECIPES (checked by the same test)
 RECIPE_NAMES = ("standard", "holdout", "shapes")
 
@@ -88,7 +88,9 @@ def register_train(subparsers) -> None:
                         "style_mix adds MixStyle on the encoder's early feature maps")
     p.add_argument("--aux", choices=AUX, default="none",
                    help="self-supervised auxiliary loss of supervised algorithms: rotation "
-                        "= predict each image's right-angle turn (weight 0.5)")
+                        "= predict each image's right-angle turn (weight 0.5); "
+                        "contrastive = SimCLR's NT-Xent on two augmented views of each "
+                        "image (weight 0.5, temperature 0.5)")
     p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
                    help="override an algorithm hyperparameter (repeatable), e.g. lr=1e-4, "
                         "schedule=cosine, warmup_fraction=0.05")

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from envad.training import aux_losses
 from envad.training.augment import STYLE_AUGMENTS, style_augment
 from envad.training.heads import check_head, make_head
 from envad.training.mixstyle import MixStyle
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 NUM_BUCKETS = 2   # the paper's supervised task: normal_a vs normal_b
 SCHEDULES = ("constant", "cosine")
 #: self-supervised auxiliary losses a supervised algorithm may add
-AUX_LOSSES = ("none", "rotation")
+AUX_LOSSES = ("none", "rotation", "contrastive")
 #: rotation loss weight (Hendrycks et al., NeurIPS 2019, "Using self-supervised learning
 #: can improve model robustness and uncertainty": lambda 0.5 for OOD detection)
 ROTATION_WEIGHT = 0.5
@@ -179,7 +180,7 @@ class Algorithm(nn.Module):
             self.encoder.mixing = None
             self._aux_batch = None
         if self._aux_loss is not None:
-            logs["rotation"] = self._aux_loss
+            logs[self.aux] = self._aux_loss
             self._aux_loss = None
         self.step += 1
         return logs
@@ -272,6 +273,8 @@ class SupervisedAlgorithm(Algorithm):
         self.classifier = make_head(self.hparams.head, self.encoder.dim, self.num_classes)
         if self.aux == "rotation":
             self.rotation_head = nn.Linear(self.encoder.dim, 4)
+        elif self.aux == "contrastive":
+            self.contrastive_head = aux_losses.projection_head(self.encoder.dim)
         self.optimizer = self._adam(self.parameters())
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
@@ -291,6 +294,11 @@ class SupervisedAlgorithm(Algorithm):
             rotation = F.cross_entropy(self.rotation_head(self.encoder(turned)), turns)
             loss = loss + ROTATION_WEIGHT * rotation
             self._aux_loss = rotation.item()
+        elif self.aux == "contrastive" and self._aux_batch is not None:
+            term = aux_losses.contrastive_term(self.encoder, self.contrastive_head,
+                                               *self._aux_batch)
+            loss = loss + aux_losses.CONTRASTIVE_WEIGHT * term
+            self._aux_loss = term.item()
         assert self.optimizer is not None, "the subclass builds its optimizer in __init__"
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
