@@ -580,10 +580,12 @@ def fold_result(task: FoldTask, candidate: Pipeline, settings: SelectionSettings
 def _folds_in_worker(tasks: list[tuple[FoldTask, Pipeline]], settings: SelectionSettings,
                      threads: int) -> None:
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(threads)
-    for task, candidate in tasks:
-        fold_result(task, candidate, settings)
+    with threadpool_limits(threads):          # numpy's BLAS and OpenMP in the detectors
+        for task, candidate in tasks:
+            fold_result(task, candidate, settings)
 
 
 def run_folds_in_parallel(tasks: list[FoldTask], candidates: dict[str, Pipeline],
