@@ -38,10 +38,12 @@ StageFn = Callable[[Sequence[tuple[np.ndarray, Any]]], Sequence[Any]]
 
 
 class _Job:
-    __slots__ = ("images", "request", "future")
+    __slots__ = ("images", "request", "future", "embedded")
 
-    def __init__(self, images: np.ndarray, request: Any, future: Future):
+    def __init__(self, images: np.ndarray, request: Any, future: Future,
+                 embedded: bool = False):
         self.images, self.request, self.future = images, request, future
+        self.embedded = embedded     # `images` already are embeddings: the stage only
 
 
 class Ticket:
@@ -102,16 +104,18 @@ class MicroBatcher:
         """Nothing announced, and the worker holds no job (queued or being gathered)."""
         return self._announced == 0 and self._in_worker == 0
 
-    def submit(self, images: np.ndarray, request: Any = None, ticket: Ticket | None = None
-               ) -> Future:
+    def submit(self, images: np.ndarray, request: Any = None, ticket: Ticket | None = None,
+               *, embedded: bool = False) -> Future:
         """Queue a batch; the future resolves to its embeddings (float32 [N, D]) or, with a
-        `request`, to the stage's result for it. A `ticket` from `coming()` is used up."""
+        `request`, to the stage's result for it. A `ticket` from `coming()` is used up.
+        `embedded`: `images` already are embeddings (stored ones), which only the stage
+        sees, with the micro-batch they join."""
         self._withdraw(ticket)
         if self._closed:
             raise Unavailable("encoder is being replaced; retry")
         if request is not None and self._stage is None:
             raise ValueError("this batcher has no stage for requests")
-        job = _Job(images, request, Future())
+        job = _Job(images, request, Future(), embedded)
         if len(images) == 0:        # nothing to encode: answered at once, unlocked
             job.future.set_running_or_notify_cancel()
             self._run_batch([job])
@@ -121,8 +125,8 @@ class MicroBatcher:
             self._queue.put(job)
         return job.future
 
-    def run(self, images: np.ndarray, request: Any = None, ticket: Ticket | None = None
-            ) -> Any:
+    def run(self, images: np.ndarray, request: Any = None, ticket: Ticket | None = None,
+            *, embedded: bool = False) -> Any:
         """`submit(...).result()`, run in the calling thread when the batcher is idle
         and no other caller is queued or announced (a lone request), else queued."""
         self._withdraw(ticket)
@@ -132,13 +136,13 @@ class MicroBatcher:
                 if self._alone():
                     if request is not None and self._stage is None:
                         raise ValueError("this batcher has no stage for requests")
-                    job = _Job(images, request, Future())
+                    job = _Job(images, request, Future(), embedded)
                     job.future.set_running_or_notify_cancel()
                     self._run_batch([job])
                     return job.future.result()
             finally:
                 self._running.release()
-        return self.submit(images, request).result()
+        return self.submit(images, request, embedded=embedded).result()
 
     def embed(self, images: np.ndarray, ticket: Ticket | None = None) -> np.ndarray:
         """Blocking embeddings of `images`; large inputs are split into `max_batch` parts."""
@@ -175,12 +179,13 @@ class MicroBatcher:
     def _run_batch(self, live: list[_Job]) -> None:
         """Encode the jobs' images in one call, then answer each (through the stage for
         those with a request); every failure reaches the callers it concerns."""
+        images = [job.images for job in live if not job.embedded]
         try:
-            batch = (np.concatenate([job.images for job in live]) if len(live) > 1
-                     else live[0].images)
-            out = self._embed(batch)
-            if self._on_batch and len(batch):
-                self._on_batch(len(batch))
+            if images:
+                batch = np.concatenate(images) if len(images) > 1 else images[0]
+                out = self._embed(batch)
+                if self._on_batch and len(batch):
+                    self._on_batch(len(batch))
         except BaseException as exc:  # hand the failure to every waiting caller
             for job in live:
                 job.future.set_exception(exc)
@@ -188,8 +193,11 @@ class MicroBatcher:
         staged: list[tuple[_Job, np.ndarray]] = []
         start = 0
         for job in live:
-            vectors = out[start:start + len(job.images)]
-            start += len(job.images)
+            if job.embedded:
+                vectors = job.images
+            else:
+                vectors = out[start:start + len(job.images)]
+                start += len(job.images)
             if job.request is None:
                 job.future.set_result(vectors)
             else:

@@ -28,8 +28,15 @@ from envad.records import (
     ServerInfo,
     sha256_hex,
 )
+from envad.server.batching import Ticket
 from envad.server.config import ServerConfig
-from envad.server.detectors.bundle import MIN_SAMPLES, FitSpec, fit_bundle, fit_sample
+from envad.server.detectors.bundle import (
+    MIN_SAMPLES,
+    DetectorBundle,
+    FitSpec,
+    fit_bundle,
+    fit_sample,
+)
 from envad.server.detectors.leave_out import fit_groups_of
 from envad.server.detectors.persistence import BundleStore
 from envad.server.domain import (
@@ -288,6 +295,40 @@ class Engine:
 
     def score(self, images: Sequence[ImageInput], options: ScoreOptions,
               *, all_bad_is_error: bool = True) -> ScoreOutcome:
+        """Score images: decode, embed, score with the active bundle, search their
+        neighbours, store them (with `options.store`). Embedding, scoring and the
+        neighbour search run once per micro-batch for every request in it (the batcher
+        embeds, then runs its stage, scoring.BatchScorer: `_embed_and_score`); images
+        stored with the same content (`reuse_stored`) skip decoding and embedding and
+        join the stage with their stored embeddings."""
+        space, bundle, threshold = self._score_target(images, options)
+        reused = self._stored_vectors(space, images) if options.reuse_stored else {}
+        with space.batcher.coming() as ticket:
+            good, batch, failures = self._decode_all(images, space.encoder.input_size,
+                                                     skip=reused)
+            parts = [(good, self._embed_and_score(space, bundle, images, good, batch,
+                                                  options, ticket, embedded=False))]
+        if all_bad_is_error and not good and not reused:
+            raise InvalidInput("; ".join(f.message for f in failures))
+        if reused:
+            order = sorted(reused)
+            stored = np.stack([reused[i] for i in order])
+            parts.append((order, self._embed_and_score(space, bundle, images, order, stored,
+                                                       options, None, embedded=True)))
+        results = [ImageResult(i, img.resolved_id(), img.env) for i, img in enumerate(images)]
+        for failure in failures:
+            results[failure.index].error = failure
+        for indices, rows in parts:
+            if rows is not None:
+                _fill_results(results, indices, rows, threshold)
+                if options.store:
+                    self._store_scored(space, images, indices, rows, options, results)
+        return ScoreOutcome(results, self.provenance(space))
+
+    def _score_target(self, images: Sequence[ImageInput], options: ScoreOptions
+                      ) -> tuple[ModelSpace, DetectorBundle, float]:
+        """The active space and bundle a Score request is scored with, and its threshold
+        (the request checked first)."""
         if not images:
             raise InvalidInput("no images in the request")
         space = self.require_space()
@@ -302,35 +343,23 @@ class Engine:
             raise InvalidInput(f"top_k must be in 1..{MAX_TOP_K}, got {top_k}")
         if options.store:
             space.store.require_writable()
-        reused = self._stored_vectors(space, images) if options.reuse_stored else {}
-        with space.batcher.coming() as ticket:
-            good, batch, failures = self._decode_all(images, space.encoder.input_size,
-                                                     skip=reused)
-            scored = self._score_decoded(space, bundle, images, good, batch, options, ticket)
-        if all_bad_is_error and not good and not reused:
-            raise InvalidInput("; ".join(f.message for f in failures))
-        results = [ImageResult(i, img.resolved_id(), img.env) for i, img in enumerate(images)]
-        for failure in failures:
-            results[failure.index].error = failure
-        parts = [(good, scored)] if scored is not None else []
-        if reused:
-            order = sorted(reused)
-            vectors = np.stack([reused[i] for i in order])
-            parts.append((order, space.scorer(
-                [(vectors, _score_job(bundle, images, order, options))])[0]))
-        for indices, rows in parts:
-            _fill_results(results, indices, rows, threshold)
-            if options.store:
-                written = [_row(images[i], rows.vectors[r], options.label, options.split)
-                           for r, i in enumerate(indices)]
-                try:
-                    not_written = {row_id for row_id, _ in space.writer.write(written).failed}
-                except (DataDirFull, DataDirReadOnly) as exc:  # scores stand; not stored
-                    log.warning("Score: %s", exc)
-                    not_written = {row.id for row in written}
-                for index in indices:
-                    results[index].stored = results[index].id not in not_written
-        return ScoreOutcome(results, self.provenance(space))
+        return space, bundle, threshold
+
+    @staticmethod
+    def _store_scored(space: ModelSpace, images: Sequence[ImageInput], indices: list[int],
+                      rows: ScoredRows, options: ScoreOptions,
+                      results: list[ImageResult]) -> None:
+        """Store the scored images (row r = image indices[r]); a full or read-only data
+        dir leaves them unstored, their scores stand."""
+        written = [_row(images[i], rows.vectors[r], options.label, options.split)
+                   for r, i in enumerate(indices)]
+        try:
+            not_written = {row_id for row_id, _ in space.writer.write(written).failed}
+        except (DataDirFull, DataDirReadOnly) as exc:
+            log.warning("Score: %s", exc)
+            not_written = {row.id for row in written}
+        for index in indices:
+            results[index].stored = results[index].id not in not_written
 
     @staticmethod
     def _stored_vectors(space: ModelSpace, images: Sequence[ImageInput]
@@ -349,20 +378,23 @@ class Engine:
         return {index: stored[key] for index, key in wanted.items() if key in stored}
 
     @staticmethod
-    def _score_decoded(space: ModelSpace, bundle, images: Sequence[ImageInput],
-                       good: list[int], batch: np.ndarray, options: ScoreOptions,
-                       ticket) -> ScoredRows | None:
-        """The decoded images through the micro-batcher's Score stage (split into
-        micro-batches of at most `max_batch` images), or None when none decoded."""
-        if not good:
+    def _embed_and_score(space: ModelSpace, bundle: DetectorBundle,
+                         images: Sequence[ImageInput], indices: list[int], batch: np.ndarray,
+                         options: ScoreOptions, ticket: Ticket | None, *, embedded: bool
+                         ) -> ScoredRows | None:
+        """`images[indices]` (decoded `batch`, or their stored embeddings when `embedded`)
+        through the micro-batcher: embedded, then scored and their neighbours searched
+        by its stage (scoring.BatchScorer), split into micro-batches of at most
+        `max_batch` images; None when there are none."""
+        if not indices:
             return None
-        job = _score_job(bundle, images, good, options)
+        job = _score_job(bundle, images, indices, options)
         step = space.batcher.max_batch
-        if len(good) <= step:       # one micro-batch: run inline when the batcher is idle
-            return space.batcher.run(batch, job, ticket)
+        if len(indices) <= step:    # one micro-batch: run inline when the batcher is idle
+            return space.batcher.run(batch, job, ticket, embedded=embedded)
         futures = [space.batcher.submit(batch[s:s + step], job.rows(s, s + step),
-                                        ticket if s == 0 else None)
-                   for s in range(0, len(good), step)]
+                                        ticket if s == 0 else None, embedded=embedded)
+                   for s in range(0, len(indices), step)]
         return ScoredRows.concat([f.result() for f in futures])
 
     # ------------------------------------------------------------ ingest
@@ -562,7 +594,7 @@ def _row(image: ImageInput, vector: np.ndarray, label: str, split: str) -> Row:
                sha256=image.sha256, event=image.event)
 
 
-def _score_job(bundle, images: Sequence[ImageInput], indices: Sequence[int],
+def _score_job(bundle: DetectorBundle, images: Sequence[ImageInput], indices: Sequence[int],
                options: ScoreOptions) -> ScoreJob:
     """What the Score stage does with the embeddings of `images[indices]`."""
     return ScoreJob(

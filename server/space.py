@@ -92,8 +92,8 @@ class ModelSpace:
                                           encoder.dim)
         self._score_stats: dict[str, EnvStatistics] = {}
         self._score_stats_lock = threading.Lock()
-        # the Score stage: run by the batcher after embedding, or directly on stored
-        # embeddings (Score with reuse_stored)
+        # the Score stage: the batcher runs it once per micro-batch, on the embeddings of
+        # every Score request in it (stored ones, for Score with reuse_stored, included)
         self.scorer = BatchScorer(self.index, self.camera_stats, self.score_statistics)
         self.batcher = MicroBatcher(encoder.embed, max_batch=config.max_batch,
                                     max_wait_s=config.max_wait_ms / 1000.0,

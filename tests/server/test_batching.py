@@ -85,6 +85,35 @@ def test_requests_go_through_the_stage_together_and_plain_embeds_do_not():
     batcher.close()
 
 
+def test_stored_embeddings_join_the_micro_batch_at_the_stage_without_the_encoder():
+    """A job of embeddings (`embedded`, Score's reuse_stored) skips the encoder and goes
+    through the stage with the decoded requests of its micro-batch, in the same call."""
+    seen: list[list[str]] = []
+    encoded: list[int] = []
+    gate = threading.Event()
+
+    def embed(batch):
+        gate.wait(5)
+        encoded.append(len(batch))
+        return batch.reshape(len(batch), -1)[:, :1].astype(np.float32)
+
+    def stage(jobs):
+        seen.append([request for _, request in jobs])
+        return [vectors[:, 0].tolist() for vectors, _ in jobs]
+
+    batcher = MicroBatcher(embed, max_batch=64, max_wait_s=30.0, stage=stage)
+    with batcher.coming() as last:
+        decoded = batcher.submit(np.full((2, 1, 1, 1), 3, np.uint8), "decoded")
+        stored = batcher.submit(np.full((3, 1), 7.5, np.float32), "stored", last,
+                                embedded=True)
+    gate.set()
+    assert decoded.result(5) == [3.0, 3.0] and stored.result(5) == [7.5, 7.5, 7.5]
+    assert seen == [["decoded", "stored"]] and encoded == [2]
+    assert batcher.run(np.full((1, 1), 2.0, np.float32), "alone", embedded=True) == [2.0]
+    assert encoded == [2]
+    batcher.close()
+
+
 def test_a_stage_failure_reaches_its_callers_only():
     def stage(jobs):
         raise RuntimeError("stage broke")
