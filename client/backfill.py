@@ -69,13 +69,7 @@ def run_backfill(
     `progress`: show a progress bar on stderr (a string: with that label).
     `event_gap_s` > 0 groups the score records into events (envad.client.events).
     """
-    if scores_out is not None and not options.scores:
-        raise InvalidInput("scores_out needs options.scores=True")
-    if event_gap_s < 0 or (event_gap_s and scores_out is None):
-        raise InvalidInput("--group-events takes seconds > 0 and needs --scores-out")
-    if scores_out is not None and format_for(scores_out, scores_format) == "camtrap-dp" \
-            and source.name != "camtrap-dp":
-        raise InvalidInput("--scores-format camtrap-dp needs a Camtrap DP source")
+    _check_outputs(source, options, scores_out, scores_format, event_gap_s)
     info = client.info()
     if info.active_model is None:
         raise FailedPrecondition(f"the server has no active encoder: {info.hint}")
@@ -111,6 +105,18 @@ def run_backfill(
                 )
                 summary.scores_out = str(scores_out)
     return summary
+
+
+def _check_outputs(source: Source, options: BackfillOptions, scores_out: str | Path | None,
+                   scores_format: str, event_gap_s: float) -> None:
+    """Refuse score output options that do not go together."""
+    if scores_out is not None and not options.scores:
+        raise InvalidInput("scores_out needs options.scores=True")
+    if event_gap_s < 0 or (event_gap_s and scores_out is None):
+        raise InvalidInput("--group-events takes seconds > 0 and needs --scores-out")
+    if scores_out is not None and format_for(scores_out, scores_format) == "camtrap-dp" \
+            and source.name != "camtrap-dp":
+        raise InvalidInput("--scores-format camtrap-dp needs a Camtrap DP source")
 
 
 def _run(client, source, checkpoint, options, summary, progress, content=None,

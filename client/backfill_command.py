@@ -26,7 +26,13 @@ def register(subparsers, connection_parser) -> None:
                     "same command with --resume. Exit code 1 when some items failed.")
     p.add_argument("source", type=Path, metavar="SOURCE", help="archive folder or file")
     add_source_arguments(p)
-    g = p.add_argument_group("run")
+    _add_run_arguments(p.add_argument_group("run"))
+    _add_score_arguments(p.add_argument_group("scores"))
+    _add_ray_arguments(p.add_argument_group("ray engine"))
+    p.set_defaults(func=cmd_backfill)
+
+
+def _add_run_arguments(g) -> None:
     g.add_argument("--engine", choices=["service", "ray"], default="service",
                    help="send through the server's Ingest, or embed on Ray and write Lance")
     g.add_argument("--batch-size", type=int, default=64, help="images per request")
@@ -48,7 +54,9 @@ def register(subparsers, connection_parser) -> None:
                         "refit, and scores only new images otherwise)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--json", action="store_true", help="print the summary as JSON")
-    g = p.add_argument_group("scores")
+
+
+def _add_score_arguments(g) -> None:
     g.add_argument("--scores-out", type=Path, metavar="FILE",
                    help="also score every image and write the scores: .jsonl, .csv, "
                         ".json (MegaDetector format 1.4, the score as the classification "
@@ -64,7 +72,9 @@ def register(subparsers, connection_parser) -> None:
                         "event_is_anomaly (default 0: off)")
     g.add_argument("--no-store", action="store_true",
                    help="with --scores-out: score only, store nothing")
-    g = p.add_argument_group("ray engine")
+
+
+def _add_ray_arguments(g) -> None:
     g.add_argument("--ray-address", default=None,
                    help="Ray cluster address (default: start a local Ray)")
     g.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
@@ -75,7 +85,6 @@ def register(subparsers, connection_parser) -> None:
                    help="ONNX encoder to embed with (default: the server's active model)")
     g.add_argument("--chunk-size", type=int, default=4096,
                    help="images per Lance commit (one commit per chunk of fragments)")
-    p.set_defaults(func=cmd_backfill)
 
 
 def default_checkpoint(source, job: dict) -> Path:

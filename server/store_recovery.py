@@ -32,6 +32,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lance
 
@@ -136,27 +137,7 @@ def open_newest_readable(db, db_dir: Path, name: str):
     uri = db_dir / f"{name}.lance"
     relative = _relative_to(db_dir.parent)
     damaged: list[str] = []
-    damaged_version: int | None = None
-    while True:
-        try:
-            table = db.open_table(name)
-            break
-        except ValueError:
-            raise
-        except BaseException as exc:   # lance: the newest manifest does not read
-            manifest = _unreadable_newest_manifest(uri) if _failed(exc) else None
-            if manifest is None:
-                raise
-            path, version = manifest
-            log.debug("manifest %s does not read: %s", path, exc)
-            damaged.append(relative(path))
-            damaged_version = version if damaged_version is None else damaged_version
-            target = path.with_name(path.name + DAMAGED_SUFFIX)
-            while target.exists():
-                target = target.with_name(target.name + "~")
-            path.rename(target)    # kept, out of lance's way: the previous one is newest
-            log.info("store manifest %s does not read (%s): renamed %s", path, exc,
-                     target.name)
+    table, damaged_version = _open_setting_aside(db, name, uri, damaged, relative)
     head = int(table.version)
     served = head
     checked: dict[str, bool] = {}
@@ -189,16 +170,45 @@ def open_newest_readable(db, db_dir: Path, name: str):
         restored_as = int(table.version)
     recovery = Recovery(name, served, rows, tuple(damaged), damaged_version, missing,
                         relative(record), restored_as)
-    if damaged:
-        what = "damaged file: " + ", ".join(str(db_dir.parent / p) for p in damaged)
-    else:
-        assert missing is not None, "a version below the record is what is missing"
-        gone = _manifest_path(uri, missing.version)
-        set_aside = gone.with_name(gone.name + DAMAGED_SUFFIX)
-        what = (f"manifest {gone} did not read and was set aside as {set_aside.name}"
-                if set_aside.exists() else f"manifest {gone} is missing")
-    log.error("%s (%s)", recovery.problem, what)
+    log.error("%s (%s)", recovery.problem, _what_was_lost(db_dir, uri, damaged, missing))
     return table, recovery
+
+
+def _open_setting_aside(db, name: str, uri: Path, damaged: list[str], relative
+                        ) -> tuple[Any, int | None]:
+    """`db.open_table(name)`, renaming newest manifests that do not read out of lance's
+    way (each added to `damaged`) until one does: (table, the first damaged version)."""
+    damaged_version: int | None = None
+    while True:
+        try:
+            return db.open_table(name), damaged_version
+        except ValueError:
+            raise
+        except BaseException as exc:   # lance: the newest manifest does not read
+            manifest = _unreadable_newest_manifest(uri) if _failed(exc) else None
+            if manifest is None:
+                raise
+            path, version = manifest
+            log.debug("manifest %s does not read: %s", path, exc)
+            damaged.append(relative(path))
+            damaged_version = version if damaged_version is None else damaged_version
+            target = path.with_name(path.name + DAMAGED_SUFFIX)
+            while target.exists():
+                target = target.with_name(target.name + "~")
+            path.rename(target)    # kept, out of lance's way: the previous one is newest
+            log.info("store manifest %s does not read (%s): renamed %s", path, exc,
+                     target.name)
+
+
+def _what_was_lost(db_dir: Path, uri: Path, damaged: list[str], missing) -> str:
+    """The log's words for the damaged files, or the missing manifest."""
+    if damaged:
+        return "damaged file: " + ", ".join(str(db_dir.parent / p) for p in damaged)
+    assert missing is not None, "a version below the record is what is missing"
+    gone = _manifest_path(uri, missing.version)
+    set_aside = gone.with_name(gone.name + DAMAGED_SUFFIX)
+    return (f"manifest {gone} did not read and was set aside as {set_aside.name}"
+            if set_aside.exists() else f"manifest {gone} is missing")
 
 
 def _failed(exc: BaseException) -> bool:

@@ -232,11 +232,7 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
                                                               fraction_scores.items()}}
     id_idx = dataset.indices(split="id_test")
     raw_scores = {}
-    variants = [(v, "raw", "none")
-                for v in (VARIANTS if config.stylist_fractions else ("plain",))]
-    variants += [(space_variant(s, config.score_adaptation), s, config.score_adaptation)
-                 for s in config.spaces]
-    for variant, space, adaptation in variants:
+    for variant, space, adaptation in _variants(config):
         drop = fraction if variant == "stylist" and fraction > 0 else None
         spec = FitSpec(detectors=tuple(config.detectors), seed=seed,
                        max_samples=config.max_fit, stylist_drop_fraction=drop,
@@ -260,6 +256,16 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
     result["machine"] = machine()
     return result, {"labels": test_labels, "envs": test_envs,
                     **{f"score:{k}": v for k, v in raw_scores.items()}}
+
+
+def _variants(config: EvalConfig) -> list[tuple[str, str, str]]:
+    """(variant name, space step, score adaptation) of each bundle a run fits: plain
+    (and Stylist), then one per extra space step."""
+    variants = [(v, "raw", "none")
+                for v in (VARIANTS if config.stylist_fractions else ("plain",))]
+    variants += [(space_variant(s, config.score_adaptation), s, config.score_adaptation)
+                 for s in config.spaces]
+    return variants
 
 
 def save_result(results_dir: Path, result: dict) -> Path:

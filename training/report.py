@@ -135,25 +135,35 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
         sections.append("Stylist drop fraction chosen on `val` per run: " + ", ".join(
             f"{a} {v}" for a, v in chosen.items()) + "\n")
     if references:
-        lines = ["## Reference rows (KNN)\n", "| reference | pooled | mean per camera |",
-                 "| --- | --- | --- |"]
-        lines += [f"| {k} | {100 * v['pooled']:.1f} | {100 * v['per_camera']:.1f} |"
-                  for k, v in references.items()]
-        sections.append("\n".join(lines) + "\n")
+        sections.append(references_table(references))
     (out / "table.md").write_text("\n".join(sections))
-    with open(out / "table.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["variant", "split", "metric", "detector", "algorithm", "mean", "std",
-                         "n_seeds"])
-        for (variant, split, metric), cells in tables.items():
-            for (row, algorithm), (mean, std, n) in cells.items():
-                writer.writerow([variant, split, metric, row, algorithm, mean, std, n])
+    write_table_csv(out / "table.csv", tables)
     (out / "results.json").write_text(json.dumps({
         "config": {**config.identity(), "algorithms": list(config.algorithms),
                    "seeds": list(config.seeds)},
         "dataset": dataset.name, "references": references, "runs": results,
     }, indent=1))
     write_plots(out, tables, detectors, algorithms, results)
+
+
+def references_table(references: dict) -> str:
+    """The report's section of reference rows (KNN on fixed features)."""
+    lines = ["## Reference rows (KNN)\n", "| reference | pooled | mean per camera |",
+             "| --- | --- | --- |"]
+    lines += [f"| {k} | {100 * v['pooled']:.1f} | {100 * v['per_camera']:.1f} |"
+              for k, v in references.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_table_csv(path: Path, tables: dict) -> None:
+    """Every grid cell of every table, one CSV row each."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["variant", "split", "metric", "detector", "algorithm", "mean", "std",
+                         "n_seeds"])
+        for (variant, split, metric), cells in tables.items():
+            for (row, algorithm), (mean, std, n) in cells.items():
+                writer.writerow([variant, split, metric, row, algorithm, mean, std, n])
 
 
 def orders_table(results: list[dict], variants: list[str], algorithms: list[str]) -> str:
