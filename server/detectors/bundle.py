@@ -30,11 +30,12 @@ from tqdm import tqdm
 
 from envad.defaults import DEFAULT_CONTAMINATION, FIT_MAX_SAMPLES
 from envad.errors import InvalidInput
-from envad.records import BundleInfo, DetectorFitStats, RowFilter
+from envad.records import NORMAL_LABEL, BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
 from envad.server.detectors.calibration import DEFAULT_CALIBRATION, Calibration
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space
 from envad.server.detectors.leave_out import FitGroups
+from envad.server.detectors.reviewed import ReviewedNormals
 from envad.server.detectors.score_adaptation import (
     ReferenceMoments,
     ScoreAdaptation,
@@ -112,6 +113,7 @@ class DetectorBundle:
     score_adaptation: ScoreAdaptation = field(default_factory=ScoreAdaptation)
     calibration: str = DEFAULT_CALIBRATION    # calibration.py's kind
     fit_groups: FitGroups | None = field(default=None, repr=False)   # leave_out.py
+    reviewed: ReviewedNormals | None = field(default=None, repr=False)   # reviewed.py
     _calibrations: dict[str, Calibration] = field(default_factory=dict, init=False,
                                                   repr=False, compare=False)
     _reference_moments: ReferenceMoments | None = field(default=None, init=False,
@@ -171,7 +173,14 @@ class DetectorBundle:
         for name in self.detectors:
             ensemble += calibrated[name]
         ensemble /= len(self.detectors)
+        if self.reviewed is not None:     # reviewed false alarms and their content
+            ensemble = self.reviewed.cap(ensemble, self.detector_space(X, envs, running), envs)
         return BundleScores(raw, calibrated, ensemble, adaptation, adapted, weight)
+
+    def detector_space(self, X: np.ndarray, envs=None, running=None) -> np.ndarray:
+        """Embeddings X in the space the detectors score in (space step, kept features)."""
+        out, _ = self.space.transform(_check_matrix(X, self.n_features), envs, running)
+        return out if self.kept_features is None else out[:, self.kept_features]
 
     def observe_scores(self, raw: dict[str, np.ndarray], envs,
                        score_stats: EnvStatistics | None) -> None:
@@ -373,9 +382,20 @@ def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray |
         fit_filter=dict(spec.fit_filter), seed=spec.seed, space=fitted_space,
         space_scores=space_scores, score_adaptation=spec.adaptation(),
         calibration=DEFAULT_CALIBRATION, fit_groups=fit_groups,
+        reviewed=_reviewed(data, labels, rows, envs, ids, groups, spec.seed),
     )
     bundle._calibrations.update(detectors.calibrations)   # built once, not again at scoring
     return bundle
+
+
+def _reviewed(data: np.ndarray, labels, rows: np.ndarray, envs, ids, groups,
+              seed: int) -> ReviewedNormals | None:
+    """The memory of the fitting rows labelled normal and of their events (reviewed.py)."""
+    if labels is None:
+        return None
+    reviewed = np.asarray(labels).astype(str)[rows] == NORMAL_LABEL
+    codes = None if ids is None or groups is None else groups.codes_of(ids)
+    return ReviewedNormals.of(data, reviewed, envs, codes, seed)
 
 
 @dataclass(frozen=True)

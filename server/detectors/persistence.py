@@ -25,12 +25,14 @@ from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.calibration import KINDS as CALIBRATION_KINDS
 from envad.server.detectors.geometry import EmbeddingSpace
 from envad.server.detectors.leave_out import FitGroups
+from envad.server.detectors.reviewed import ReviewedNormals
 from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.server.durable import fsync_path
 
 MANIFEST = "manifest.json"
 SPACE_FILE = "space.npz"
 FIT_GROUPS_FILE = "fit_groups.npz"
+REVIEWED_FILE = "reviewed.npz"
 FORMAT_VERSION = 1
 #: manifest keys every bundle of this format has (one written by a development version
 #: before envad 0.1.0 may lack some: it is refused, and a Fit replaces it)
@@ -82,6 +84,9 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
             np.savez(staging / FIT_GROUPS_FILE, allow_pickle=False,
                      **bundle.fit_groups.arrays())
             files[FIT_GROUPS_FILE] = ""
+        if bundle.reviewed is not None:
+            np.savez(staging / REVIEWED_FILE, allow_pickle=False, **bundle.reviewed.arrays())
+            files[REVIEWED_FILE] = ""
         for file_name in files:
             files[file_name] = _sha256(staging / file_name)
         manifest = {
@@ -136,6 +141,10 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
     if FIT_GROUPS_FILE in manifest["files"]:
         with np.load(path / FIT_GROUPS_FILE, allow_pickle=False) as arrays:
             fit_groups = FitGroups.from_arrays(arrays)
+    reviewed = None                     # no row labelled normal among the fit rows
+    if REVIEWED_FILE in manifest["files"]:
+        with np.load(path / REVIEWED_FILE, allow_pickle=False) as arrays:
+            reviewed = ReviewedNormals.from_arrays(arrays)
     return DetectorBundle(
         bundle_id=manifest["bundle_id"], model_id=manifest["model_id"], detectors=names,
         fitted={n: joblib.load(path / f"{n}.joblib") for n in names},
@@ -146,7 +155,7 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         created=manifest["created"], fit_filter=manifest["fit_filter"], seed=manifest["seed"],
         space=space, space_scores=manifest["space_scores"],
         score_adaptation=parse_score_adaptation(manifest["score_adaptation"]),
-        calibration=calibration, fit_groups=fit_groups,
+        calibration=calibration, fit_groups=fit_groups, reviewed=reviewed,
     )
 
 
