@@ -243,10 +243,7 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
         entry = {"ood": ood, "orders": score_orders(bundle, X_test, test_labels, test_envs,
                                                     config.orders, seed)}
         if len(id_idx):
-            id_labels = np.array([records[i].is_anomaly for i in id_idx], dtype=bool)
-            id_envs = np.array([records[i].env for i in id_idx])
-            entry["id"] = _score_split(bundle, embed(encoder, dataset, id_idx), id_labels,
-                                       id_envs)[0]
+            entry["id"] = _score_id_test(bundle, encoder, dataset, id_idx)
         result["variants"][variant] = entry
         if variant == "plain":
             raw_scores = named
@@ -256,6 +253,13 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
     result["machine"] = machine()
     return result, {"labels": test_labels, "envs": test_envs,
                     **{f"score:{k}": v for k, v in raw_scores.items()}}
+
+
+def _score_id_test(bundle, encoder: OnnxEncoder, dataset, id_idx: np.ndarray) -> dict:
+    """The bundle's scores of the training cameras' held-out instances (id_test)."""
+    id_labels = np.array([dataset.records[i].is_anomaly for i in id_idx], dtype=bool)
+    id_envs = np.array([dataset.records[i].env for i in id_idx])
+    return _score_split(bundle, embed(encoder, dataset, id_idx), id_labels, id_envs)[0]
 
 
 def _variants(config: EvalConfig) -> list[tuple[str, str, str]]:

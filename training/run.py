@@ -218,22 +218,8 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False,
     config = dataclasses.replace(config, device=resolve_device(config.device))
     run_dir = Path(config.out)
     run = read_run_if_any(run_dir)
-    if run is not None:
-        missing = sorted(config.identity().keys() - run["config"].keys())
-        if missing:
-            raise older_run(run_dir, ", ".join(missing))
-        if not same_config(run["config"], config.identity()):
-            raise FailedPrecondition(f"{run_dir} holds a run with a different config; "
-                                     "choose another output directory")
-        if run["status"] == "done" and (run_dir / ENCODER_FILE).is_file():
-            check_trained_hparams(run_dir, config.algorithm, config.hparams)
-            log.info("%s: finished run with this config, nothing to do", run_dir)
-            return run_dir
-        if not resume:
-            raise FailedPrecondition(f"{run_dir} holds an unfinished run; resume it "
-                                     "(--resume) or choose another output directory")
-    elif run_dir.exists() and any(run_dir.iterdir()):
-        raise FailedPrecondition(f"{run_dir} is not empty and holds no envad run")
+    if _finished(run, run_dir, config, resume):
+        return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
 
     phases = PhaseClock()
@@ -247,58 +233,26 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False,
     sampler = EnvBalancedSampler(data.envs, config.batch_size, config.envs_per_step,
                                  config.seed)
     cls = get(config.algorithm)
-    total_steps = sampler.steps_per_epoch * config.epochs if cls.trains else 0
-    algorithm = cls(EncoderConfig(config.size, config.small_stem, config.weights),
-                    config.hparams, num_envs=len(train_envs), total_steps=total_steps,
-                    seed=config.seed, num_classes=data.num_classes, augment=config.augment,
-                    aux=config.aux)
-    start_epoch, epochs_log = 1, []
-    last = ckpt.latest_checkpoint(run_dir) if run is not None else None
-    if last is not None:
-        assert run is not None      # checkpoints are only looked for in an existing run
-        payload = ckpt.load_checkpoint(last)
-        if payload["args"] != algorithm.constructor_args():
-            raise FailedPrecondition(f"{last} was written with other arguments")
-        algorithm.load_training_state(payload["state"])
-        start_epoch = payload["epoch"] + 1
-        epochs_log = [e for e in run["epochs"] if e["epoch"] <= payload["epoch"]]
-        log.info("resuming %s after epoch %d", run_dir, payload["epoch"])
+    algorithm = _new_algorithm(cls, config, sampler, data, len(train_envs))
+    start_epoch, epochs_log = _resume(run_dir, run, algorithm)
     algorithm.place(config.device)
     phases.lap("model")
-
-    run = {"config": config.identity(), "hparams": resolved_hparams(config.algorithm,
-                                                                    config.hparams),
-           "status": "running", "dataset": dataset.name,
-           "train_envs": train_envs, "n_train": len(data), "epochs": epochs_log,
-           "classes": data.class_names if config.task == "class" else ["normal_a", "normal_b"],
-           "steps_per_epoch": sampler.steps_per_epoch if cls.trains else 0}
+    run = _running_record(config, dataset.name, train_envs, data, epochs_log,
+                          sampler.steps_per_epoch if cls.trains else 0)
     write_run(run_dir, run)
     reference, reference_y, val, val_y = _validation_sets(dataset, data, config)
     phases.lap("data")
     meta = {"dataset": dataset.name, "train_envs": train_envs, "input_size": config.size,
             "seed": config.seed, "epochs": config.epochs}
-
-    if cls.trains:
-        todo = list(range(start_epoch, config.epochs + 1))
-    else:
-        todo = [] if epochs_log else [0]     # `random`: one evaluation, no steps
+    # `random` (trains nothing): one evaluation, no steps
+    todo = (list(range(start_epoch, config.epochs + 1)) if cls.trains
+            else [] if epochs_log else [0])
     if todo:
         algorithm.prepare(data, progress=progress)
         phases.lap("prepare")
     for epoch in todo:
-        started = time.monotonic()
-        losses = _train_epoch(algorithm, sampler, data, epoch, config, progress) \
-            if epoch > 0 else {}
-        seconds = time.monotonic() - started
-        phases.lap("epochs")
-        metrics = validate(algorithm, reference, reference_y, val, val_y, config.device,
-                           config.knn_k)
-        phases.lap("validation")
-        entry = {"epoch": epoch, "train": losses, **metrics, "seconds": round(seconds, 2)}
-        if epoch > 0:
-            entry["images_per_s"] = round(sampler.steps_per_epoch * sampler.per_env *
-                                          sampler.envs_per_step / max(seconds, 1e-9), 1)
-        log.info("epoch %d: %s", epoch, _format(entry))
+        entry = _epoch(algorithm, sampler, data, epoch, config, progress, phases,
+                       (reference, reference_y, val, val_y))
         ckpt.save_checkpoint(ckpt.checkpoint_path(run_dir, epoch), algorithm, epoch=epoch,
                              meta=meta, resumable=epoch < config.epochs)
         ckpt.prune_checkpoints(run_dir, config.keep_checkpoints)
@@ -312,7 +266,34 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False,
 
     parity = val[:32] if len(val) else data.uint8(np.arange(min(32, len(data))))
     # the algorithm as its newest checkpoint holds it, exported without reading it back
-    last_epoch = todo[-1] if todo else start_epoch - 1
+    _export(algorithm, meta, todo[-1] if todo else start_epoch - 1, run_dir, run, parity,
+            config, phases)
+    return run_dir
+
+
+def _running_record(config: TrainConfig, dataset_name: str, train_envs: list[str], data,
+                    epochs_log: list[dict], steps_per_epoch: int) -> dict:
+    """The run.json of a run in progress."""
+    return {"config": config.identity(),
+            "hparams": resolved_hparams(config.algorithm, config.hparams),
+            "status": "running", "dataset": dataset_name,
+            "train_envs": train_envs, "n_train": len(data), "epochs": epochs_log,
+            "classes": data.class_names if config.task == "class" else ["normal_a", "normal_b"],
+            "steps_per_epoch": steps_per_epoch}
+
+
+def _new_algorithm(cls, config: TrainConfig, sampler, data, num_envs: int):
+    """The run's algorithm, untrained, sized for the run's steps and classes."""
+    total_steps = sampler.steps_per_epoch * config.epochs if cls.trains else 0
+    return cls(EncoderConfig(config.size, config.small_stem, config.weights),
+               config.hparams, num_envs=num_envs, total_steps=total_steps,
+               seed=config.seed, num_classes=data.num_classes, augment=config.augment,
+               aux=config.aux)
+
+
+def _export(algorithm, meta: dict, last_epoch: int, run_dir: Path, run: dict,
+            parity: np.ndarray, config: TrainConfig, phases: PhaseClock) -> None:
+    """Export the encoder (checked on the `parity` images) and mark the run done."""
     report = export_algorithm(algorithm, meta, last_epoch, run_dir / ENCODER_FILE,
                               parity_images=parity, model_id=config.model_id)
     phases.lap("export")
@@ -321,7 +302,64 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False,
                                       "scale": report.scale},
                phase_seconds=phases.seconds())
     write_run(run_dir, run)
-    return run_dir
+
+
+def _finished(run: dict | None, run_dir: Path, config: TrainConfig, resume: bool) -> bool:
+    """True when `run_dir` holds the finished run of `config` (nothing to do); refuses a
+    directory that holds another run, an unfinished one without `resume`, or other
+    files."""
+    if run is None:
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise FailedPrecondition(f"{run_dir} is not empty and holds no envad run")
+        return False
+    missing = sorted(config.identity().keys() - run["config"].keys())
+    if missing:
+        raise older_run(run_dir, ", ".join(missing))
+    if not same_config(run["config"], config.identity()):
+        raise FailedPrecondition(f"{run_dir} holds a run with a different config; "
+                                 "choose another output directory")
+    if run["status"] == "done" and (run_dir / ENCODER_FILE).is_file():
+        check_trained_hparams(run_dir, config.algorithm, config.hparams)
+        log.info("%s: finished run with this config, nothing to do", run_dir)
+        return True
+    if not resume:
+        raise FailedPrecondition(f"{run_dir} holds an unfinished run; resume it "
+                                 "(--resume) or choose another output directory")
+    return False
+
+
+def _resume(run_dir: Path, run: dict | None, algorithm) -> tuple[int, list[dict]]:
+    """(first epoch to train, epochs logged so far): after the newest checkpoint of an
+    existing run, whose training state `algorithm` takes; else from the start."""
+    last = ckpt.latest_checkpoint(run_dir) if run is not None else None
+    if last is None:
+        return 1, []
+    assert run is not None      # checkpoints are only looked for in an existing run
+    payload = ckpt.load_checkpoint(last)
+    if payload["args"] != algorithm.constructor_args():
+        raise FailedPrecondition(f"{last} was written with other arguments")
+    algorithm.load_training_state(payload["state"])
+    log.info("resuming %s after epoch %d", run_dir, payload["epoch"])
+    return payload["epoch"] + 1, [e for e in run["epochs"] if e["epoch"] <= payload["epoch"]]
+
+
+def _epoch(algorithm, sampler, data, epoch: int, config: TrainConfig, progress: bool,
+           phases: PhaseClock,
+           validation: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> dict:
+    """Train one epoch (epoch 0: none, `random`) and validate: its run.json entry."""
+    started = time.monotonic()
+    losses = _train_epoch(algorithm, sampler, data, epoch, config, progress) \
+        if epoch > 0 else {}
+    seconds = time.monotonic() - started
+    phases.lap("epochs")
+    metrics = validate(algorithm, *validation, config.device, config.knn_k)
+    phases.lap("validation")
+    entry = {"epoch": epoch, "train": losses, **metrics, "seconds": round(seconds, 2)}
+    if epoch > 0:
+        entry["images_per_s"] = round(sampler.steps_per_epoch * sampler.per_env *
+                                      sampler.envs_per_step / max(seconds, 1e-9), 1)
+    log.info("epoch %d: %s", epoch, _format(entry))
+    return entry
 
 
 class PhaseClock:
