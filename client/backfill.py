@@ -18,6 +18,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tqdm import tqdm
+
 from envad.client.backfill_plan import (
     BackfillOptions,
     check_some_wanted,
@@ -121,8 +123,6 @@ def _check_outputs(source: Source, options: BackfillOptions, scores_out: str | P
 
 def _run(client, source, checkpoint, options, summary, progress, content=None,
          bundle_id: str = "") -> None:
-    from tqdm import tqdm
-
     bar = tqdm(total=count_wanted(source, options), unit="img",
                desc=progress if isinstance(progress, str) else "backfill",
                disable=not progress, smoothing=0.1)

@@ -9,11 +9,18 @@ import json
 import sys
 from pathlib import Path
 
+from envad.client.backfill import run_backfill
+from envad.client.backfill_plan import BackfillOptions, check_some_wanted, job_header
+from envad.client.backfill_report import BackfillInterrupted
+from envad.client.cli_help import EnvadHelpFormatter
+from envad.client.command_line import open_client
+from envad.client.ray_backfill import RayOptions, resolve_target, run_ray_backfill
+from envad.client.source_options import add_source_arguments, source_options
+from envad.client.sources import open_source
+from envad.client.work_dirs import checkpoint_dir
+
 
 def register(subparsers, connection_parser) -> None:
-    from envad.client.cli_help import EnvadHelpFormatter
-    from envad.client.source_options import add_source_arguments
-
     p = subparsers.add_parser(
         "backfill", parents=[connection_parser()],
         formatter_class=EnvadHelpFormatter,
@@ -90,19 +97,12 @@ def _add_ray_arguments(g) -> None:
 def default_checkpoint(source, job: dict) -> Path:
     """The job's checkpoint under the work dir (envad.client.work_dirs), named after the
     source and a hash of the job header."""
-    from envad.client.work_dirs import checkpoint_dir
-
     digest = hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()
     name = Path(source.describe()["path"]).name or "source"
     return checkpoint_dir(job.get("data_dir")) / f"backfill-{name}-{digest[:12]}.jsonl"
 
 
 def cmd_backfill(args) -> int:
-    from envad.client.backfill_plan import BackfillOptions, check_some_wanted, job_header
-    from envad.client.commands import open_client
-    from envad.client.source_options import source_options
-    from envad.client.sources import open_source
-
     source = open_source(args.source, args.source_format, **source_options(args))
     if args.no_store and not args.scores_out:
         raise SystemExit("envad backfill: --no-store needs --scores-out")
@@ -117,7 +117,6 @@ def cmd_backfill(args) -> int:
     if args.engine == "ray":
         return _run_ray(args, source, options)
 
-    from envad.client.backfill import run_backfill
 
     with open_client(args) as client, _summary_on_interrupt(args.json):
         info = client.info()
@@ -135,8 +134,6 @@ def cmd_backfill(args) -> int:
 
 def _run_ray(args, source, options) -> int:
     args.command_extra = "ray"  # what `envad` names when a package of this engine is missing
-    from envad.client.backfill_plan import job_header
-    from envad.client.ray_backfill import RayOptions, resolve_target, run_ray_backfill
 
     if getattr(source, "crops", False):
         raise SystemExit("envad backfill: --crops runs on --engine service only")
@@ -160,8 +157,6 @@ def _run_ray(args, source, options) -> int:
 @contextlib.contextmanager
 def _summary_on_interrupt(as_json: bool):
     """On Ctrl-C print what was done, then let `envad` exit with code 130."""
-    from envad.client.backfill_report import BackfillInterrupted
-
     try:
         yield
     except BackfillInterrupted as exc:

@@ -3,100 +3,38 @@
 
 Every command talks to a running server through EnvadClient; connection flags are
 shared (--server, --token, --tls, ...). Output is a table for people or --json for
-scripts. Heavy imports happen inside the handlers.
+scripts.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import os
+import errno
 import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
 from envad.client import backfill_command, label_command, report_command, retrain
 from envad.client.cli_help import EnvadHelpFormatter
+from envad.client.command_line import (
+    add_filter_flags,
+    add_json_flag,
+    connection_parser,
+    open_client,
+    print_json,
+    print_table,
+    row_filter,
+)
+from envad.client.fit_choice import choose_fit_rows, few_rows_warning
 from envad.client.fit_options import add_fit_options, fit_settings
-from envad.defaults import DEFAULT_ADDRESS, DEFAULT_PORT, DEFAULT_TOP_K, SERVICE_NAME
+from envad.client.next_step import next_step
+from envad.client.progress import wait_with_progress
+from envad.client.results import ImageInput
+from envad.client.sources.exif import exif_timestamp
+from envad.defaults import DEFAULT_TOP_K, SERVICE_NAME
+from envad.errors import EnvadError
 from envad.records import FIT_SPLIT, MIN_FIT_ROWS
-
-
-def connection_parser(timeout: float | None = 60.0) -> argparse.ArgumentParser:
-    """Flags shared by every command that talks to a server (a new parser per command:
-    argparse parents share their actions, so defaults must not be changed afterwards)."""
-    parent = argparse.ArgumentParser(add_help=False)
-    group = parent.add_argument_group("connection")
-    group.add_argument("--server", metavar="HOST[:PORT]", type=server_address,
-                       default=os.environ.get("ENVAD_SERVER") or DEFAULT_ADDRESS,
-                       help=f"server address; the port defaults to {DEFAULT_PORT} (default: "
-                            f"$ENVAD_SERVER, else {DEFAULT_ADDRESS}; now %(default)s)")
-    group.add_argument("--token", default=None,
-                       help="bearer token (default: $ENVAD_TOKEN)")
-    group.add_argument("--tls", action="store_true", help="connect with TLS")
-    group.add_argument("--ca-cert", type=Path, help="PEM root certificates for TLS")
-    group.add_argument("--client-cert", type=Path, help="PEM client certificate (mutual TLS)")
-    group.add_argument("--client-key", type=Path, help="PEM client key (mutual TLS)")
-    group.add_argument("--server-name", help="TLS server name override")
-    group.add_argument("--timeout", type=float, default=timeout,
-                       help="deadline of each call in seconds, retries included (default: "
-                            + ("none)" if timeout is None else "%(default)s)"))
-    return parent
-
-
-def server_address(text: str) -> str:
-    """argparse type of --server: HOST[:PORT] -> HOST:PORT, URLs refused."""
-    from envad.client.address import parse_server_address
-    from envad.errors import InvalidInput
-
-    try:
-        return parse_server_address(text)
-    except InvalidInput as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def open_client(args):
-    from envad.client.library import EnvadClient
-
-    return EnvadClient(
-        args.server, timeout=args.timeout, token=args.token, tls=args.tls,
-        root_certificates=args.ca_cert, client_certificate=args.client_cert,
-        client_key=args.client_key, server_name=args.server_name,
-    )
-
-
-def add_filter_flags(parser: argparse.ArgumentParser, split_help: str = "") -> None:
-    parser.add_argument("--env", action="append", default=[], metavar="ENV",
-                        help="only rows of this environment (repeatable)")
-    parser.add_argument("--split", action="append", default=[], metavar="SPLIT",
-                        help=split_help or "only rows of this split (repeatable)")
-    parser.add_argument("--label", action="append", default=[], metavar="LABEL",
-                        help="only rows with this label (repeatable)")
-
-
-def row_filter(args):
-    from envad.client.results import RowFilter
-
-    return RowFilter(envs=tuple(args.env), splits=tuple(args.split), labels=tuple(args.label))
-
-
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-
-def print_json(value) -> None:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    json.dump(value, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
-
-
-def print_table(header: list[str], rows: list[list]) -> None:
-    cells = [header] + [["" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-
 
 # ------------------------------------------------------------------ registration
 
@@ -231,8 +169,6 @@ def register_health(subparsers) -> None:
 
 
 def cmd_score(args) -> int:
-    from envad.client.results import ImageInput
-
     if args.batch_size < 1:
         raise SystemExit("envad score: --batch-size must be >= 1")
     check_image_files(args.images)
@@ -267,7 +203,6 @@ def cmd_score(args) -> int:
 
 def with_capture_time(image):
     """`image` with its EXIF capture time (stored with it under --store)."""
-    from envad.client.sources.exif import exif_timestamp
 
     return dataclasses.replace(image, timestamp=exif_timestamp(image.data))
 
@@ -275,7 +210,6 @@ def with_capture_time(image):
 def check_image_files(paths: list[Path]) -> None:
     """Raise the OSError `envad` reports for a path that is not a readable file, before
     anything is sent."""
-    import errno
 
     for path in paths:
         if path.is_dir():
@@ -285,9 +219,6 @@ def check_image_files(paths: list[Path]) -> None:
 
 
 def cmd_fit(args) -> int:
-    from envad.client.fit_choice import choose_fit_rows, few_rows_warning
-    from envad.client.progress import wait_with_progress
-
     with open_client(args) as client:
         choice = choose_fit_rows(client, tuple(args.env), tuple(args.split), tuple(args.label))
         print(f"fit: on {choice.description}", file=sys.stderr)
@@ -322,8 +253,6 @@ def cmd_reset_camera_stats(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from envad.client.next_step import next_step
-
     with open_client(args) as client:
         info = client.info()
     step = next_step(info)
@@ -376,8 +305,6 @@ def cmd_models_activate(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from tqdm import tqdm
-
     with open_client(args) as client, tqdm(unit="row", desc="export", file=sys.stderr,
                                            disable=args.no_progress) as bar:
         rows = client.export_parquet(args.out, row_filter(args),
@@ -391,8 +318,6 @@ def cmd_export(args) -> int:
 
 
 def cmd_health(args) -> int:
-    from envad.errors import EnvadError
-
     service = "" if args.live else SERVICE_NAME
     with open_client(args) as client:
         try:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import pyarrow as pa
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from envad.client import results as r
@@ -285,8 +286,6 @@ def export_chunk_from_pb(chunk: pb.ExportChunk, with_vectors: bool) -> list:
 
     pyarrow is imported here, not at the top: only exports need it.
     """
-    import pyarrow as pa
-
     payload = chunk.WhichOneof("payload")
     if payload == "arrow_ipc":
         return pa.ipc.open_stream(chunk.arrow_ipc).read_all().to_batches()

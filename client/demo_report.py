@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from envad.client.training_bridge import load_folder_dataset
+
 ENSEMBLE = "ensemble"
 
 
@@ -33,9 +35,7 @@ class DatasetFacts:
 
 def dataset_facts(data: str | Path) -> DatasetFacts:
     """The facts of a folder-format dataset (read with the training reader)."""
-    from envad.training.data import load_dataset
-
-    dataset = load_dataset(data)
+    dataset = load_folder_dataset(data)
     train = [r for r in dataset.records if r.split in ("train", "val")]
     test = [r for r in dataset.records if r.split == "test"]
     return DatasetFacts(
@@ -121,7 +121,7 @@ def load_scores(path: str | Path) -> ScoredSet:
 
 def auc_table(scored: ScoredSet) -> list[AucRow]:
     """Pooled and per-camera-mean ROC-AUC for every detector and the ensemble."""
-    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import roc_auc_score  # scikit-learn: an extra (server)
 
     if scored.truth.all() or not scored.truth.any():
         raise ValueError("ROC-AUC needs both normal and anomalous images")
@@ -161,11 +161,11 @@ def format_comparison(with_space: list[AucRow], raw: list[AucRow], space: str) -
 
 def plot_roc(scored: ScoredSet, rows: list[AucRow], path: str | Path, title: str) -> Path:
     """ROC curves of every detector (pooled over cameras) in one PNG."""
-    import matplotlib
+    import matplotlib  # matplotlib: an extra (train)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from sklearn.metrics import roc_curve
+    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
+    from sklearn.metrics import roc_curve  # scikit-learn: an extra (server)
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

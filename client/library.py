@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+import pyarrow as pa
+import pyarrow.parquet as pq
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client import convert
@@ -335,8 +337,6 @@ class EnvadClient:
     ) -> int:
         """Write the export to one Parquet file (atomically: temp file + rename); returns
         the number of rows."""
-        import pyarrow.parquet as pq
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".partial")
@@ -351,7 +351,6 @@ class EnvadClient:
                 if progress is not None:
                     progress(batch.num_rows)
             if writer is None:  # no rows: still write a valid (empty) file
-                import pyarrow as pa
 
                 pq.write_table(pa.table({"id": pa.array([], pa.string())}), tmp)
         finally:

@@ -8,6 +8,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from tqdm import tqdm
+
 T = TypeVar("T")
 TICK_S = 0.5
 
@@ -17,7 +19,6 @@ def wait_with_progress(call: Callable[[], T], desc: str, *, enabled: bool = True
     showing `desc` and the elapsed time on stderr meanwhile when `enabled`."""
     if not enabled:
         return call()
-    from tqdm import tqdm
 
     outcome: dict[str, object] = {}
 

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+from tqdm import tqdm
 
 from envad.client.backfill_plan import (
     BackfillOptions,
@@ -44,6 +46,7 @@ from envad.client.backfill_plan import (
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
+from envad.client.command_line import open_client
 from envad.client.content_index import ContentIndex, duplicate_outcome
 from envad.client.sources import Source, SourceItem, read_uri
 from envad.client.sources.exif import exif_timestamp
@@ -66,7 +69,7 @@ class RayTarget:
 
     @property
     def table_uri(self) -> str:
-        from envad.server.store import table_name
+        from envad.server.store import table_name  # the server's code: the server extra
 
         return str(self.data_dir / "lancedb" / f"{table_name(self.model_id)}.lance")
 
@@ -87,7 +90,7 @@ class RayOptions:
 
 def target_for(data_dir: str | Path, model_file: str | Path) -> RayTarget:
     """Read the encoder's metadata (model id, dimension, input size) from its file."""
-    from envad.server.encoder import OnnxEncoder
+    from envad.server.encoder import OnnxEncoder  # the server's code: the server extra
 
     encoder = OnnxEncoder(Path(model_file), intra_op_threads=1)
     return RayTarget(Path(data_dir).resolve(), Path(model_file).resolve(), encoder.meta.model_id,
@@ -101,8 +104,6 @@ def resolve_target(args) -> RayTarget:
     workers (shared file system or the same machine)."""
     data_dir, model_file = args.data_dir, args.model_file
     if data_dir is None or model_file is None:
-        from envad.client.commands import open_client
-
         with open_client(args) as client:
             info = client.info()
             listing = client.list_models()
@@ -124,8 +125,7 @@ def run_ray_backfill(
     progress: bool = True,
 ) -> BackfillSummary:
     """Embed `source` on Ray and append it to the target's Lance table, chunk by chunk."""
-    import ray
-    from tqdm import tqdm
+    import ray  # Ray: the ray extra
 
     if options.scores:
         raise InvalidInput("the Ray engine stores embeddings only; score afterwards "
@@ -163,7 +163,7 @@ def run_ray_backfill(
 
 def _init_ray(ray_options: RayOptions) -> bool:
     """Connect to (or start) Ray; True when this call started it."""
-    import ray
+    import ray  # Ray: the ray extra
 
     if ray.is_initialized():
         return False
@@ -180,16 +180,16 @@ def _init_ray(ray_options: RayOptions) -> bool:
 
 def _ensure_table(target: RayTarget) -> None:
     """Create the model's table with the server's schema when it does not exist yet."""
-    import lancedb
+    import lancedb  # LanceDB: the server extra
 
-    from envad.server.store import open_table
+    from envad.server.store import open_table  # the server's code: the server extra
 
     open_table(lancedb.connect(str(target.data_dir / "lancedb")), target.model_id, target.dim)
 
 
 def _content_index(target: RayTarget) -> ContentIndex:
     """The content hashes of the rows in the target's table."""
-    import lance
+    import lance  # pylance: the ray extra
 
     return ContentIndex.from_lance(lance.dataset(target.table_uri))
 
@@ -199,8 +199,8 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayO
     """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows
     added. `content`: the stored content hashes, for the duplicate rule (None: keep
     duplicates)."""
-    import lance
-    import ray
+    import lance  # pylance: the ray extra
+    import ray  # Ray: the ray extra
 
     if not chunk:
         return [], 0
@@ -250,8 +250,6 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayO
 
 def _stored_ids(dataset, ids: list[str]) -> set[str]:
     """The subset of `ids` already in the table (an Arrow expression filter, no SQL)."""
-    import pyarrow.compute as pc
-
     found: set[str] = set()
     for start in range(0, len(ids), ID_QUERY_CHUNK):
         part = pa.array(ids[start:start + ID_QUERY_CHUNK], pa.string())
@@ -261,7 +259,7 @@ def _stored_ids(dataset, ids: list[str]) -> set[str]:
 
 
 def _fragment_from_json(text: str):
-    from lance.fragment import FragmentMetadata
+    from lance.fragment import FragmentMetadata  # pylance: the ray extra
 
     return FragmentMetadata.from_json(text)
 
@@ -273,12 +271,12 @@ class Embedder:
     """Ray actor: reads and decodes images and embeds them with one ONNX session."""
 
     def __init__(self, model_file: str, threads: int = 1) -> None:
-        from envad.server.encoder import OnnxEncoder
+        from envad.server.encoder import OnnxEncoder  # the server's code: the server extra
 
         self.encoder = OnnxEncoder(Path(model_file), intra_op_threads=threads)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from envad.server.images import decode_image
+        from envad.server.images import decode_image  # the server's code: the server extra
 
         size, dim = self.encoder.input_size, self.encoder.dim
         n = batch.num_rows
@@ -319,8 +317,9 @@ def write_fragments_batch(batch: pa.Table, uri: str, dim: int, model_id: str,
                           keep: set[str]) -> pa.Table:
     """Ray task: write the kept rows of a block as Lance fragments (no commit), built by
     the store's own row-table builder so the rows match what the server writes."""
-    from lance.fragment import write_fragments
+    from lance.fragment import write_fragments  # pylance: the ray extra
 
+    # the server's code: the server extra
     from envad.server.store import Row, make_schema, rows_table, vectors_of
 
     mask = pa.array([k in keep for k in batch.column("key").to_pylist()])

@@ -33,6 +33,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from envad.client.backfill import run_backfill
+from envad.client.backfill_plan import BackfillOptions
+from envad.client.cli_help import EnvadHelpFormatter
+from envad.client.command_line import open_client, print_json
+from envad.client.fit_options import add_fit_options, fit_keywords
+from envad.client.results import RowFilter
+from envad.client.sources import open_source
+from envad.client.training_bridge import export_encoder, train_encoder
 from envad.devices import DEVICE_HELP
 from envad.errors import FailedPrecondition, InvalidInput, Unavailable
 from envad.pipeline import DEFAULT_PIPELINE
@@ -134,7 +142,6 @@ def run_retrain(client, spec: RetrainSpec, *, until: str | None = None, progress
 def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
     if spec.model_file:
         return {"model_file": spec.model_file, "note": "trained elsewhere"}
-    from envad.client.training_bridge import train_encoder
 
     run_dir = train_encoder(spec.dataset, Path(spec.workdir) / "run", algorithm=spec.algorithm,
                             epochs=spec.epochs, seed=spec.seed, image_size=spec.image_size,
@@ -149,8 +156,6 @@ def _export(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> d
     if spec.model_file:
         shutil.copyfile(spec.model_file, out)
     else:
-        from envad.client.training_bridge import export_encoder
-
         export_encoder(Path(state.done["train"]["run_dir"]), out)
     meta = onnx_metadata(out)
     if "envad.model_id" not in meta:
@@ -198,10 +203,6 @@ def _activate(client, spec: RetrainSpec, state: RetrainState, progress: bool) ->
 
 
 def _reembed(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
-    from envad.client.backfill import run_backfill
-    from envad.client.backfill_plan import BackfillOptions
-    from envad.client.sources import open_source
-
     active = client.info().active_model
     if active is None or active.model_id != state.done["activate"]["model_id"]:
         raise FailedPrecondition("the new encoder is no longer active on the server; activate "
@@ -217,8 +218,6 @@ def _reembed(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> 
 
 
 def _fit(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> dict:
-    from envad.client.results import RowFilter
-
     result = client.fit(RowFilter(splits=spec.fit_splits), detectors=spec.detectors,
                         space=spec.space, score_adaptation=spec.score_adaptation,
                         allow_few_rows=spec.allow_few_rows)
@@ -234,7 +233,7 @@ STEP_FUNCTIONS = {"train": _train, "export": _export, "install": _install,
 
 def onnx_metadata(path: Path) -> dict[str, str]:
     """The metadata_props of an ONNX file (read with ONNX Runtime, no onnx package)."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # ONNX Runtime: an extra (server or gpu)
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     return dict(session.get_modelmeta().custom_metadata_map)
@@ -244,9 +243,6 @@ def onnx_metadata(path: Path) -> dict[str, str]:
 
 
 def register(subparsers, connection_parser) -> None:
-    from envad.client.cli_help import EnvadHelpFormatter
-    from envad.client.fit_options import add_fit_options
-
     p = subparsers.add_parser(
         "retrain", parents=[connection_parser(3600.0)], formatter_class=EnvadHelpFormatter,
         help="train, export, install and activate a new encoder, re-embed, refit",
@@ -294,9 +290,6 @@ def register(subparsers, connection_parser) -> None:
 
 
 def cmd_retrain(args) -> int:
-    from envad.client.commands import open_client, print_json
-    from envad.client.fit_options import fit_keywords
-
     if (args.data is None) == (args.model_file is None):
         raise SystemExit("envad retrain: give exactly one of --data (train a new encoder) "
                          "or --model-file (roll out a trained one)")

@@ -29,9 +29,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from envad.client.backfill import run_backfill
 from envad.client.backfill_plan import BackfillOptions, job_header
-from envad.client.backfill_report import FailureGroups
+from envad.client.backfill_report import FailureGroups, score_records
+from envad.client.checkpoint import Checkpoint
 from envad.client.fit_choice import few_rows_warning
+from envad.client.library import EnvadClient
 from envad.client.progress import wait_with_progress
 from envad.client.results import RowFilter
 from envad.client.sources import Source, SourceItem, open_source
@@ -173,8 +176,6 @@ def run_scan(options: ScanOptions) -> ScanReport:
 
 def _scan(client, source: Source, reference: Source | None, options: ScanOptions,
           data_dir: Path, embedded: Callable[[], int]) -> ScanReport:
-    from envad.client.backfill import run_backfill
-
     checkpoints = data_dir / "checkpoints"
     score_options = BackfillOptions(batch_size=options.batch_size, concurrency=2,
                                     envs=options.envs, splits=options.splits,
@@ -248,9 +249,6 @@ def _checkpoint(folder: Path, step: str, source: Source) -> Path:
 def _score_records(client, source: Source, options: BackfillOptions, path: Path
                    ) -> Iterator[dict]:
     """The score records of the run, streamed back from its checkpoint journal."""
-    from envad.client.backfill_report import score_records
-    from envad.client.checkpoint import Checkpoint
-
     info = client.info()
     bundle_id = info.bundle.bundle_id if info.bundle else ""
     header = job_header(source, options, info.active_model.model_id, info.data_dir,
@@ -292,7 +290,7 @@ def _in_process_service(model: Path, data_dir: Path):
     """The envad service over `data_dir`, in this process, serving `model`; yields a
     client connected to it and a function counting the images its encoder embedded so
     far (from the service's own metrics), and stops it on the way out."""
-    from envad.client.library import EnvadClient
+    # the server itself (the server extra), run in this process
     from envad.server.app import start
     from envad.server.config import load_config
 

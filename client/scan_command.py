@@ -6,16 +6,17 @@ import json
 import sys
 from pathlib import Path
 
+from envad.client.cli_help import EnvadHelpFormatter
+from envad.client.fit_options import add_fit_options, fit_keywords
+from envad.client.scan import ScanOptions, run_scan
+from envad.client.source_options import add_source_arguments, source_options
+
 #: the Fit options `envad scan` offers (client/fit_options.py declares them)
 SCAN_FIT_OPTIONS = ("detectors", "space", "score_adaptation", "contamination",
                     "allow_few_rows", "event_gap")
 
 
 def register(subparsers) -> None:
-    from envad.client.cli_help import EnvadHelpFormatter
-    from envad.client.fit_options import add_fit_options
-    from envad.client.source_options import add_source_arguments
-
     p = subparsers.add_parser(
         "scan", formatter_class=EnvadHelpFormatter,
         help="one-shot: embed a folder, fit on its normals, score it (no server needed)",
@@ -52,10 +53,6 @@ def register(subparsers) -> None:
 
 
 def cmd_scan(args) -> int:
-    from envad.client.fit_options import fit_keywords
-    from envad.client.scan import ScanOptions, run_scan
-    from envad.client.source_options import source_options
-
     options = ScanOptions(
         source=args.source, model=args.model, reference=args.reference,
         source_format=args.source_format, source_options=source_options(args),

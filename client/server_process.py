@@ -11,6 +11,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from envad.client.library import EnvadClient
 from envad.defaults import SERVICE_NAME
 from envad.errors import Unavailable
 
@@ -77,8 +78,6 @@ class LocalServer:
                 raise Unavailable("envad serve did not start in time:\n" + "".join(self.tail))
             time.sleep(0.05)
         if wait_service:
-            from envad.client.library import EnvadClient
-
             with EnvadClient(self.address) as client:
                 client.wait_until_serving(max(1.0, deadline - time.monotonic()), SERVICE_NAME)
         return self

@@ -19,13 +19,28 @@ def train_encoder(dataset: str | Path, out_dir: str | Path, *, algorithm: str = 
     """Pretrain an encoder on a folder-format dataset and export it (training's own
     `run_dir/encoder.onnx`); an unfinished run in `out_dir` is resumed. Returns run_dir.
     `device`: cpu, cuda[:N], or auto (the GPU when torch sees one)."""
-    from envad.training.run import TrainConfig, train
+    from envad.training.run import TrainConfig, train  # envad.training: the train extra
 
     config = TrainConfig(data=str(dataset), algorithm=algorithm, out=Path(out_dir),
                          size=image_size, epochs=epochs, seed=seed, model_id=model_id,
                          task=task, augment=augment, aux=aux, hparams=dict(hparams or {}),
                          device=device)
     return Path(train(config, progress=progress, resume=True))
+
+
+def generate_photodigits(out: str | Path, *, size: int = 32, seed: int = 0) -> Path:
+    """Write PhotoDigits (training/photodigits.py, deterministic for a seed) to `out`."""
+    from envad.training.photodigits import generate  # envad.training: the train extra
+
+    generate(Path(out), size=size, seed=seed, progress=False)
+    return Path(out)
+
+
+def load_folder_dataset(data: str | Path):
+    """A folder-format dataset, read with training's reader (envad.training.data)."""
+    from envad.training.data import load_dataset  # envad.training: the train extra
+
+    return load_dataset(data)
 
 
 def set_aside_stale_run(run_dir: str | Path, algorithm: str,
@@ -36,7 +51,7 @@ def set_aside_stale_run(run_dir: str | Path, algorithm: str,
     0.003)"); None when there is nothing there or it is current. For a directory the
     caller owns, like the demo's runs: training would otherwise refuse the stale run,
     rightly, and stop."""
-    from envad.training.run import stale_hparams
+    from envad.training.run import stale_hparams  # envad.training: the train extra
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -54,7 +69,7 @@ def set_aside_stale_run(run_dir: str | Path, algorithm: str,
 def export_encoder(run_dir: str | Path, out_path: str | Path) -> Path:
     """Copy a finished run's exported encoder (parity-checked by training) to `out_path`,
     atomically."""
-    from envad.training.run_files import ENCODER_FILE
+    from envad.training.run_files import ENCODER_FILE  # envad.training: the train extra
 
     source = Path(run_dir) / ENCODER_FILE
     if not source.is_file():

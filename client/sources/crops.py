@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
+from PIL import Image, ImageOps, UnidentifiedImageError
+
 from envad.client.sources.base import SourceItem, read_uri
 from envad.errors import InvalidInput
 
@@ -27,8 +29,6 @@ class CropItem(SourceItem):
 def crop_bytes(data: bytes, bbox: tuple[float, float, float, float]) -> bytes:
     """The part of an encoded image inside `bbox`, as PNG (OSError when unreadable, so a
     bad file fails its item like any unreadable image)."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
     try:
         with Image.open(io.BytesIO(data)) as opened:
             img = ImageOps.exif_transpose(opened) or opened

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from datetime import timezone
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from envad.client.sources.base import Source, SourceItem, register_source
 from envad.errors import InvalidInput
 
@@ -29,7 +31,6 @@ class ManifestSource(Source):
 
     def __init__(self, path: str | Path, *, split: str | None = None) -> None:
         super().__init__(path, split=split)
-        import pyarrow.parquet as pq
 
         try:
             self._file = pq.ParquetFile(self.path)
