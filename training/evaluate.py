@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from envad.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
 from envad.arrival_orders import arrange
+from envad.defaults import FIT_MAX_SAMPLES
 from envad.errors import InvalidInput
 from envad.pipeline import Pipeline
 from envad.server.detectors import registry
@@ -77,7 +78,7 @@ class EvalConfig:
     device: str = "cpu"
     runs_dir: Path | None = None
     stylist_fractions: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
-    max_fit: int = 20000
+    max_fit: int = FIT_MAX_SAMPLES
     task: str = "bucket"
     augment: str = "none"
     aux: str = "none"
