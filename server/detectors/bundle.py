@@ -30,12 +30,12 @@ from tqdm import tqdm
 
 from envad.defaults import DEFAULT_CONTAMINATION, FIT_MAX_SAMPLES
 from envad.errors import InvalidInput
-from envad.records import NORMAL_LABEL, BundleInfo, DetectorFitStats, RowFilter
+from envad.records import BundleInfo, DetectorFitStats, RowFilter
 from envad.server.detectors import registry
 from envad.server.detectors.calibration import DEFAULT_CALIBRATION, Calibration
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space
 from envad.server.detectors.leave_out import FitGroups
-from envad.server.detectors.reviewed import ReviewedNormals
+from envad.server.detectors.reviewed import ReviewMemory, known_anomalies
 from envad.server.detectors.score_adaptation import (
     ReferenceMoments,
     ScoreAdaptation,
@@ -113,7 +113,7 @@ class DetectorBundle:
     score_adaptation: ScoreAdaptation = field(default_factory=ScoreAdaptation)
     calibration: str = DEFAULT_CALIBRATION    # calibration.py's kind
     fit_groups: FitGroups | None = field(default=None, repr=False)   # leave_out.py
-    reviewed: ReviewedNormals | None = field(default=None, repr=False)   # reviewed.py
+    reviewed: ReviewMemory | None = field(default=None, repr=False)   # reviewed.py
     _calibrations: dict[str, Calibration] = field(default_factory=dict, init=False,
                                                   repr=False, compare=False)
     _reference_moments: ReferenceMoments | None = field(default=None, init=False,
@@ -173,8 +173,9 @@ class DetectorBundle:
         for name in self.detectors:
             ensemble += calibrated[name]
         ensemble /= len(self.detectors)
-        if self.reviewed is not None:     # reviewed false alarms and their content
-            ensemble = self.reviewed.cap(ensemble, self.detector_space(X, envs, running), envs)
+        if self.reviewed is not None:     # reviewed false alarms, new content, their content
+            ensemble = self.reviewed.adjust(ensemble, self.detector_space(X, envs, running),
+                                            envs)
         return BundleScores(raw, calibrated, ensemble, adaptation, adapted, weight)
 
     def detector_space(self, X: np.ndarray, envs=None, running=None) -> np.ndarray:
@@ -337,7 +338,8 @@ def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray |
                labels: np.ndarray | None = None, ids=None,
                groups: FitGroups | None = None) -> DetectorBundle:
     """Fit the space step and `spec`'s detectors on embeddings X of normal images from
-    cameras `envs` with content `labels` (both optional unless the space needs them).
+    cameras `envs` with content `labels` (both optional unless the space needs them;
+    rows labelled ANOMALY_LABEL and their groups are never fit on, reviewed.py).
     `ids` (one per row of X) let Score recognise the fit rows and leave each one's
     group out (leave_out.py): `groups` holds the rows' groups (events; every id of X
     among its members), None makes each row a group of its own. `spec` None: FitSpec()'s
@@ -345,7 +347,6 @@ def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray |
     spec = spec or FitSpec()
     X = _check_matrix(X)
     names = spec.detector_names()
-    spec.check(len(X))
     if envs is not None:
         envs = np.asarray(envs).astype(str)
         if len(envs) != len(X):
@@ -354,21 +355,24 @@ def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray |
     rows = fit_sample(len(X), spec.max_samples, spec.seed)
     embeddings = X[rows]   # the fitting rows as the encoder gave them
     envs = None if envs is None else envs[rows]
+    labels = None if labels is None else np.asarray(labels).astype(str)[rows]
     if ids is not None:
         ids = ids[rows]
         groups = groups or FitGroups.of_members(ids, np.arange(len(ids)), 0.0)
+    codes = None if ids is None or groups is None else groups.codes_of(ids)
+    normal = ~known_anomalies(labels, codes) if labels is not None else np.ones(len(rows), bool)
+    spec.check(int(normal.sum()))
     fitted_space, space_scores = _fit_space(
-        spec.space, embeddings, envs,
-        None if labels is None else np.asarray(labels).astype(str)[rows],
+        spec.space, embeddings[normal], _at(envs, normal), _at(labels, normal),
         spec.min_camera_rows, spec.seed)
     data, _ = fitted_space.transform(embeddings, envs)
     kept = None
     if spec.stylist_drop_fraction is not None:
         if envs is None:
             raise InvalidInput("Stylist feature selection needs the rows' environments")
-        kept = select_features(data, envs, spec.stylist_drop_fraction)
+        kept = select_features(data[normal], envs[normal], spec.stylist_drop_fraction)
         data = data[:, kept]
-    split = _split(len(data), spec)
+    split = _split(len(data), spec, normal)
     fit_groups = None if ids is None or groups is None else groups.with_fit_rows(ids[split.fit])
     cal_leave_out = None if fit_groups is None else fit_groups.leave_out(ids[split.cal])
     detectors = _fit_detectors(names, data, embeddings, split, spec, cal_leave_out)
@@ -376,26 +380,20 @@ def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray |
         bundle_id=_bundle_id(data, names, spec.seed), model_id=spec.model_id,
         detectors=names, fitted=detectors.fitted, reference=detectors.reference,
         threshold=detectors.threshold(spec.contamination),
-        contamination=spec.contamination, n_samples=len(data), n_features=X.shape[1],
+        contamination=spec.contamination, n_samples=int(normal.sum()), n_features=X.shape[1],
         kept_features=kept, stats=detectors.stats,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         fit_filter=dict(spec.fit_filter), seed=spec.seed, space=fitted_space,
         space_scores=space_scores, score_adaptation=spec.adaptation(),
         calibration=DEFAULT_CALIBRATION, fit_groups=fit_groups,
-        reviewed=_reviewed(data, labels, rows, envs, ids, groups, spec.seed),
+        reviewed=ReviewMemory.of(data, labels, envs, codes, spec.seed),
     )
     bundle._calibrations.update(detectors.calibrations)   # built once, not again at scoring
     return bundle
 
 
-def _reviewed(data: np.ndarray, labels, rows: np.ndarray, envs, ids, groups,
-              seed: int) -> ReviewedNormals | None:
-    """The memory of the fitting rows labelled normal and of their events (reviewed.py)."""
-    if labels is None:
-        return None
-    reviewed = np.asarray(labels).astype(str)[rows] == NORMAL_LABEL
-    codes = None if ids is None or groups is None else groups.codes_of(ids)
-    return ReviewedNormals.of(data, reviewed, envs, codes, seed)
+def _at(values: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+    return None if values is None else values[rows]
 
 
 @dataclass(frozen=True)
@@ -406,11 +404,16 @@ class _Split:
     cal: np.ndarray
 
 
-def _split(n_rows: int, spec: FitSpec) -> _Split:
-    """The seeded fit / calibration split of `n_rows` fitting rows."""
+def _split(n_rows: int, spec: FitSpec, usable: np.ndarray | None = None) -> _Split:
+    """The seeded fit / calibration split of `n_rows` fitting rows, less the rows not
+    `usable` (known anomalies): drawn over all of them, so labelling a row new content
+    moves no other row between the parts."""
     shuffled = np.random.default_rng(spec.seed).permutation(n_rows)
     n_cal = max(int(round(spec.calibration_fraction * n_rows)), MIN_SAMPLES // 2)
-    return _Split(fit=shuffled[n_cal:], cal=shuffled[:n_cal])
+    fit, cal = shuffled[n_cal:], shuffled[:n_cal]
+    if usable is not None:
+        fit, cal = fit[usable[fit]], cal[usable[cal]]
+    return _Split(fit=fit, cal=cal)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.calibration import KINDS as CALIBRATION_KINDS
 from envad.server.detectors.geometry import EmbeddingSpace
 from envad.server.detectors.leave_out import FitGroups
-from envad.server.detectors.reviewed import ReviewedNormals
+from envad.server.detectors.reviewed import ReviewMemory
 from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.server.durable import fsync_path
 
@@ -141,10 +141,10 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
     if FIT_GROUPS_FILE in manifest["files"]:
         with np.load(path / FIT_GROUPS_FILE, allow_pickle=False) as arrays:
             fit_groups = FitGroups.from_arrays(arrays)
-    reviewed = None                     # no row labelled normal among the fit rows
+    reviewed = None                     # no reviewed row among the fit rows
     if REVIEWED_FILE in manifest["files"]:
         with np.load(path / REVIEWED_FILE, allow_pickle=False) as arrays:
-            reviewed = ReviewedNormals.from_arrays(arrays)
+            reviewed = ReviewMemory.from_arrays(arrays)
     return DetectorBundle(
         bundle_id=manifest["bundle_id"], model_id=manifest["model_id"], detectors=names,
         fitted={n: joblib.load(path / f"{n}.joblib") for n in names},

@@ -1,17 +1,21 @@
-"""The reviewed-normal memory: images a reviewer marked as false alarms stop being flagged,
-and so do images of the same content at that camera.
+"""The review memory: labels a reviewer gave move scores, at the image and around it.
 
-A Fit whose rows include rows labelled `normal` (the review loop: `envad label --normal`,
-server/review.py) keeps those rows, and the rows of their events (leave_out.py's groups),
-in the detectors' space, with their cameras. At score time each image's distance to the
-nearest remembered row of its camera is read against the fit set's own scale: the
-distances from normal fit rows to their nearest other fit row of the camera outside their
-event (`reference`, calibration.py's interpolated calibration). The ensemble becomes the
-smaller of the detectors' ensemble and that calibrated distance: an image as close to a
-reviewed false alarm as normal images are to each other is scored as normal as they are;
-the reviewed image itself and its event (distance 0) score near 0; an image far from
-every reviewed row (any other content) keeps its score. Rows labelled `anomaly` are never
-fit on (server/review.py), so they never enter the memory.
+A Fit whose rows include rows labelled `normal` (a false alarm, `envad label --normal`)
+or `anomaly` (new content, `envad label --anomaly`; server/review.py maps the server's
+`anomaly_labels` onto ANOMALY_LABEL) keeps those rows, widened to their events
+(leave_out.py's groups), in the detectors' space, with their cameras. Rows labelled new
+content and the frames of their events are never fit on (`known_anomalies`): the bundle
+leaves them out of the detectors' fit and calibration parts and of the reference below.
+
+At score time each image's distance to the nearest remembered row of its camera is read
+against the fit set's own scale: the distances from normal fit rows to their nearest
+other fit row of the camera outside their event (`reference`, calibration.py's
+interpolated calibration). The ensemble is capped by that calibrated distance to the
+reviewed normals (an image as close to a reviewed false alarm as normal images are to
+each other is scored as normal as they are; the reviewed image and its event, distance
+0, near 0) and floored by one minus the calibrated distance to the reviewed new content
+(the labelled image and its event near 1; an image of the same content at that camera
+up with them). An image far from every remembered row keeps its score.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envad.records import ANOMALY_LABEL, NORMAL_LABEL
 from envad.server.detectors.calibration import Calibration
 from envad.server.detectors.distances import row_blocks, squared_distances, squared_norms
 
@@ -28,66 +33,113 @@ MAX_REFERENCE_ROWS = 4000
 NO_CAMERA = ""
 
 
-@dataclass(frozen=True)
-class ReviewedNormals:
-    """Remembered rows (`vectors` in the detectors' space, `envs` their cameras) and the
-    sorted reference distances they are read against."""
+def known_anomalies(labels, codes=None) -> np.ndarray:
+    """Mask of the rows never fit on: labelled ANOMALY_LABEL, and the rows of their groups
+    `codes` (one per row; None: each row alone)."""
+    if labels is None:
+        return np.zeros(0 if codes is None else len(codes), dtype=bool)
+    marked = np.asarray(labels).astype(str) == ANOMALY_LABEL
+    if codes is None or not marked.any():
+        return marked
+    codes = np.asarray(codes)
+    return np.isin(codes, codes[marked])
 
-    vectors: np.ndarray
-    envs: np.ndarray
+
+@dataclass(frozen=True)
+class ReviewMemory:
+    """Remembered reviewed normals and new content (vectors in the detectors' space, with
+    their cameras) and the sorted reference distances they are read against."""
+
+    normal_vectors: np.ndarray
+    normal_envs: np.ndarray
+    anomaly_vectors: np.ndarray
+    anomaly_envs: np.ndarray
     reference: np.ndarray
 
     @staticmethod
-    def of(data: np.ndarray, reviewed: np.ndarray, envs=None, codes=None,
-           seed: int = 0) -> ReviewedNormals | None:
-        """The memory of fit rows `data` [n, d] whose mask `reviewed` is set, widened to
-        their groups `codes` (one per row; None: each row alone); None when no row is
-        reviewed or too few rows give a reference."""
-        reviewed = np.asarray(reviewed, dtype=bool)
-        if not reviewed.any() or len(data) < 3:
-            return None
+    def of(data: np.ndarray, labels, envs=None, codes=None,
+           seed: int = 0) -> ReviewMemory | None:
+        """The memory of rows `data` [n, d] with their `labels` (NORMAL_LABEL,
+        ANOMALY_LABEL, other), widened to their groups `codes` (one per row; None: each
+        row alone); None when no row is reviewed or too few normal rows give a
+        reference."""
+        data = np.asarray(data, dtype=np.float64)
+        labels = np.full(len(data), "") if labels is None else np.asarray(labels).astype(str)
         envs = (np.full(len(data), NO_CAMERA) if envs is None
                 else np.asarray(envs).astype(str))
         codes = np.arange(len(data)) if codes is None else np.asarray(codes)
-        remembered = reviewed | np.isin(codes, codes[reviewed])
-        reference = _nearest_other(data, envs, codes, seed)
+        anomalous = known_anomalies(labels, codes)
+        reviewed = (labels == NORMAL_LABEL) & ~anomalous
+        if not (reviewed.any() or anomalous.any()) or (~anomalous).sum() < 3:
+            return None
+        normal = (reviewed | np.isin(codes, codes[reviewed])) & ~anomalous
+        fit = ~anomalous
+        reference = _nearest_other(data[fit], envs[fit], codes[fit], seed)
         if len(reference) == 0:
             return None
-        return ReviewedNormals(np.asarray(data[remembered], dtype=np.float64),
-                               envs[remembered], np.sort(reference))
+        return ReviewMemory(data[normal], envs[normal], data[anomalous], envs[anomalous],
+                            np.sort(reference))
 
-    def scores(self, X: np.ndarray, envs=None) -> np.ndarray:
-        """Per row of X: its distance to the nearest remembered row of its camera,
-        calibrated against the reference (1.0 where its camera has none)."""
-        X = np.asarray(X, dtype=np.float64)
-        envs = np.full(len(X), NO_CAMERA) if envs is None else np.asarray(envs).astype(str)
-        nearest = np.full(len(X), np.inf)
-        for env in np.unique(envs):
-            mine = (self.envs == env) if env != NO_CAMERA else np.ones(len(self.envs), bool)
-            if not mine.any():
-                continue
-            rows = np.flatnonzero(envs == env)
-            nearest[rows] = np.sqrt(_min_squared(X[rows], self.vectors[mine]))
-        out = np.ones(len(X))
+    def normal_scores(self, X: np.ndarray, envs=None) -> np.ndarray:
+        """Per row of X: its calibrated distance to the nearest reviewed normal of its
+        camera (1.0 where its camera has none)."""
+        return self._calibrated(self._nearest(X, envs, self.normal_vectors, self.normal_envs))
+
+    def anomaly_scores(self, X: np.ndarray, envs=None) -> np.ndarray:
+        """Per row of X: one minus its calibrated distance to the nearest reviewed new
+        content of its camera (0.0 where its camera has none)."""
+        nearest = self._nearest(X, envs, self.anomaly_vectors, self.anomaly_envs)
+        return 1.0 - self._calibrated(nearest)
+
+    def adjust(self, ensemble: np.ndarray, X: np.ndarray, envs=None) -> np.ndarray:
+        """The ensemble scores capped by `normal_scores`, then floored by
+        `anomaly_scores` (a row labelled new content is never discounted)."""
+        capped = np.minimum(ensemble, self.normal_scores(X, envs))
+        return np.maximum(capped, self.anomaly_scores(X, envs))
+
+    def _calibrated(self, nearest: np.ndarray) -> np.ndarray:
+        out = np.ones(len(nearest))
         known = np.isfinite(nearest)
         if known.any():
             out[known] = Calibration.of(self.reference)(nearest[known])
         return out
 
-    def cap(self, ensemble: np.ndarray, X: np.ndarray, envs=None) -> np.ndarray:
-        """The ensemble scores, none above the memory's score of its row."""
-        return np.minimum(ensemble, self.scores(X, envs))
+    @staticmethod
+    def _nearest(X: np.ndarray, envs, vectors: np.ndarray, vector_envs: np.ndarray
+                 ) -> np.ndarray:
+        """Distance from each row of X to the nearest of `vectors` of its camera (inf
+        where none)."""
+        X = np.asarray(X, dtype=np.float64)
+        envs = np.full(len(X), NO_CAMERA) if envs is None else np.asarray(envs).astype(str)
+        nearest = np.full(len(X), np.inf)
+        for env in np.unique(envs):
+            mine = (vector_envs == env) if env != NO_CAMERA else np.ones(len(vector_envs), bool)
+            if not mine.any():
+                continue
+            rows = np.flatnonzero(envs == env)
+            nearest[rows] = np.sqrt(_min_squared(X[rows], vectors[mine]))
+        return nearest
 
     def arrays(self) -> dict[str, np.ndarray]:
         """What persistence writes (numpy arrays, no pickles)."""
-        return {"vectors": self.vectors, "envs": self.envs.astype(str),
-                "reference": self.reference}
+        return {"vectors": self.normal_vectors, "envs": self.normal_envs.astype(str),
+                "anomaly_vectors": self.anomaly_vectors,
+                "anomaly_envs": self.anomaly_envs.astype(str), "reference": self.reference}
 
     @staticmethod
-    def from_arrays(arrays) -> ReviewedNormals:
-        return ReviewedNormals(np.asarray(arrays["vectors"], dtype=np.float64),
-                               np.asarray(arrays["envs"]).astype(str),
-                               np.asarray(arrays["reference"], dtype=np.float64))
+    def from_arrays(arrays) -> ReviewMemory:
+        """The memory `arrays` wrote (a bundle written before new-content labels were
+        remembered has no anomaly arrays: none remembered)."""
+        width = np.asarray(arrays["vectors"]).shape[1]
+        files = set(getattr(arrays, "files", arrays))
+        anomaly_vectors = (arrays["anomaly_vectors"] if "anomaly_vectors" in files
+                           else np.zeros((0, width)))
+        anomaly_envs = arrays["anomaly_envs"] if "anomaly_envs" in files else np.zeros(0, str)
+        return ReviewMemory(np.asarray(arrays["vectors"], dtype=np.float64),
+                            np.asarray(arrays["envs"]).astype(str),
+                            np.asarray(anomaly_vectors, dtype=np.float64),
+                            np.asarray(anomaly_envs).astype(str),
+                            np.asarray(arrays["reference"], dtype=np.float64))
 
 
 def _min_squared(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
