@@ -21,10 +21,36 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from envad.client.backfill import run_backfill
+from envad.client.backfill_plan import BackfillOptions
+from envad.client.demo_orders import format_orders, replay_orders
+from envad.client.demo_report import (
+    ScoredSet,
+    auc_table,
+    dataset_facts,
+    describe_measurement,
+    format_comparison,
+    format_table,
+    load_scores,
+    plot_roc,
+)
+from envad.client.fit_options import FitSettings
+from envad.client.library import EnvadClient
+from envad.client.results import RowFilter
+from envad.client.server_process import LocalServer
+from envad.client.sources import open_source
+from envad.client.training_bridge import (
+    export_encoder,
+    generate_photodigits,
+    set_aside_stale_run,
+    train_encoder,
+)
 from envad.devices import DEVICE_HELP, resolve_device
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline, resolve_pipeline
 
@@ -46,63 +72,82 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     whole workdir first. `device`: where the encoder trains (`auto`: the GPU when torch
     sees one).
     """
-    from envad.client.backfill import run_backfill
-    from envad.client.backfill_plan import BackfillOptions
-    from envad.client.demo_orders import format_orders, replay_orders
-    from envad.client.demo_report import (
-        auc_table,
-        dataset_facts,
-        describe_measurement,
-        format_comparison,
-        format_table,
-        load_scores,
-        plot_roc,
-    )
-    from envad.client.library import EnvadClient
-    from envad.client.results import RowFilter
-    from envad.client.server_process import LocalServer
-    from envad.client.sources import open_source
-    from envad.client.training_bridge import (
-        export_encoder,
-        set_aside_stale_run,
-        train_encoder,
-    )
-    from envad.server.detectors.registry import PAPER_DETECTORS
-    from envad.server.detectors.registry import names as detector_names
-
     overrides: dict[str, Any] = {k: v for k, v in (("epochs", epochs), ("algorithm", algorithm))
                                  if v}
     pipeline = replace(pipeline, **overrides)
-    started = time.monotonic()
-    timings: dict[str, float] = {}
+    clock = _StageClock()
+    _clear_workdir(workdir, fresh)
+    with clock.stage("data"):
+        data = _dataset(workdir, data, size, seed)
+    with clock.stage("train+export"):
+        _train_and_export(workdir, data, pipeline, size, seed, resolve_device(device))
+    outcome = _serve_and_score(workdir, data, pipeline, seed, clock)
+    tables = {name: auc_table(outcome.scored[first]) for name, first in outcome.same_as.items()}
+    plot = plot_roc(outcome.scored["pipeline"], tables["pipeline"], workdir / "roc.png",
+                    f"unseen cameras ({pipeline.training_name}, space {pipeline.space})")
+    report = _report(data, pipeline, seed, size, outcome, tables, plot, clock)
+    (workdir / "report.json").write_text(json.dumps(report, indent=2))
+    _print_summary(workdir, data, pipeline, outcome, tables, plot, clock.wall())
+    return report
+
+
+class _StageClock:
+    """Wall seconds of each demo stage (the report's timings_s), logged as each ends."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        yield
+        self.lap(name, t0)
+
+    def lap(self, name: str, t0: float) -> None:
+        self.timings[name] = round(time.monotonic() - t0, 1)
+        log(f"{name}: {self.timings[name]:.1f}s")
+
+    def wall(self) -> float:
+        return time.monotonic() - self.started
+
+
+@dataclass
+class _Scored:
+    """What the demo's server measured: each scoring pass's scores (by the first pass
+    that fitted the same bundle: `same_as`) and the arrival orders' results."""
+
+    scored: dict[str, ScoredSet]
+    same_as: dict[str, str]
+    orders: list
+
+
+def _clear_workdir(workdir: Path, fresh: bool) -> None:
+    """A fresh store, checkpoints and outputs on every run (results must not mix runs);
+    with `fresh`, nothing of earlier runs at all."""
     if fresh:
         shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True, exist_ok=True)
-    models, store = workdir / "models", workdir / "data"
-    encoder = models / "encoder.onnx"
-    # a fresh store, checkpoints and outputs on every run (results must not mix runs)
-    for stale in (store, workdir / "checkpoints"):
+    for stale in (workdir / "data", workdir / "checkpoints"):
         shutil.rmtree(stale, ignore_errors=True)
     for name in ("scores.jsonl", "scores-raw.jsonl", "roc.png", "report.json", "server.log"):
         (workdir / name).unlink(missing_ok=True)
 
-    def stage(name: str, t0: float) -> None:
-        timings[name] = round(time.monotonic() - t0, 1)
-        log(f"{name}: {timings[name]:.1f}s")
 
-    t0 = time.monotonic()
-    if data is None:
-        from envad.training.photodigits import generate
-
-        data = workdir / "photodigits"
-        log(f"generating PhotoDigits ({size} px) in {data}")
-        generate(data, size=size, seed=seed, progress=False)
-    else:
+def _dataset(workdir: Path, data: Path | None, size: int, seed: int) -> Path:
+    """The dataset given, else PhotoDigits generated in the workdir."""
+    if data is not None:
         log(f"dataset: {data}")
-    stage("data", t0)
+        return data
+    data = workdir / "photodigits"
+    log(f"generating PhotoDigits ({size} px) in {data}")
+    generate_photodigits(data, size=size, seed=seed)
+    return data
 
-    t0 = time.monotonic()
-    device = resolve_device(device)
+
+def _train_and_export(workdir: Path, data: Path, pipeline: Pipeline, size: int, seed: int,
+                      device: str) -> None:
+    """Train (or reuse) the pipeline's encoder and put it in the server's models dir."""
     run_dir = workdir / "runs" / demo_run_name(pipeline, size, seed, device)
     log(f"pipeline: {pipeline.describe()}")
     set_aside = set_aside_stale_run(run_dir, pipeline.algorithm, pipeline.hparams)
@@ -114,109 +159,129 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
                             epochs=pipeline.epochs, seed=seed, image_size=size,
                             task=pipeline.task, augment=pipeline.augment,
                             aux=pipeline.aux, hparams=pipeline.hparams, device=device)
-    shutil.rmtree(models, ignore_errors=True)
-    export_encoder(run_dir, encoder)
-    log(f"encoder: {encoder}")
-    stage("train+export", t0)
+    shutil.rmtree(workdir / "models", ignore_errors=True)
+    export_encoder(run_dir, workdir / "models" / "encoder.onnx")
+    log(f"encoder: {workdir / 'models' / 'encoder.onnx'}")
 
+
+def _serve_and_score(workdir: Path, data: Path, pipeline: Pipeline, seed: int,
+                     clock: _StageClock) -> _Scored:
+    """Start `envad serve`, store every image, fit and score each pass, replay the
+    arrival orders, stop the server (also on failure)."""
     t0 = time.monotonic()
-    server = LocalServer(store, models, log_path=workdir / "server.log")
+    store = workdir / "data"
+    server = LocalServer(store, workdir / "models", log_path=workdir / "server.log")
     log("starting envad serve")
     server.start()
     try:
         log(f"server ready on {server.address} (log: {workdir / 'server.log'})")
-        stage("serve", t0)
+        clock.lap("serve", t0)
         with EnvadClient(server.address, timeout=120) as client:
-            t0 = time.monotonic()
-            source = open_source(data)
-            # every image is stored, the unseen cameras' too: a camera's score
-            # statistics come from its stored images (the README's archive path)
-            summary = run_backfill(
-                client, source, workdir / "checkpoints" / "stored.jsonl",
-                BackfillOptions(splits=("train", "val", "test"), batch_size=64,
-                                concurrency=2))
-            log(summary.format())
-            stage("backfill", t0)
-
-            scored = {}
-            bundles: dict[str, str] = {}
-            # the pipeline as served; then every registered detector with the space step,
-            # and the paper's eight without it (the paper's setting; NORM reads the raw
-            # embedding in every space). A pass that would fit the same space and
-            # detectors as an earlier one reuses that one's scores.
-            adapt = pipeline.score_adaptation
-            passes = [("pipeline", pipeline.space, adapt, pipeline.detectors, "scores.jsonl"),
-                      ("all, space", pipeline.space, adapt, tuple(detector_names()),
-                       "scores-all.jsonl"),
-                      ("all, raw", "raw", "none", PAPER_DETECTORS, "scores-raw.jsonl")]
-            same_as: dict[str, str] = {}
-            first_of: dict[tuple, str] = {}
-            for name, space, adaptation, detectors, _ in passes:
-                key = (space, adaptation, tuple(detectors))
-                same_as[name] = first_of.setdefault(key, name)
+            with clock.stage("backfill"):
+                source = open_source(data)
+                # every image is stored, the unseen cameras' too: a camera's score
+                # statistics come from its stored images (the README's archive path)
+                summary = run_backfill(
+                    client, source, workdir / "checkpoints" / "stored.jsonl",
+                    BackfillOptions(splits=("train", "val", "test"), batch_size=64,
+                                    concurrency=2))
+                log(summary.format())
+            passes, same_as = _passes(pipeline)
+            scored, bundles = {}, {}
             for name, space, adaptation, detectors, file_name in passes:
-                if same_as[name] != name:
-                    continue
-                t0 = time.monotonic()
-                fit = client.fit(RowFilter(splits=("train",)), seed=seed, space=space,
-                                 detectors=detectors, score_adaptation=adaptation)
-                log(f"fitted {len(fit.stats)} detectors on {fit.n_samples} embeddings "
-                    f"({fit.n_features} features), space {fit.space}, scores adapted "
-                    f"{fit.score_adaptation}, bundle {fit.bundle_id}")
-                stage(f"fit ({name})", t0)
-                bundles[name] = fit.bundle_id
-                t0 = time.monotonic()
-                out = workdir / file_name
-                result = run_backfill(
-                    client, source, workdir / "checkpoints" / f"test-{file_name}",
-                    BackfillOptions(splits=("test",), scores=True, store=False, batch_size=64,
-                                    concurrency=1, reuse_stored=True),
-                    scores_out=out)
-                log(f"scored {result.ok} images of the unseen cameras -> {out}")
-                stage(f"score ({name})", t0)
-                scored[name] = load_scores(out)
-            t0 = time.monotonic()
-            orders = replay_orders(store / "bundles", bundles["pipeline"],
-                                   client.export(RowFilter(splits=("test",))),
-                                   scored["pipeline"].truth_by_id(), seed)
-            stage("arrival orders", t0)
+                if same_as[name] == name:
+                    bundles[name], scored[name] = _fit_and_score(
+                        client, source, workdir, clock, name, seed,
+                        FitSettings(detectors=tuple(detectors), seed=seed, space=space,
+                                    score_adaptation=adaptation), file_name)
+            with clock.stage("arrival orders"):
+                orders = replay_orders(store / "bundles", bundles["pipeline"],
+                                       client.export(RowFilter(splits=("test",))),
+                                       scored["pipeline"].truth_by_id(), seed)
     finally:
         server.stop()
         log("server stopped")
+    return _Scored(scored, same_as, orders)
 
-    tables = {name: auc_table(scored[same_as[name]]) for name in same_as}
-    rows = tables["pipeline"]
-    plot = plot_roc(scored["pipeline"], rows, workdir / "roc.png",
-                    f"unseen cameras ({pipeline.training_name}, space {pipeline.space})")
-    wall = time.monotonic() - started
-    main_set = scored["pipeline"]
-    report = {
+
+def _passes(pipeline: Pipeline) -> tuple[list[tuple], dict[str, str]]:
+    """The scoring passes (name, space, adaptation, detectors, scores file): the pipeline
+    as served; then every registered detector with the space step, and the paper's eight
+    without it (the paper's setting; NORM reads the raw embedding in every space). With,
+    per pass, the first pass that fits the same space and detectors (whose scores it
+    reuses)."""
+    # the server's detector registry: loads the server, which a client module's import
+    # must not
+    from envad.server.detectors.registry import PAPER_DETECTORS
+    from envad.server.detectors.registry import names as detector_names
+
+    adapt = pipeline.score_adaptation
+    passes = [("pipeline", pipeline.space, adapt, pipeline.detectors, "scores.jsonl"),
+              ("all, space", pipeline.space, adapt, tuple(detector_names()),
+               "scores-all.jsonl"),
+              ("all, raw", "raw", "none", PAPER_DETECTORS, "scores-raw.jsonl")]
+    first_of: dict[tuple, str] = {}
+    same_as = {name: first_of.setdefault((space, adaptation, tuple(detectors)), name)
+               for name, space, adaptation, detectors, _ in passes}
+    return passes, same_as
+
+
+def _fit_and_score(client: EnvadClient, source, workdir: Path, clock: _StageClock,
+                   name: str, seed: int, settings: FitSettings, file_name: str
+                   ) -> tuple[str, ScoredSet]:
+    """Fit a bundle on the training cameras, score the unseen cameras with it (their
+    stored embeddings): (its bundle id, the scores)."""
+    with clock.stage(f"fit ({name})"):
+        fit = client.fit(RowFilter(splits=("train",)), settings)
+        log(f"fitted {len(fit.stats)} detectors on {fit.n_samples} embeddings "
+            f"({fit.n_features} features), space {fit.space}, scores adapted "
+            f"{fit.score_adaptation}, bundle {fit.bundle_id}")
+    with clock.stage(f"score ({name})"):
+        out = workdir / file_name
+        result = run_backfill(
+            client, source, workdir / "checkpoints" / f"test-{file_name}",
+            BackfillOptions(splits=("test",), scores=True, store=False, batch_size=64,
+                            concurrency=1, reuse_stored=True),
+            scores_out=out)
+        log(f"scored {result.ok} images of the unseen cameras -> {out}")
+    return fit.bundle_id, load_scores(out)
+
+
+def _report(data: Path, pipeline: Pipeline, seed: int, size: int, outcome: _Scored,
+            tables: dict, plot, clock: _StageClock) -> dict:
+    """report.json's record of the run."""
+    rows, main_set = tables["pipeline"], outcome.scored["pipeline"]
+
+    def aucs(table) -> dict:
+        return {"roc_auc": {r.detector: round(r.pooled, 4) for r in table},
+                "roc_auc_mean_per_camera": {r.detector: round(r.per_camera_mean, 4)
+                                            for r in table}}
+    return {
         "data": str(data), "pipeline": pipeline.to_json(), "seed": seed, "size": size,
         "algorithm": pipeline.algorithm, "epochs": pipeline.epochs,
         "n_test_images": int(len(main_set.truth)), "n_anomalies": int(main_set.truth.sum()),
-        "roc_auc": {r.detector: round(r.pooled, 4) for r in rows},
-        "roc_auc_mean_per_camera": {r.detector: round(r.per_camera_mean, 4) for r in rows},
-        "all_detectors": {
-            key: {"roc_auc": {r.detector: round(r.pooled, 4) for r in tables[name]},
-                  "roc_auc_mean_per_camera": {r.detector: round(r.per_camera_mean, 4)
-                                              for r in tables[name]}}
-            for key, name in (("space", "all, space"), ("raw", "all, raw"))},
+        **aucs(rows),
+        "all_detectors": {key: aucs(tables[name])
+                          for key, name in (("space", "all, space"), ("raw", "all, raw"))},
         "arrival_orders": {r.order: {"roc_auc": round(r.pooled, 4),
                                      "roc_auc_mean_per_camera": round(r.per_camera_mean, 4)}
-                           for r in orders},
-        "plot": str(plot), "timings_s": timings, "wall_time_s": round(wall, 1),
+                           for r in outcome.orders},
+        "plot": str(plot), "timings_s": clock.timings, "wall_time_s": round(clock.wall(), 1),
     }
-    (workdir / "report.json").write_text(json.dumps(report, indent=2))
+
+
+def _print_summary(workdir: Path, data: Path, pipeline: Pipeline, outcome: _Scored,
+                   tables: dict, plot, wall: float) -> None:
     print()
     print(describe_measurement(dataset_facts(data)))
     print()
     print(f"The pipeline as served ({pipeline.describe()}), the unseen cameras scored as "
           "an archive (every image stored, then scored):")
-    print(format_table(rows))
+    print(format_table(tables["pipeline"]))
     print()
     print("The same bundle, each unseen camera's images arriving as a stream (each scored "
           "with the images stored before it), the ensemble:")
-    print(format_orders(orders))
+    print(format_orders(outcome.orders))
     print()
     print("Every detector, with the pipeline's space step and score adaptation and without "
           "them:")
@@ -226,7 +291,6 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     print(f"ROC plot:  {plot}")
     print(f"report:    {workdir / 'report.json'}")
     print(f"wall time: {wall:.0f}s ({wall / 60:.1f} min)")
-    return report
 
 
 def demo_run_name(pipeline: Pipeline, size: int, seed: int, device: str) -> str:
