@@ -8,13 +8,17 @@ object); images come as events of one to three near-identical frames. Every imag
 embedded by an envad encoder (default: the demo's, var/demo/models/encoder.onnx),
 the detectors are fitted on the whole archive (as `envad scan` and an archive backfill
 do), every image is scored (its own event left out, leave_out.py), the k highest-scored
-normal images are labelled `normal` and the detectors refitted: the reviewed-normal
-memory (server/detectors/reviewed.py) keeps them and their events.
+normal images are labelled `normal` and the detectors refitted: the review memory
+(server/detectors/reviewed.py) keeps them and their events. Then the lowest-scored image
+of new content is labelled `anomaly` too and the detectors refitted again. The labels
+reach `fit_bundle` as the server's Fit passes them (server/review.py: known anomalies
+as ANOMALY_LABEL, every row with its event), so the bundle applies its own rules.
 
 Printed per k, before and after: precision of the top 30 (new content among the 30
 highest ensemble scores), the ROC-AUC of the images left unlabelled, how many labelled
 images and frames of their events stay at or above the threshold, and the mean ensemble
-of the other false-alarm content at their cameras.
+of the other false-alarm content at their cameras; then the image labelled new
+content's score before and after its label, and the unlabelled ROC-AUC after it.
 
     python -m benchmarks.review_loop --k 3 10
 """
@@ -102,18 +106,17 @@ def embed(archive: Archive, model: Path) -> np.ndarray:
 
 
 def fit_and_score(X, archive: Archive, labels: np.ndarray, detectors=None):
-    """Fit on every row not labelled anomaly (their groups: the archive's events), then
-    score every row with its id; (ensemble, threshold)."""
+    """Fit on every row with its label (their groups: the archive's events), as the
+    server's Fit does, then score every row with its id; (ensemble, threshold)."""
     from envad.server.detectors.bundle import FitSpec, fit_bundle
     from envad.server.detectors.leave_out import FitGroups
 
     ids = np.array([f"row{i:05d}" for i in range(len(X))])
-    keep = labels != "anomaly"
     codes = np.unique(archive.events, return_inverse=True)[1]
-    groups = FitGroups.of_members(ids[keep], codes[keep], 60.0)
+    groups = FitGroups.of_members(ids, codes, 60.0)
     spec = FitSpec(detectors=tuple(detectors) if detectors else (), seed=0)
-    bundle = fit_bundle(X[keep], spec, envs=archive.envs[keep], labels=labels[keep],
-                        ids=ids[keep], groups=groups)
+    bundle = fit_bundle(X, spec, envs=archive.envs, labels=labels.astype(str), ids=ids,
+                        groups=groups)
     scores = bundle.score(X, envs=archive.envs, ids=ids)
     return scores.ensemble, bundle.threshold
 
@@ -156,6 +159,30 @@ def measure(X, archive: Archive, k: int, detectors=None) -> dict:
         "event_frames_flagged_after": int((after[mates] >= threshold_after).sum()),
         "same_content_mean_before": float(before[same_content].mean()),
         "same_content_mean_after": float(after[same_content].mean()),
+        **_new_content_labelled(X, archive, labels, after, detectors),
+    }
+
+
+def _new_content_labelled(X, archive: Archive, labels: np.ndarray, after: np.ndarray,
+                          detectors=None) -> dict:
+    """Label the lowest-scored image of new content `anomaly` (the worst case) and
+    refit: its score before and after, and the unlabelled ROC-AUC after."""
+    from sklearn.metrics import roc_auc_score
+
+    truth = archive.kinds == NEW
+    new = int(np.flatnonzero(truth)[np.argmin(after[truth])])
+    labels = labels.copy()
+    labels[new] = "anomaly"
+    rescored, threshold = fit_and_score(X, archive, labels, detectors)
+    unlabelled = labels == ""
+    event = (archive.events == archive.events[new]) & unlabelled
+    return {
+        "new_content_before": float(after[new]), "new_content_after": float(rescored[new]),
+        "new_content_flagged_after": bool(rescored[new] >= threshold),
+        "new_content_event_frames": int(event.sum()),
+        "new_content_event_flagged_after": int((rescored[event] >= threshold).sum()),
+        "auc_unlabelled_after_new_label": float(roc_auc_score(truth[unlabelled],
+                                                              rescored[unlabelled])),
     }
 
 
