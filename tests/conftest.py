@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from server_handle import ServerHandle
+from server_handle import InProcessServer, ServerHandle
 from tiny_encoder import build_tiny_encoder
 
 
@@ -33,13 +33,28 @@ def tiny_model_path(tmp_path_factory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("models") / "tiny-test.onnx")
 
 
-@pytest.fixture
-def envad_server(tmp_path, tiny_model_path) -> Iterator[ServerHandle]:
-    """A started server with the tiny model in its models dir and an empty store."""
+def _models_dir(tmp_path: Path, tiny_model_path: Path) -> Path:
     models_dir = tmp_path / "models"
     models_dir.mkdir()
     (models_dir / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
-    handle = ServerHandle(tmp_path / "data", models_dir)
+    return models_dir
+
+
+@pytest.fixture
+def envad_server(tmp_path, tiny_model_path) -> Iterator[InProcessServer]:
+    """A started server (in this process) with the tiny model in its models dir and an
+    empty store."""
+    handle = InProcessServer(tmp_path / "data", _models_dir(tmp_path, tiny_model_path))
+    handle.start()
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def envad_process(tmp_path, tiny_model_path) -> Iterator[ServerHandle]:
+    """A started `envad serve` subprocess with the tiny model and an empty store: for
+    tests of the process itself (signals, exit code, log, kill -9)."""
+    handle = ServerHandle(tmp_path / "data", _models_dir(tmp_path, tiny_model_path))
     handle.start()
     yield handle
     handle.stop()
@@ -55,14 +70,13 @@ def unused_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def fitted_server(envad_server) -> ServerHandle:
-    """`envad_server` holding 120 normal training rows and a fitted bundle."""
+def _ingest_and_fit(handle) -> None:
+    """120 normal training rows of two cameras, and a fitted bundle."""
     from envad.v1 import envad_pb2 as pb
     from envad.v1 import envad_pb2_grpc as pb_grpc
     from tiny_encoder import synthetic_images
 
-    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+    stub = pb_grpc.AnomalyServiceStub(handle.channel())
     images = synthetic_images("normal", 120, seed=1)
     envs = ("cam-a", "cam-b")
     batches = [pb.IngestRequest(items=[
@@ -71,4 +85,17 @@ def fitted_server(envad_server) -> ServerHandle:
     summary = stub.Ingest(iter(batches), timeout=60)
     assert summary.inserted == len(images), summary
     stub.Fit(pb.FitRequest(seed=0), timeout=120)
+
+
+@pytest.fixture
+def fitted_server(envad_server) -> InProcessServer:
+    """`envad_server` holding 120 normal training rows and a fitted bundle."""
+    _ingest_and_fit(envad_server)
     return envad_server
+
+
+@pytest.fixture
+def fitted_process(envad_process) -> ServerHandle:
+    """`envad_process` holding 120 normal training rows and a fitted bundle."""
+    _ingest_and_fit(envad_process)
+    return envad_process

@@ -1,4 +1,10 @@
-"""Test helpers for a real `envad serve` process: a restartable handle and a health poll.
+"""Test helpers for a real envad server: restartable handles and a health poll.
+
+`ServerHandle` runs `envad serve` as a subprocess (for tests of the process itself: its
+exit code, its signals, its log, a kill -9). `InProcessServer` runs the same server
+(server/app.py's `start`, the code `envad serve` runs after parsing its flags) in the test
+process, so a test that only talks gRPC to it does not pay a Python start-up and the
+server stack's import per server.
 
 A module of its own (not conftest.py) so that test modules can import it by name whatever
 other conftest files pytest has loaded.
@@ -6,6 +12,7 @@ other conftest files pytest has loaded.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,12 +21,24 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client.server_process import LocalServer
+from envad.server.app import RunningServer, start
+from envad.server.config import load_config
 from envad.records import MIN_FIT_ROWS
 from envad.v1 import envad_pb2 as pb
 from tiny_encoder import synthetic_images
 
 SERVICE = "envad.v1.AnomalyService"
 NORMAL_ENVS = ("cam-a", "cam-b")
+#: how often a test server picks up external writes and model files (the default is 2 s)
+TEST_SETTINGS = {"ENVAD_REFRESH_SECONDS": "0.3"}
+#: gRPC message limit of the test channels
+CHANNEL_LIMIT = 256 * 1024 * 1024
+
+
+def open_channel(address: str) -> grpc.Channel:
+    return grpc.insecure_channel(address, options=[
+        ("grpc.max_send_message_length", CHANNEL_LIMIT),
+        ("grpc.max_receive_message_length", CHANNEL_LIMIT)])
 
 
 def fit_normal_rows(stub, count: int = 80) -> None:
@@ -59,8 +78,7 @@ class ServerHandle(LocalServer):
     """A real `envad serve` subprocess on 127.0.0.1; restartable on the same dirs and port."""
 
     def __init__(self, data_dir: Path, models_dir: Path, extra_env: dict | None = None):
-        super().__init__(data_dir, models_dir,
-                         env={"ENVAD_REFRESH_SECONDS": "0.3", **(extra_env or {})})
+        super().__init__(data_dir, models_dir, env={**TEST_SETTINGS, **(extra_env or {})})
 
     def restart(self) -> ServerHandle:
         self.stop()
@@ -68,6 +86,47 @@ class ServerHandle(LocalServer):
         return self
 
     def channel(self) -> grpc.Channel:
-        limit = 256 * 1024 * 1024
-        return grpc.insecure_channel(self.address, options=[
-            ("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)])
+        return open_channel(self.address)
+
+
+class InProcessServer:
+    """The envad server in this process on 127.0.0.1, with the settings `ServerHandle`
+    gives its subprocess; restartable on the same directories and port. `stop` drains and
+    closes as SIGTERM does in `envad serve` (returns 0, the exit code it would give)."""
+
+    def __init__(self, data_dir: Path, models_dir: Path, extra_env: dict | None = None):
+        self.data_dir = Path(data_dir)
+        self.models_dir = Path(models_dir)
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.env = {**TEST_SETTINGS, **(extra_env or {})}
+        self.running: RunningServer | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> InProcessServer:
+        config = load_config(env={**os.environ, **self.env}, overrides={
+            "host": self.host, "port": self.port, "data_dir": self.data_dir,
+            "models_dir": self.models_dir})
+        self.running = start(config)
+        self.port = self.running.port
+        status = wait_for_health(self.address, timeout=timeout)
+        if status != health_pb2.HealthCheckResponse.SERVING:
+            self.stop()
+            raise RuntimeError(f"in-process server on {self.address} not serving: {status}")
+        return self
+
+    def stop(self) -> int:
+        if self.running is not None:
+            running, self.running = self.running, None
+            running.stop(running.engine.config.grace_seconds)
+        return 0
+
+    def restart(self) -> InProcessServer:
+        self.stop()
+        return self.start()
+
+    def channel(self) -> grpc.Channel:
+        return open_channel(self.address)

@@ -21,7 +21,7 @@ from envad.v1 import envad_pb2_grpc as pb_grpc
 from tiny_encoder import synthetic_images
 
 CASES = ("data-truncated", "data-deleted", "manifest-truncated", "manifest-deleted")
-BASE_ROWS = 120     # the fitted_server fixture's rows
+BASE_ROWS = 120     # the fitted_process fixture's rows
 PER_COMMIT = 8
 
 
@@ -59,20 +59,20 @@ def _refused(call) -> str:
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
-        fitted_server, tmp_path, case):
-    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
+        fitted_process, tmp_path, case):
+    stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
     assert _ingest(stub, "first", 11) == PER_COMMIT
     assert _ingest(stub, "second", 12) == PER_COMMIT       # the newest commit
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     acknowledged, total = info.table_version, info.total_rows
     assert total == BASE_ROWS + 2 * PER_COMMIT
-    fitted_server.stop()
-    [table_dir] = (fitted_server.data_dir / "lancedb").glob("*.lance")
+    fitted_process.stop()
+    [table_dir] = (fitted_process.data_dir / "lancedb").glob("*.lance")
     damaged = _damage(table_dir, case)
-    fitted_server.log_path = tmp_path / f"{case}.log"
-    fitted_server.start()                  # starts: health SERVING (else this raises)
+    fitted_process.log_path = tmp_path / f"{case}.log"
+    fitted_process.start()                  # starts: health SERVING (else this raises)
 
-    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
+    stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     served = acknowledged - 1
     assert info.total_rows == total - PER_COMMIT
@@ -90,7 +90,7 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert len(exported) == total - PER_COMMIT
     assert {f"first-{i}" for i in range(PER_COMMIT)} <= exported
     # one ERROR, naming the damaged (or missing) file and the version served
-    errors = [line for line in fitted_server.log_path.read_text().splitlines()
+    errors = [line for line in fitted_process.log_path.read_text().splitlines()
               if " ERROR " in line]
     assert len(errors) == 1, errors
     assert damaged.name in errors[0] and f"serving version {served}" in errors[0]
@@ -107,12 +107,12 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert stub.GetInfo(pb.GetInfoRequest(), timeout=10).total_rows == total - PER_COMMIT
 
     # the operator accepts the loss: the documented step, then a restart
-    fitted_server.stop()
-    records = list((fitted_server.data_dir / "lancedb.acknowledged").glob("*.json"))
+    fitted_process.stop()
+    records = list((fitted_process.data_dir / "lancedb.acknowledged").glob("*.json"))
     assert len(records) == 1 and records[0].name in details
     records[0].unlink()
-    fitted_server.start()
-    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
+    fitted_process.start()
+    stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
     assert _ingest(stub, "second", 12) == PER_COMMIT        # stored again
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     assert info.total_rows == total, info
@@ -121,8 +121,8 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert (info.hint == "ready" if case.startswith("manifest")
             else "restored as version" in info.hint), info.hint
     stub.SetLabel(pb.SetLabelRequest(ids=["first-0"], label="normal"), timeout=30)
-    fitted_server.restart()                # and the next start is clean
-    info = pb_grpc.AnomalyServiceStub(fitted_server.channel()).GetInfo(
+    fitted_process.restart()                # and the next start is clean
+    info = pb_grpc.AnomalyServiceStub(fitted_process.channel()).GetInfo(
         pb.GetInfoRequest(), timeout=10)
     assert info.total_rows == total and info.hint == "ready", info
 

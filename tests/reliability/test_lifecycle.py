@@ -24,10 +24,10 @@ def server_with(tmp_path: Path, tiny_model_path: Path, **env: str) -> ServerHand
     return ServerHandle(tmp_path / "data", models, extra_env=env)
 
 
-def test_health_reports_not_serving_during_the_drain(envad_server):
+def test_health_reports_not_serving_during_the_drain(envad_process):
     """Item 15: after SIGTERM, while an Ingest drains, health answers NOT_SERVING (it was
     unreachable) and new calls get UNAVAILABLE; the in-flight Ingest completes."""
-    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+    stub = pb_grpc.AnomalyServiceStub(envad_process.channel())
     images = synthetic_images("normal", 200, seed=21)
     outcome = {}
 
@@ -42,16 +42,16 @@ def test_health_reports_not_serving_during_the_drain(envad_server):
     thread = threading.Thread(target=slow_ingest)
     thread.start()
     time.sleep(0.3)
-    assert envad_server.process is not None
-    envad_server.process.terminate()
+    assert envad_process.process is not None
+    envad_process.process.terminate()
     seen, refused = set(), None
-    with grpc.insecure_channel(envad_server.address) as channel:
+    with grpc.insecure_channel(envad_process.address) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         probe = pb_grpc.AnomalyServiceStub(channel)
         # until both are seen, the drain ends (the process exits) or 10 s pass: a loaded
         # machine may take a while to deliver the signal and switch health
         deadline = time.monotonic() + 10.0
-        while (time.monotonic() < deadline and envad_server.process.poll() is None
+        while (time.monotonic() < deadline and envad_process.process.poll() is None
                and not (health_pb2.HealthCheckResponse.NOT_SERVING in seen
                         and refused == grpc.StatusCode.UNAVAILABLE)):
             try:
@@ -62,7 +62,7 @@ def test_health_reports_not_serving_during_the_drain(envad_server):
                 refused = refused or exc.code()
             time.sleep(0.05)
     thread.join(60)
-    assert envad_server.stop() == 0
+    assert envad_process.stop() == 0
     assert health_pb2.HealthCheckResponse.NOT_SERVING in seen
     assert refused == grpc.StatusCode.UNAVAILABLE
     assert outcome["summary"].inserted == len(images)

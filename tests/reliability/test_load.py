@@ -73,11 +73,11 @@ def test_sixteen_clients_score_and_ingest_with_every_acknowledged_id_stored_once
     assert len(ids) == len(set(ids)) == len(acknowledged)
 
 
-def test_kill_9_mid_ingest_loses_no_acknowledged_row(envad_server):
+def test_kill_9_mid_ingest_loses_no_acknowledged_row(envad_process):
     acknowledged: set[str] = set()
     sent = []
     for round_ in range(3):
-        stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+        stub = pb_grpc.AnomalyServiceStub(envad_process.channel())
         stop = threading.Event()
 
         def writer(round_=round_, stub=stub, stop=stop) -> None:
@@ -96,16 +96,16 @@ def test_kill_9_mid_ingest_loses_no_acknowledged_row(envad_server):
         thread = threading.Thread(target=writer)
         thread.start()
         time.sleep(1.5)
-        assert envad_server.process is not None
-        envad_server.process.kill()                          # kill -9
-        envad_server.process.wait()
+        assert envad_process.process is not None
+        envad_process.process.kill()                          # kill -9
+        envad_process.process.wait()
         stop.set()
         thread.join(30)
         started = time.monotonic()
-        envad_server.start()
-        wait_for_health(envad_server.address, timeout=60)
+        envad_process.start()
+        wait_for_health(envad_process.address, timeout=60)
         assert time.monotonic() - started < 60
-        stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+        stub = pb_grpc.AnomalyServiceStub(envad_process.channel())
         stored = set(stored_ids(stub))
         assert acknowledged <= stored, sorted(acknowledged - stored)[:5]
     resent = stub.Ingest(iter([pb.IngestRequest(items=sent[i:i + 50])
@@ -115,9 +115,9 @@ def test_kill_9_mid_ingest_loses_no_acknowledged_row(envad_server):
     assert len(ids) == len(set(ids)) == len({i.image.id for i in sent})
 
 
-def test_activating_encoders_back_and_forth_under_load_fails_no_request(envad_server):
-    build_tiny_encoder(envad_server.models_dir / "swap.onnx", model_id="swap", seed=11)
-    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+def test_activating_encoders_back_and_forth_under_load_fails_no_request(envad_process):
+    build_tiny_encoder(envad_process.models_dir / "swap.onnx", model_id="swap", seed=11)
+    stub = pb_grpc.AnomalyServiceStub(envad_process.channel())
     deadline = time.monotonic() + 30
     while "swap" not in {m.model_id for m in stub.ListModels(pb.ListModelsRequest(),
                                                              timeout=10).models}:

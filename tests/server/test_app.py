@@ -106,8 +106,8 @@ def test_tls(tmp_path, tiny_model_path):
         handle.stop()
 
 
-def test_sigterm_drains_in_flight_requests(envad_server):
-    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+def test_sigterm_drains_in_flight_requests(envad_process):
+    stub = pb_grpc.AnomalyServiceStub(envad_process.channel())
     images = synthetic_images("normal", 400, seed=9)
     outcome = {}
 
@@ -122,11 +122,11 @@ def test_sigterm_drains_in_flight_requests(envad_server):
     thread = threading.Thread(target=slow_ingest)
     thread.start()
     time.sleep(0.3)
-    assert envad_server.stop() == 0
+    assert envad_process.stop() == 0
     thread.join(60)
     assert outcome["summary"].inserted == 400
-    envad_server.start()
-    info = pb_grpc.AnomalyServiceStub(envad_server.channel()).GetInfo(pb.GetInfoRequest(),
+    envad_process.start()
+    info = pb_grpc.AnomalyServiceStub(envad_process.channel()).GetInfo(pb.GetInfoRequest(),
                                                                        timeout=5)
     assert info.total_rows == 400
 

@@ -25,32 +25,32 @@ def _neighbours(stub) -> list[list[tuple[str, float]]]:
     return out
 
 
-def _manifest(envad_server) -> dict:
-    (folder,) = (envad_server.data_dir / "index").iterdir()
+def _manifest(envad_process) -> dict:
+    (folder,) = (envad_process.data_dir / "index").iterdir()
     return json.loads((folder / "manifest.json").read_text())
 
 
-def test_a_restart_loads_the_saved_index_and_a_kill_adds_the_unsaved_rows(envad_server):
-    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+def test_a_restart_loads_the_saved_index_and_a_kill_adds_the_unsaved_rows(envad_process):
+    stub = pb_grpc.AnomalyServiceStub(envad_process.channel())
     images = synthetic_images("normal", 40, seed=4)
     _ingest(stub, images[:30], 0)
     before = _neighbours(stub)
 
-    envad_server.restart()                                  # SIGTERM: saved at shutdown
-    assert _manifest(envad_server)["rows"] == 30
-    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+    envad_process.restart()                                  # SIGTERM: saved at shutdown
+    assert _manifest(envad_process)["rows"] == 30
+    stub = pb_grpc.AnomalyServiceStub(envad_process.channel())
     assert _neighbours(stub) == before
-    log = "".join(envad_server.tail)
+    log = "".join(envad_process.tail)
     assert "loaded: 30 rows (flat), 0 added from the store" in log
 
     _ingest(stub, images[30:], 30)
     after = _neighbours(stub)
-    envad_server.process.kill()                             # kill -9: nothing saved
-    envad_server.process.wait()
-    envad_server.start()
-    stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
+    envad_process.process.kill()                             # kill -9: nothing saved
+    envad_process.process.wait()
+    envad_process.start()
+    stub = pb_grpc.AnomalyServiceStub(envad_process.channel())
     assert _neighbours(stub) == after
-    assert "loaded: 40 rows (flat), 10 added from the store" in "".join(envad_server.tail)
+    assert "loaded: 40 rows (flat), 10 added from the store" in "".join(envad_process.tail)
     # the writer knows every stored id from the load, the ones added after the save too
     again = stub.Ingest(iter([pb.IngestRequest(items=[
         pb.IngestItem(image=pb.Image(data=images[i], id=f"img-{i}", env="cam-a"), split="train")
