@@ -1,17 +1,17 @@
-"""The gRPC handlers' pool: one client after a burst of sixteen, on envad's pool and on
-the standard library's.
+"""The gRPC handlers' pool: one client after a burst of sixteen, on the standard
+library's pool (the server's) and on a pool that wakes the thread idle last.
 
-The server hands each call to a thread of its pool (server/worker_pool.py). gRPC's usual
-pool, `concurrent.futures.ThreadPoolExecutor`, gives a call to the thread that has
+The server hands each call to a thread of its pool (server/worker_pool.py),
+`concurrent.futures.ThreadPoolExecutor`, which gives a call to the thread that has
 waited longest, so once a burst of concurrent calls has started all its threads, a lone
-client's calls go round all of them; envad's `RecentFirstPool` gives it to the thread
-that went idle last. Three real `envad serve` processes on copies of one store (the
-default detector set fitted, as a deployment runs it): the standard pool on a server
-that never saw more than one client, the standard pool after a burst of 16 clients, and
-envad's pool after the same burst. One-image Score calls at `--size` px from 1 client
-(its own camera), the servers taken in turn over `--rounds` rounds, each figure its best
-round; then 16 clients on the two burst servers, in turn. Reference: the standard pool
-after the burst, in the same run.
+client's calls go round all of them; `RecentFirstPool` (benchmarks/recent_first_pool.py)
+gives it to the thread that went idle last. Three real `envad serve` processes on copies
+of one store (the default detector set fitted, as a deployment runs it): the standard
+pool on a server that never saw more than one client, the standard pool after a burst of
+16 clients, and the recent-first pool after the same burst. One-image Score calls at
+`--size` px from 1 client (its own camera), the servers taken in turn over `--rounds`
+rounds, each figure its best round; then 16 clients on the two burst servers, in turn.
+Reference: the standard pool after the burst, in the same run.
 
     python -m benchmarks.rpc_pool --size 32 --rounds 3
 """
@@ -22,11 +22,11 @@ import argparse
 import shutil
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.common import emit, log
 from benchmarks.models import build_resnet18_onnx
+from benchmarks.recent_first_pool import RecentFirstPool
 from benchmarks.serving import camera_jpegs, concurrent_score, store_and_fit
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
@@ -35,25 +35,22 @@ from envad.v1 import envad_pb2_grpc as pb_grpc
 STANDARD = "standard library (ThreadPoolExecutor)"
 RECENT_FIRST = "envad (RecentFirstPool)"
 BURST_CLIENTS = 16
-SERVE_STANDARD = "serve-with-standard-pool"
+SERVE_RECENT_FIRST = "serve-with-recent-first-pool"
 
 
-class StandardPoolServer(LocalServer):
-    """`envad serve` with the standard library's pool in place of envad's."""
+class RecentFirstServer(LocalServer):
+    """`envad serve` with `RecentFirstPool` in place of the standard library's pool."""
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "benchmarks.rpc_pool", SERVE_STANDARD,
+        return [sys.executable, "-m", "benchmarks.rpc_pool", SERVE_RECENT_FIRST,
                 *self.serve_args()]
 
 
-def serve_with_standard_pool(argv: list[str]) -> int:
+def serve_with_recent_first_pool(argv: list[str]) -> int:
     import envad.server.app as app
     from envad.client.cli import main
 
-    def standard(max_workers: int, thread_name_prefix: str = "") -> ThreadPoolExecutor:
-        return ThreadPoolExecutor(max_workers, thread_name_prefix=thread_name_prefix)
-
-    app.RecentFirstPool = standard          # type: ignore[assignment,misc]
+    app.HandlerPool = RecentFirstPool       # type: ignore[misc,assignment]
     return main(argv)
 
 
@@ -69,8 +66,8 @@ def main() -> None:
         build_resnet18_onnx(args.size, models / f"resnet18-{args.size}.onnx")
         images = camera_jpegs(args.fit_rows, 640, 480, seed=args.size)
         store_and_fit(models, prepared, images)
-        sides = [(STANDARD, False, StandardPoolServer), (STANDARD, True, StandardPoolServer),
-                 (RECENT_FIRST, True, LocalServer)]
+        sides = [(STANDARD, False, LocalServer), (STANDARD, True, LocalServer),
+                 (RECENT_FIRST, True, RecentFirstServer)]
         servers, stubs = [], []
         try:
             for n, (_, _, kind) in enumerate(sides):
@@ -114,6 +111,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == [SERVE_STANDARD]:
-        sys.exit(serve_with_standard_pool(sys.argv[2:]))
+    if sys.argv[1:2] == [SERVE_RECENT_FIRST]:
+        sys.exit(serve_with_recent_first_pool(sys.argv[2:]))
     main()

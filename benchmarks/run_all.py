@@ -33,7 +33,7 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
     return {
         "serving": ["benchmarks.serving", "--sizes", "224", "32"],
         "threads": ["benchmarks.threads", "--size", "32", "--rounds", "2"],
-        "rpc_pool": ["benchmarks.rpc_pool", "--size", "32", "--rounds", "3"],
+        "rpc_pool": ["benchmarks.rpc_pool", "--size", "32", "--rounds", "5"],
         "detectors_10k": ["benchmarks.detectors", "--sizes", "10000"],
         "detectors_100k": ["benchmarks.detectors", "--sizes", "100000", "--detectors",
                            "IsoForest", "INNE", "LODA", "OCSVM", "PCA", "KNN", "KDE",

@@ -19,10 +19,8 @@ import faulthandler
 import logging
 import signal
 import threading
-from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -46,7 +44,7 @@ from envad.server.metrics import ServerMetrics
 from envad.server.ports import refuse_port_in_use
 from envad.server.service import AnomalyServicer
 from envad.server.stream_limits import StreamGate
-from envad.server.worker_pool import RecentFirstPool
+from envad.server.worker_pool import HandlerPool
 from envad.v1 import envad_pb2, envad_pb2_grpc
 
 log = logging.getLogger("envad.server")
@@ -67,7 +65,7 @@ class RunningServer:
     port: int
     stop_event: threading.Event
     gate: DrainGate
-    pool: RecentFirstPool | None = None      # the handlers' threads
+    pool: HandlerPool | None = None          # the handlers' threads
     refresher: threading.Thread | None = None
     streams: StreamGate | None = None         # the bound and idle deadline of streams
     # held while the service's health is set: once `stop` has set NOT_SERVING, a refresh
@@ -124,10 +122,8 @@ def start(config: ServerConfig) -> RunningServer:
         PreSerializedResponses([f"/{SERVICE_NAME}/Export"])]
     if config.auth_token:
         interceptors.insert(0, BearerTokenInterceptor(config.auth_token))
-    pool = RecentFirstPool(config.workers, thread_name_prefix="rpc")
-    # gRPC's stubs name ThreadPoolExecutor; the server only submits to it (any Executor)
-    server = grpc.server(cast(futures.ThreadPoolExecutor, pool),
-                         interceptors=interceptors, options=grpc_options(config))
+    pool = HandlerPool(config.workers, thread_name_prefix="rpc")
+    server = grpc.server(pool, interceptors=interceptors, options=grpc_options(config))
     envad_pb2_grpc.add_AnomalyServiceServicer_to_server(AnomalyServicer(engine, config), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

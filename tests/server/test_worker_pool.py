@@ -1,94 +1,78 @@
-"""RecentFirstPool: the most recently idle thread takes the next task, threads only as the
-load needs them, tasks beyond `max_workers` wait in order, and it serves a real gRPC
-server."""
+"""HandlerPool: the standard library's ThreadPoolExecutor as the server's handler pool,
+going on serving when the system refuses it a thread; the server built with it."""
 
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from envad.server.worker_pool import RecentFirstPool
-
-
-def _burst(pool, n: int) -> set[int]:
-    """Run `n` tasks that all wait for each other (so each needs a thread of its own);
-    returns the threads that ran them."""
-    arrived = threading.Barrier(n, timeout=10)
-    futures = [pool.submit(lambda: (arrived.wait(), threading.get_ident())[1])
-               for _ in range(n)]
-    return {f.result(10) for f in futures}
+from envad.server.config import ServerConfig
+from envad.server.worker_pool import HandlerPool
 
 
-def _all_idle(pool) -> None:
-    """Wait until every started thread is back among the idle ones (a task's result
-    reaches its caller a moment before its thread returns to the pool)."""
-    deadline = time.monotonic() + 10
-    while pool.idle_threads < pool.threads:
-        assert time.monotonic() < deadline, "the pool's threads never went idle"
-        time.sleep(0.001)
+def _refuse(self):
+    raise RuntimeError("can't start new thread")
 
 
-def _threads_of_sequential_calls(pool, calls: int) -> set[int]:
-    threads = set()
-    for _ in range(calls):
-        if isinstance(pool, RecentFirstPool):
-            _all_idle(pool)
-        threads.add(pool.submit(threading.get_ident).result(10))
-    return threads
+def _identity_server(pool):
+    """A real gRPC server on loopback whose one method answers with the handler's thread
+    name; a "burst" request waits for the others of its burst."""
+    arrived = {"barrier": None}
+
+    def handle(request, context):
+        if request == b"burst":
+            arrived["barrier"].wait()
+        return threading.current_thread().name.encode()
+
+    handler = grpc.method_handlers_generic_handler(
+        "t.Pool", {"Who": grpc.unary_unary_rpc_method_handler(handle)})
+    server = grpc.server(pool, handlers=[handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port, arrived
 
 
-def test_a_lone_caller_after_a_burst_keeps_one_thread():
-    pool = RecentFirstPool(16, thread_name_prefix="t")
+def test_the_server_runs_its_handlers_on_a_handler_pool_of_its_workers(envad_server):
+    pool = envad_server.running.pool
+    assert isinstance(pool, HandlerPool) and isinstance(pool, ThreadPoolExecutor)
+    assert pool._max_workers == ServerConfig().workers == 16
+    with grpc.insecure_channel(envad_server.address) as channel:
+        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+    assert 1 <= pool.threads <= 16
+
+
+def test_a_real_grpc_server_on_the_pool_runs_a_burst_on_as_many_named_threads():
+    pool = HandlerPool(8, thread_name_prefix="rpc")
+    server, port, arrived = _identity_server(pool)
     try:
-        assert len(_burst(pool, 8)) == 8 and pool.threads == 8
-        assert len(_threads_of_sequential_calls(pool, 40)) == 1
-        assert pool.threads == 8            # no thread started while one was idle
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            who = channel.unary_unary("/t.Pool/Who")
+            arrived["barrier"] = threading.Barrier(6, timeout=10)
+            with ThreadPoolExecutor(6) as clients:
+                burst = set(clients.map(lambda _: who(b"burst", timeout=10), range(6)))
+            assert len(burst) == 6 and all(name.startswith(b"rpc_") for name in burst)
+            assert pool.threads == 6
+            for _ in range(10):                 # a lone client after it starts none
+                who(b"one", timeout=10)
+            assert pool.threads == 6
     finally:
+        server.stop(None).wait()
         pool.shutdown()
 
 
-def test_the_standard_pool_rotates_which_is_what_this_pool_avoids():
-    # the behaviour the pool exists for: ThreadPoolExecutor hands each sequential task to
-    # the thread that has waited longest, so after a burst a lone caller's tasks go round
-    # all of them (if this ever stops holding, the pool's reason to exist is gone)
-    pool = ThreadPoolExecutor(16)
-    try:
-        _burst(pool, 8)
-        assert len(_threads_of_sequential_calls(pool, 40)) > 1
-    finally:
-        pool.shutdown()
-
-
-def test_the_thread_that_finished_last_runs_the_next_task():
-    pool = RecentFirstPool(4)
-    try:
-        _burst(pool, 3)
-        release = [threading.Event() for _ in range(3)]
-        started = threading.Barrier(4, timeout=10)
-
-        def hold(i):
-            started.wait()
-            release[i].wait(10)
-            return threading.get_ident()
-
-        held = [pool.submit(hold, i) for i in range(3)]
-        started.wait()
-        finish_order = []
-        for i in (2, 0, 1):                 # finish in this order
-            release[i].set()
-            finish_order.append(held[i].result(10))
-        _all_idle(pool)
-        assert pool.submit(threading.get_ident).result(10) == finish_order[-1]
-    finally:
-        pool.shutdown()
+def test_sequential_tasks_start_one_thread():
+    with HandlerPool(8) as pool:
+        for _ in range(20):
+            pool.submit(threading.get_ident).result(10)
+        assert pool.threads == 1
 
 
 def test_results_exceptions_and_arguments_reach_the_caller():
-    with RecentFirstPool(2) as pool:
+    with HandlerPool(2) as pool:
         assert pool.submit(lambda a, b=0: a + b, 2, b=3).result(10) == 5
         with pytest.raises(ZeroDivisionError):
             pool.submit(lambda: 1 / 0).result(10)
@@ -96,7 +80,7 @@ def test_results_exceptions_and_arguments_reach_the_caller():
 
 
 def test_tasks_beyond_max_workers_wait_and_run_in_arrival_order():
-    pool = RecentFirstPool(2)
+    pool = HandlerPool(2)
     gate = threading.Event()
     order = []
     lock = threading.Lock()
@@ -119,7 +103,7 @@ def test_tasks_beyond_max_workers_wait_and_run_in_arrival_order():
 
 
 def test_shutdown_waits_refuses_new_tasks_and_can_cancel_the_queued():
-    pool = RecentFirstPool(1)
+    pool = HandlerPool(1)
     gate = threading.Event()
     running = pool.submit(lambda: gate.wait(10))
     queued = pool.submit(lambda: "ran")
@@ -136,18 +120,18 @@ def test_shutdown_waits_refuses_new_tasks_and_can_cancel_the_queued():
 
 
 def test_queued_tasks_still_run_after_a_plain_shutdown():
-    pool = RecentFirstPool(1)
+    pool = HandlerPool(1)
     gate = threading.Event()
     pool.submit(lambda: gate.wait(10))
     queued = pool.submit(lambda: "ran")
     threading.Timer(0.1, gate.set).start()
     pool.shutdown(wait=True)
     assert queued.result(0) == "ran"
-    assert not any(w.thread.is_alive() for w in pool._workers)
+    assert not any(thread.is_alive() for thread in pool._threads)
 
 
 def test_a_task_cancelled_before_it_runs_is_skipped():
-    pool = RecentFirstPool(1)
+    pool = HandlerPool(1)
     gate = threading.Event()
     ran = []
     try:
@@ -163,57 +147,16 @@ def test_a_task_cancelled_before_it_runs_is_skipped():
 
 def test_max_workers_must_be_positive():
     with pytest.raises(ValueError, match="max_workers"):
-        RecentFirstPool(0)
-
-
-def _identity_server(pool):
-    """A real gRPC server on loopback whose one method answers with the handler's thread."""
-    arrived = {"barrier": None}
-
-    def handle(request, context):
-        if request == b"burst":
-            arrived["barrier"].wait()
-        return str(threading.get_ident()).encode()
-
-    handler = grpc.method_handlers_generic_handler(
-        "t.Pool", {"Who": grpc.unary_unary_rpc_method_handler(handle)})
-    server = grpc.server(pool, handlers=[handler])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    return server, port, arrived
-
-
-def test_a_real_grpc_server_on_the_pool_serves_a_lone_client_from_one_thread():
-    pool = RecentFirstPool(8, thread_name_prefix="rpc")
-    server, port, arrived = _identity_server(pool)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            who = channel.unary_unary("/t.Pool/Who")
-            arrived["barrier"] = threading.Barrier(6, timeout=10)
-            with ThreadPoolExecutor(6) as clients:
-                burst = set(clients.map(lambda _: who(b"burst", timeout=10), range(6)))
-            assert len(burst) == 6 and pool.threads == 6
-            lone = set()
-            for _ in range(30):
-                _all_idle(pool)
-                lone.add(who(b"one", timeout=10))
-            assert len(lone) == 1
-    finally:
-        server.stop(None).wait()
-        pool.shutdown()
+        HandlerPool(0)
 
 
 def test_a_thread_the_system_refuses_leaves_the_task_to_the_running_threads(monkeypatch):
-    pool = RecentFirstPool(4)
+    pool = HandlerPool(4)
     gate = threading.Event()
     try:
         first = pool.submit(lambda: gate.wait(10))
         assert pool.threads == 1
-
-        def refuse(self):
-            raise RuntimeError("can't start new thread")
-
-        monkeypatch.setattr(threading.Thread, "start", refuse)
+        monkeypatch.setattr(threading.Thread, "start", _refuse)
         second = pool.submit(lambda: "ran on the running thread")
         assert pool.threads == 1
         monkeypatch.undo()
@@ -224,16 +167,32 @@ def test_a_thread_the_system_refuses_leaves_the_task_to_the_running_threads(monk
         pool.shutdown()
 
 
-def test_submit_fails_when_the_system_refuses_the_first_thread(monkeypatch):
-    pool = RecentFirstPool(2)
+def test_the_standard_pool_alone_raises_where_this_one_queues(monkeypatch):
+    # what HandlerPool adds: ThreadPoolExecutor's submit raises when a thread is refused,
+    # although a running thread could take the task (gRPC's server submits from its
+    # polling thread, which the error would end)
+    pool = ThreadPoolExecutor(4)
+    gate = threading.Event()
+    try:
+        pool.submit(lambda: gate.wait(10))
+        monkeypatch.setattr(threading.Thread, "start", _refuse)
+        with pytest.raises(RuntimeError, match="new thread"):
+            pool.submit(lambda: None)
+    finally:
+        monkeypatch.undo()
+        gate.set()
+        pool.shutdown()
 
-    def refuse(self):
-        raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(threading.Thread, "start", refuse)
+def test_submit_fails_when_the_system_refuses_the_first_thread_and_drops_the_task(
+        monkeypatch):
+    pool = HandlerPool(2)
+    ran = []
+    monkeypatch.setattr(threading.Thread, "start", _refuse)
     with pytest.raises(RuntimeError, match="new thread"):
-        pool.submit(lambda: None)
+        pool.submit(lambda: ran.append("refused"))
     monkeypatch.undo()
     assert pool.threads == 0
     assert pool.submit(lambda: "later").result(10) == "later"
     pool.shutdown()
+    assert ran == []                        # the refused task never ran
