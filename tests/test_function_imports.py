@@ -26,7 +26,6 @@ PENDING = frozenset({
     "server/threads.py",
     "training/cli.py",
     "training/content_families.py",
-    "training/curves.py",
     "training/evaluate_cli.py",
     "training/kde_bandwidth.py",
     "training/photodigits.py",

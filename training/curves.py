@@ -38,7 +38,7 @@ def curves_figure(epochs: list[dict], title: str) -> Figure | None:
     trained = [e for e in epochs if e.get("epoch", 0) > 0]
     if not trained:
         return None
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # matplotlib: the train extra, loaded when drawn
 
     x = [int(e["epoch"]) for e in trained]
     losses = {key: [float(e.get("train", {}).get(key, "nan")) for e in trained]
