@@ -61,7 +61,7 @@ from envad.server.detectors import registry
 from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S, FitGroups
 from envad.server.detectors.score_adaptation import parse_score_adaptation
-from envad.training.metrics import roc_auc
+from envad.training.metrics import roc_auc_columns
 
 log = logging.getLogger(__name__)
 #: rows whose mean fold ROC-AUC is within this of the best tie: the candidate that trains
@@ -183,12 +183,14 @@ def archive_fit(X_fit: np.ndarray, fit_envs: np.ndarray, archive: QuerySet
 
 def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, float]:
     """{detector: AUC, 'ensemble:A+B': AUC, ...}: each detector by its adapted score (its
-    raw score when the bundle does not adapt), each set by its mean calibrated score."""
-    row = {name: roc_auc(positive, scores.adapted[name]) for name in names}
-    for combo in detector_sets(names):
-        ensemble = np.mean([scores.calibrated[n] for n in combo], axis=0)
-        row[ENSEMBLE_PREFIX + "+".join(combo)] = roc_auc(positive, ensemble)
-    return row
+    raw score when the bundle does not adapt), each set by its mean calibrated score
+    (every set's AUC from one ranking of all the sets' scores)."""
+    combos = detector_sets(names)
+    keys = list(names) + [ENSEMBLE_PREFIX + "+".join(combo) for combo in combos]
+    columns = [scores.adapted[name] for name in names] + [
+        np.mean([scores.calibrated[n] for n in combo], axis=0) for combo in combos]
+    aucs = roc_auc_columns(positive, np.column_stack(columns))
+    return {key: float(auc) for key, auc in zip(keys, aucs, strict=True)}
 
 
 def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
@@ -219,10 +221,12 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
                 names, scores, archive.positive)
         for sets, named in (("pooled", pooled), ("orders", orders)):
             for mix, queries in (named or {}).items():
+                # the detectors run once; each adaptation re-scales their raw scores
+                known = bundle.score_stream(queries.X, queries.envs)
                 out.setdefault(sets, {}).setdefault(mix, {})[space] = {
                     adaptation: _scorer_aucs(names, replace(
                         bundle, score_adaptation=parse_score_adaptation(adaptation)
-                    ).score_stream(queries.X, queries.envs), queries.positive)
+                    ).score_stream(queries.X, queries.envs, known=known), queries.positive)
                     for adaptation in adaptations}
     return out
 

@@ -155,13 +155,17 @@ class DetectorBundle:
         return raw, adaptation
 
     def score(self, X: np.ndarray, envs=None, running=None,
-              score_stats: EnvStatistics | None = None, ids=None) -> BundleScores:
+              score_stats: EnvStatistics | None = None, ids=None,
+              known_raw: tuple[dict[str, np.ndarray], list[str]] | None = None
+              ) -> BundleScores:
         """Raw, adapted, calibrated and ensemble scores of embeddings X [n, n_features]
         from cameras `envs` (`running`, `ids`: as `raw_scores`). `score_stats` (from
         `new_score_statistics`) holds each camera's score statistics, which adapt the
         scores (a bundle that adapts scores, with no `score_stats`, scores unadapted).
-        Reads the statistics, never changes them (`observe` does, for stored rows)."""
-        raw, adaptation = self.raw_scores(X, envs, running, ids)
+        Reads the statistics, never changes them (`observe` does, for stored rows).
+        `known_raw`: `raw_scores` of these rows by a bundle of the same fit, reused (raw
+        scores do not depend on the score adaptation)."""
+        raw, adaptation = known_raw or self.raw_scores(X, envs, running, ids)
         adapted, weight = raw, np.zeros(len(X))
         if self.score_adaptation.enabled and score_stats is not None and envs is not None:
             adapted, weight = self.score_adaptation.adapt(raw, self.reference_moments,
@@ -208,12 +212,15 @@ class DetectorBundle:
                                  None if ids is None else np.asarray(ids)[wanted])
         self.observe_scores(raw, envs[wanted], score_stats)
 
-    def score_stream(self, X: np.ndarray, envs, chunk: int = 64, ids=None) -> BundleScores:
+    def score_stream(self, X: np.ndarray, envs, chunk: int = 64, ids=None,
+                     known: BundleScores | None = None) -> BundleScores:
         """Score rows as a stream delivers them and the store keeps them: in order,
         `chunk` at a time, each chunk scored with the statistics of the rows stored
         before it, then stored (its rows join their cameras' embedding and score
         statistics). Used by evaluations to score a test set the way Score would
-        (`ids`: the rows' ids, as Score passes them)."""
+        (`ids`: the rows' ids, as Score passes them). `known`: the stream scores of the
+        same rows in the same order by a bundle of the same fit under another score
+        adaptation; their raw scores are reused instead of running the detectors again."""
         envs = np.asarray(envs).astype(str)
         stats = EnvStatistics(None, X.shape[1])
         score_stats = self.new_score_statistics()
@@ -221,7 +228,11 @@ class DetectorBundle:
         for start in range(0, len(X), chunk):
             rows = slice(start, start + chunk)
             row_ids = None if ids is None else ids[rows]
-            scored = self.score(X[rows], envs[rows], stats.get, score_stats, row_ids)
+            known_raw = None if known is None else (
+                {name: values[rows] for name, values in known.raw.items()},
+                known.adaptation[rows])
+            scored = self.score(X[rows], envs[rows], stats.get, score_stats, row_ids,
+                                known_raw)
             parts.append(scored)
             self.observe_scores(scored.raw, envs[rows], score_stats)
             stats.update(envs[rows], X[rows])

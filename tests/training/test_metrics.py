@@ -13,6 +13,7 @@ from envad.training.metrics import (
     mean_std,
     per_camera_auc,
     roc_auc,
+    roc_auc_columns,
     roc_curve_points,
 )
 
@@ -44,3 +45,14 @@ def test_mean_std_and_curve():
     ref_fpr, ref_tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
     np.testing.assert_allclose(fpr, ref_fpr)
     np.testing.assert_allclose(tpr, ref_tpr)
+
+
+def test_roc_auc_columns_equals_roc_auc_of_each_column_ties_included():
+    rng = np.random.default_rng(3)
+    labels = rng.random(120) < 0.3
+    scores = np.column_stack([rng.normal(size=120), rng.integers(0, 4, 120),   # ties
+                              np.where(labels, 1.0, 0.0), np.zeros(120)])
+    expected = [roc_auc(labels, scores[:, j]) for j in range(scores.shape[1])]
+    assert roc_auc_columns(labels, scores).tolist() == expected
+    assert expected[2] == 1.0 and expected[3] == 0.5
+    assert np.isnan(roc_auc_columns(np.zeros(5, bool), np.ones((5, 2)))).all()

@@ -161,3 +161,25 @@ def test_a_one_detector_bundle_ranks_images_beyond_every_calibration_row_by_thei
     assert (np.diff(scores.ensemble[order]) > 0).all()
     assert len(np.unique(scores.ensemble[beyond])) == beyond.sum()
     assert ((scores.ensemble > 0) & (scores.ensemble < 1)).all()
+
+
+def test_a_stream_reusing_another_adaptations_raw_scores_scores_the_same():
+    """`score_stream(known=...)` reuses the detectors' raw scores of the same rows (they
+    do not depend on the score adaptation) and gives the scores a full run gives."""
+    from dataclasses import replace
+
+    from envad.server.detectors.score_adaptation import parse_score_adaptation
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(240, 8))
+    bundle = fit_bundle(X, FitSpec(detectors=("KNN", "PCA"), seed=0),
+                        envs=np.array(["a", "b"] * 120))
+    query = rng.normal(size=(150, 8)) + 0.8
+    envs = np.array(["new"] * 150)
+    known = bundle.score_stream(query, envs)
+    for spec in ("none", "camera:16", "frozen:8:256", "gated:16"):
+        adapted = replace(bundle, score_adaptation=parse_score_adaptation(spec))
+        full, reused = adapted.score_stream(query, envs), adapted.score_stream(
+            query, envs, known=known)
+        assert np.array_equal(full.ensemble, reused.ensemble), spec
+        assert all(np.array_equal(full.adapted[n], reused.adapted[n]) for n in full.raw)
