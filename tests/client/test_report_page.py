@@ -199,7 +199,7 @@ def test_the_page_review_csv_holds_the_marked_images_and_label_applies_it(
     assert main(["label", "--from", str(review), "--server", server.address]) == 0
     printed = capsys.readouterr().out
     assert "labelled 1 row(s) 'normal'" in printed and "labelled 2 row(s) 'anomaly'" in printed
-    labels = {}
+    labels: dict[str, str] = {}
     with EnvadClient(server.address) as client:
         for batch in client.export(with_vectors=False):
             labels.update(zip(batch.column("id").to_pylist(), batch.column("label").to_pylist(),
