@@ -10,6 +10,8 @@ import csv
 import sys
 from pathlib import Path
 
+from envad.client import label_ids
+from envad.client.review_file import read_review
 from envad.errors import InvalidInput
 from envad.records import ANOMALY_LABEL, NORMAL_LABEL
 
@@ -70,9 +72,8 @@ def ids_from_csv(path: Path, column: str = "id") -> list[str]:
 
 
 def cmd_label(args) -> int:
-    from envad.client import label_ids
+    # envad.client.commands imports this module to register the command (a cycle)
     from envad.client.commands import open_client
-    from envad.client.review_file import read_review
 
     if args.review_file is not None:
         if args.ids or args.ids_from is not None:
@@ -103,6 +104,7 @@ def cmd_label(args) -> int:
 
 
 def _print_result(args, result, label: str) -> None:
+    # envad.client.commands imports this module to register the command (a cycle)
     from envad.client.commands import print_json
 
     if args.json:

@@ -4,6 +4,7 @@ or absolute, or a file:// or http(s) URL)."""
 
 from __future__ import annotations
 
+import bisect
 import re
 import urllib.parse
 import urllib.request
@@ -56,8 +57,6 @@ def resolve(tokens: list[str], ids: list[str], uris: list[str]) -> list[str]:
 
 
 def _with_prefix(ordered: list[str], prefix: str) -> list[str]:
-    import bisect
-
     at = bisect.bisect_left(ordered, prefix)
     found = []
     while at < len(ordered) and ordered[at].startswith(prefix):

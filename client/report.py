@@ -27,14 +27,16 @@ import csv
 import hashlib
 import io
 import json
-import os
 import urllib.parse
-import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from PIL import Image, UnidentifiedImageError
+
+from envad.client.report_html import render_page
+from envad.client.report_sheet import write_contact_sheet
 from envad.client.sources import read_uri
 from envad.errors import EnvadError, InvalidInput, NotFound
 from envad.records import ANOMALY_LABEL, RowFilter
@@ -190,9 +192,6 @@ def build_report(scores_path: Path, out_dir: Path, *, top: int = 10, neighbours:
     `client` (an EnvadClient) is asked for neighbours; None or `neighbours=0` leaves them
     out (the page then shows the scores only).
     """
-    from envad.client.report_html import render_page
-    from envad.client.report_sheet import write_contact_sheet
-
     if top < 1 or neighbours < 0:
         raise InvalidInput("--top must be >= 1 and --neighbours >= 0")
     images = read_scores(scores_path)
@@ -271,8 +270,6 @@ def _search(client, image: ScoredImage, k: int, row_filter: RowFilter | None) ->
 def thumbnail(out_dir: Path, id: str, env: str, uri: str, distance: float | None = None,
               label: str = "", *, same_camera: bool = True) -> Thumb:
     """A JPEG thumbnail of the image at `uri` under out_dir/thumbs ("" path: unreadable)."""
-    from PIL import Image, UnidentifiedImageError
-
     name = hashlib.sha256(uri.encode()).hexdigest()[:24] + ".jpg"
     target = out_dir / "thumbs" / name
     if not target.exists():
@@ -289,21 +286,6 @@ def file_name(uri: str) -> str:
     """The last part of a path or URL (either separator)."""
     path = urllib.parse.urlparse(uri).path if "://" in uri else uri
     return PureWindowsPath(PurePosixPath(path).name).name or uri
-
-
-def full_size_link(out_dir: Path, uri: str) -> str:
-    """Where the page links an image: a local file by its path relative to the page's
-    folder (so the folder can move with the archive), a URL as it is."""
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme in ("http", "https"):
-        return uri
-    local = (Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file"
-             else Path(uri))
-    try:
-        relative = os.path.relpath(local.resolve(), out_dir.resolve())
-    except ValueError:                # another drive (Windows): an absolute file URL
-        return local.resolve().as_uri()
-    return urllib.parse.quote(Path(relative).as_posix())
 
 
 def write_shown_list(path: Path, sections: list[CameraSection]) -> Path:

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from envad.client.report import build_report
+from envad.client.scan import _in_process_service, _quiet_server_logs
 from envad.errors import InvalidInput, Unavailable
 
 EXAMPLES = """examples:
@@ -56,8 +58,6 @@ def register(subparsers, connection_parser) -> None:
 
 
 def cmd_report(args) -> int:
-    from envad.client.report import build_report
-
     if args.neighbours > 0:
         with _neighbour_client(args) as client:
             summary = build_report(args.scores, args.out, top=args.top,
@@ -79,6 +79,7 @@ def cmd_report(args) -> int:
 def _neighbour_client(args) -> Iterator:
     """A client for the neighbours: the scan's store with --data-dir, else the server
     (checked first, so an unreachable one is one clear error, not an empty page)."""
+    # envad.client.commands imports this module to register the command (a cycle)
     from envad.client.commands import open_client
 
     if args.data_dir is not None:
@@ -98,8 +99,6 @@ def _neighbour_client(args) -> Iterator:
 @contextlib.contextmanager
 def _scan_store(data_dir: Path) -> Iterator:
     """The service over an `envad scan --data-dir` folder, run in this process."""
-    from envad.client.scan import _in_process_service, _quiet_server_logs
-
     models = sorted((data_dir / "models").glob("*.onnx"))
     if not models:
         raise InvalidInput(f"--data-dir {data_dir}: no envad scan store there (no "

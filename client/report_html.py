@@ -6,8 +6,12 @@ env, file; client/review_file.py reads it)."""
 
 from __future__ import annotations
 
+import os
+import urllib.parse
+import urllib.request
 from datetime import datetime, timezone
 from html import escape
+from pathlib import Path
 
 HISTOGRAM_W, HISTOGRAM_H = 320, 90
 
@@ -119,8 +123,6 @@ def _section(section, out_dir=None) -> str:
 
 
 def _item(entry, out_dir=None) -> str:
-    from envad.client.report import full_size_link
-
     image = entry.image
     verdict = "anomaly" if image.is_anomaly else "normal"
     detector_rows = "".join(
@@ -192,3 +194,18 @@ def histogram_svg(counts: list[int], threshold: float) -> str:
             f'<line class="threshold" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{HISTOGRAM_H - 12}"/>'
             f'<text x="0" y="{HISTOGRAM_H - 1}" font-size="10">0</text>'
             f'<text x="{HISTOGRAM_W - 8}" y="{HISTOGRAM_H - 1}" font-size="10">1</text></svg>')
+
+
+def full_size_link(out_dir: Path, uri: str) -> str:
+    """Where the page links an image: a local file by its path relative to the page's
+    folder (so the folder can move with the archive), a URL as it is."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        return uri
+    local = (Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file"
+             else Path(uri))
+    try:
+        relative = os.path.relpath(local.resolve(), out_dir.resolve())
+    except ValueError:                # another drive (Windows): an absolute file URL
+        return local.resolve().as_uri()
+    return urllib.parse.quote(Path(relative).as_posix())

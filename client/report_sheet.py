@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PIL import Image, ImageDraw, ImageOps
+
 TILE = 192
 CAPTION_H = 44
 COLUMNS = 6
@@ -13,8 +15,6 @@ MAX_TILES = 48
 
 def write_contact_sheet(path: Path, out_dir: Path, sections) -> Path:
     """Tile the sections' top images (their thumbnails under `out_dir`) into `path`."""
-    from PIL import Image, ImageDraw, ImageOps
-
     entries = [entry for section in sections for entry in section.top][:MAX_TILES]
     rows = max(1, -(-len(entries) // COLUMNS))
     columns = min(COLUMNS, max(1, len(entries)))
