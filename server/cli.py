@@ -1,14 +1,17 @@
-"""`envad serve`: run the scoring service."""
+"""`envad serve`: run the scoring service.
+
+`envad --help` imports this module to list the command: it loads the settings table
+(config) and nothing else of the server; the rest waits for `envad serve`."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from envad.server.config import ServerConfig, describe, load_config
+
 
 def register(subparsers) -> None:
-    from envad.server.config import ServerConfig, describe
-
     shown = ServerConfig()
     settings = "\n".join(f"  {name:<22} {env:<30} default {default}"
                          for name, env, default in describe())
@@ -41,7 +44,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from envad.server.config import load_config
+    # `envad --help` loads this module: of the server it loads only the settings table
     from envad.server.ports import refuse_port_in_use
 
     config = load_config(config_file=args.config, overrides={
@@ -52,6 +55,6 @@ def run(args) -> int:
     # before the engine's imports (whose libraries log as they load): a wrong setting or
     # a port in use is one line on stderr
     refuse_port_in_use(config.host, config.port)
-    from envad.server.app import serve
+    from envad.server.app import serve  # the engine: ONNX Runtime, LanceDB, FAISS ([server])
 
     return serve(config)

@@ -15,6 +15,7 @@ import numpy as np
 
 from envad.errors import InvalidInput
 from envad.records import RowFilter
+from envad.server.config import ServerConfig
 
 #: Longest item id (the default id, a sha256, is 64 characters).
 MAX_ID_CHARS = 512
@@ -102,7 +103,7 @@ def clip_message(message: str) -> str:
 def limits_table_markdown() -> str:
     """The limits table of docs/api.md, rendered from the constants and settings that
     own each limit (tests/server/test_limits.py compares)."""
-    from envad.server.config import ServerConfig
+    # the engine imports this module (a cycle)
     from envad.server.engine import MAX_EXPORT_BATCH, MAX_SEARCH_K, MAX_TOP_K
 
     defaults = ServerConfig()

@@ -26,6 +26,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import faiss
+from threadpoolctl import threadpool_limits
+
 from envad.errors import InvalidInput
 
 log = logging.getLogger(__name__)
@@ -74,9 +77,6 @@ class ThreadBudget:
     def apply(self) -> None:
         """Limit the process-wide BLAS and OpenMP pools (ONNX Runtime and the decoders are
         sized where they are created)."""
-        import faiss
-        from threadpoolctl import threadpool_limits
-
         global _faiss_threads, _budget_total
         threadpool_limits(self.blas, user_api="blas")
         faiss.omp_set_num_threads(self.faiss)
@@ -101,8 +101,6 @@ def limit_faiss_in_this_thread() -> None:
         return
     wanted = _faiss_threads
     if wanted and getattr(_this_thread, "faiss", 0) != wanted:
-        import faiss
-
         faiss.omp_set_num_threads(wanted)
         _this_thread.faiss = wanted
 
@@ -120,9 +118,6 @@ def every_core_for_bulk_work() -> Iterator[None]:
     if not total:
         yield
         return
-    import faiss
-    from threadpoolctl import threadpool_limits
-
     _this_thread.bulk = True
     faiss.omp_set_num_threads(total)
     try:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from envad.server.detectors.exact import ExactKNN
 from envad.server.detectors.geometry import (
@@ -49,8 +50,6 @@ def candidate_spaces(n_cameras: int) -> list[str]:
 
 
 def _auc(positive: np.ndarray, scores: np.ndarray) -> float:
-    from sklearn.metrics import roc_auc_score
-
     return float(roc_auc_score(positive, scores))
 
 
