@@ -26,8 +26,16 @@ def register(subparsers) -> None:
     parser.add_argument("--host", help=f"address to bind (default {shown.host})")
     parser.add_argument("--port", type=int,
                         help=f"gRPC port (default {shown.port}; 0 = any free)")
-    parser.add_argument("--data-dir", type=Path,
-                        help=f"store, bundles, state (default {shown.data_dir})")
+    parser.add_argument("--data-dir",
+                        help="store, bundles, state: a local path or a URI on object storage "
+                             f"such as s3://bucket/prefix (default {shown.data_dir})")
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                        help="object-storage option of a URI data dir, as LanceDB takes it "
+                             "(aws_endpoint, aws_region, allow_http, aws_access_key_id, "
+                             "...); repeatable. The AWS_* variables are honoured too. "
+                             "Values of secret keys are never logged")
+    parser.add_argument("--cache-dir", type=Path,
+                        help="local cache of a URI data dir (default var/envad-cache/...)")
     parser.add_argument("--models-dir", type=Path, help="ONNX encoders (default DATA_DIR/models)")
     parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (0 = off)")
     parser.add_argument("--max-streams", type=int,
@@ -49,6 +57,7 @@ def run(args) -> int:
 
     config = load_config(config_file=args.config, overrides={
         "host": args.host, "port": args.port, "data_dir": args.data_dir,
+        "storage_options": args.storage_option, "cache_dir": args.cache_dir,
         "models_dir": args.models_dir, "metrics_port": args.metrics_port,
         "max_streams": args.max_streams, "stream_idle_seconds": args.stream_idle_seconds,
     })

@@ -3,14 +3,20 @@
 Defaults run embedded with everything under ./var/envad: the LanceDB store in
 `<data_dir>/lancedb`, detector bundles in `<data_dir>/bundles`, the saved neighbour index
 in `<data_dir>/index`, models in `<data_dir>/models` unless `models_dir` is set.
+
+`data_dir` may instead be a URI on object storage (`s3://bucket/prefix`, with
+`storage_options`): the table and the server's files live there, and what the server
+keeps on local disk (the saved index, the camera statistics' journals, models unless
+`models_dir` is set) is a cache under `cache_dir` (server/storage_uri.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,7 @@ import tomllib
 from envad.defaults import DEFAULT_PORT, DEFAULT_TOP_K, FIT_MAX_SAMPLES
 from envad.errors import InvalidInput
 from envad.records import ANOMALY_LABEL
+from envad.server.storage_uri import is_uri, join, local_path, parse_storage_options
 
 ENV_PREFIX = "ENVAD_"
 #: stored rows from which the neighbour index is IVF instead of flat. A flat search reads
@@ -36,7 +43,10 @@ class ServerConfig:
 
     host: str = "127.0.0.1"                 # address to bind ("0.0.0.0" for all)
     port: int = DEFAULT_PORT                # gRPC port (0 = pick a free port)
-    data_dir: Path = Path("var/envad")      # store, bundles, state
+    data_dir: Path | str = Path("var/envad")  # store, bundles, state: a path or s3://... URI
+    storage_options: Mapping[str, str] = field(  # object-storage options of a URI data_dir
+        default_factory=dict, repr=False)
+    cache_dir: Path | None = None           # local cache of a URI data_dir (var/envad-cache/...)
     models_dir: Path | None = None          # *.onnx encoders; default <data_dir>/models
     metrics_port: int = 0                   # Prometheus /metrics HTTP port; 0 = off
     metrics_host: str = "127.0.0.1"         # /metrics bind address (it has no token)
@@ -69,8 +79,22 @@ class ServerConfig:
     log_level: str = "INFO"
 
     @property
+    def remote(self) -> bool:
+        """True when `data_dir` is a URI on object storage."""
+        return is_uri(self.data_dir)
+
+    @property
+    def local_dir(self) -> Path:
+        """The data dir itself, or for a URI data dir its local cache folder."""
+        if not self.remote:
+            return local_path(self.data_dir)
+        if self.cache_dir:
+            return Path(self.cache_dir)
+        return Path("var/envad-cache") / re.sub(r"[^A-Za-z0-9._-]", "_", str(self.data_dir))
+
+    @property
     def resolved_models_dir(self) -> Path:
-        return Path(self.models_dir) if self.models_dir else Path(self.data_dir) / "models"
+        return Path(self.models_dir) if self.models_dir else self.local_dir / "models"
 
     @property
     def stream_limit(self) -> int:
@@ -84,22 +108,24 @@ class ServerConfig:
         return tuple(sorted({v.strip() for v in self.anomaly_labels.split(",") if v.strip()}))
 
     @property
-    def lancedb_dir(self) -> Path:
-        return Path(self.data_dir) / "lancedb"
+    def lancedb_dir(self) -> Path | str:
+        """The LanceDB folder: a local path, or a URI when `data_dir` is one."""
+        return join(str(self.data_dir), "lancedb") if self.remote else self.local_dir / "lancedb"
 
     @property
     def bundles_dir(self) -> Path:
-        return Path(self.data_dir) / "bundles"
+        """Detector bundles (for a URI data dir, the local copy of `<uri>/bundles`)."""
+        return self.local_dir / "bundles"
 
     @property
     def index_dir(self) -> Path:
         """Saved neighbour indexes, one folder per encoder (server/index_files.py)."""
-        return Path(self.data_dir) / "index"
+        return self.local_dir / "index"
 
     @property
     def camera_stats_dir(self) -> Path:
         """Running per-camera statistics, one file per encoder (server/env_stats.py)."""
-        return Path(self.data_dir) / "camera_stats"
+        return self.local_dir / "camera_stats"
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -108,6 +134,10 @@ def _coerce(name: str, value: Any) -> Any:
     try:
         if value is None:
             return None
+        if name == "storage_options":
+            return parse_storage_options(value)
+        if name == "data_dir" and is_uri(value):
+            return str(value).rstrip("/")
         if "Path" in str(kind):
             return Path(value)
         if kind in ("int", int):
@@ -169,7 +199,7 @@ def describe() -> list[tuple[str, str, str]]:
 
 def _shown(default: Any) -> str:
     """A default as a user would type it: paths plain, unset as "-"."""
-    if default is None:
+    if default is None or default is MISSING:
         return "-"
     return str(default) if isinstance(default, Path) else repr(default)
 

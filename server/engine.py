@@ -12,7 +12,6 @@ import threading
 from collections.abc import Container, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
@@ -60,6 +59,7 @@ from envad.server.encoder import ModelRegistry
 from envad.server.images import DecodeLimits, decode_image
 from envad.server.index import SelfKey
 from envad.server.limits import MAX_NAME_CHARS, check_text, shorten
+from envad.server.remote_dir import RemoteDir
 from envad.server.review import fit_rows
 from envad.server.scoring import ScoredRows, ScoreJob
 from envad.server.space import ModelSpace
@@ -86,7 +86,11 @@ class Engine:
                                       intra_op_threads=self.threads.onnx_intra_op,
                                       accelerator=config.accelerator,
                                       spinning=self.threads.onnx_spinning)
-        self.bundles = BundleStore(config.bundles_dir)
+        #: the data dir on object storage (None: a local folder): storage_uri.py
+        self.remote = (RemoteDir(str(config.data_dir), config.storage_options)
+                       if config.remote else None)
+        self.bundles = BundleStore(config.bundles_dir,
+                                   self.remote.child("bundles") if self.remote else None)
         self.limits = DecodeLimits(max_bytes=config.max_image_mb * 1024 * 1024,
                                    max_pixels=config.max_image_megapixels * 1_000_000)
         self._decoder = ThreadPoolExecutor(self.threads.decode,
@@ -96,7 +100,7 @@ class Engine:
         self._problem = ""                         # why the last activation failed
         self._refused: set[str] = set()            # sha256 of files start/refresh gave up on
         self._lock = threading.RLock()
-        self._state_file = Path(config.data_dir) / "active_model"
+        self._state_file = config.local_dir / "active_model"
 
     # ------------------------------------------------------------ lifecycle
 
@@ -105,8 +109,11 @@ class Engine:
 
         A model that cannot be activated leaves the server not ready; `hint()` says why.
         """
-        Path(self.config.data_dir).mkdir(parents=True, exist_ok=True)
+        self.config.local_dir.mkdir(parents=True, exist_ok=True)
         self.config.resolved_models_dir.mkdir(parents=True, exist_ok=True)
+        if self.remote is not None and not self.remote.pull_file("active_model",
+                                                                 self._state_file):
+            self._state_file.unlink(missing_ok=True)     # the remote has none: none
         ids = [m.model_id for m in self.registry.scan()]
         wanted = self._state_file.read_text().strip() if self._state_file.exists() else ""
         if ids:
@@ -195,6 +202,8 @@ class Engine:
             self._active = space
             self._problem = ""
             self._state_file.write_text(model_id)
+            if self.remote is not None:
+                self.remote.push_file(self._state_file, "active_model")
         log.info("active model: %s (%s)", model_id, space.encoder.meta.file)
         return Activation(replace(space.encoder.meta, active=True), self.provenance(space))
 
@@ -217,7 +226,8 @@ class Engine:
             space = self._spaces.get(model_id)
             if space is None or space.encoder is not encoder:
                 try:
-                    space = ModelSpace(encoder, self.config, self.bundles, self.metrics)
+                    space = ModelSpace(encoder, self.config, self.bundles, self.metrics,
+                                       remote=self.remote)
                 except EnvadError as exc:
                     raise FailedPrecondition(str(exc)) from exc
                 self._spaces[model_id] = space
@@ -582,7 +592,8 @@ class Engine:
             bundle=space.bundle.info() if space and space.bundle else None,
             env_counts=counts, total_rows=sum(counts.values()),
             table_version=space.store.version if space else 0,
-            data_dir=str(Path(self.config.data_dir).resolve()), hint=self.hint(),
+            data_dir=(str(self.config.data_dir) if self.config.remote
+                      else str(self.config.local_dir.resolve())), hint=self.hint(),
             index_rows=len(space.index) if space else 0,
         )
 

@@ -23,8 +23,9 @@ from envad.server.config import ServerConfig
 from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.persistence import BundleStore, file_name_for
 from envad.server.encoder import OnnxEncoder
-from envad.server.env_stats import EnvStatistics
+from envad.server.env_stats import JOURNAL_SUFFIX, EnvStatistics
 from envad.server.index_files import due_for_saving, open_index, save_index
+from envad.server.remote_dir import RemoteDir
 from envad.server.scoring import BatchScorer
 from envad.server.store import EmbeddingStore, Row, vectors_of
 from envad.server.writer import StoreWriter
@@ -35,7 +36,8 @@ SEED_ROWS_PER_CAMERA = 4096
 SEED_BATCH_ROWS = 4096
 
 
-def bind_weights(data_dir: Path, model_id: str, sha256: str) -> None:
+def bind_weights(data_dir: Path, model_id: str, sha256: str,
+                 remote: RemoteDir | None = None) -> None:
     """Bind `model_id`'s store table and detector bundles to the encoder file's sha256.
 
     Embeddings (and detectors fitted on them) of other weights are not comparable, so a
@@ -44,6 +46,9 @@ def bind_weights(data_dir: Path, model_id: str, sha256: str) -> None:
     for an id binds it.
     """
     binding = Path(data_dir) / "weights" / f"{file_name_for(model_id)}.sha256"
+    remote_name = f"weights/{binding.name}"
+    if remote is not None and not remote.pull_file(remote_name, binding):
+        binding.unlink(missing_ok=True)     # the remote holds the binding, the cache follows
     if binding.is_file():
         bound = binding.read_text().strip()
         if bound and bound != sha256:
@@ -56,6 +61,8 @@ def bind_weights(data_dir: Path, model_id: str, sha256: str) -> None:
     staging = binding.with_suffix(".tmp")
     staging.write_text(sha256)
     staging.replace(binding)
+    if remote is not None:
+        remote.push_file(binding, remote_name)
 
 
 def _active_bundle(bundles: BundleStore, model_id: str) -> tuple[DetectorBundle | None, str]:
@@ -74,11 +81,12 @@ class ModelSpace:
     """Store, FAISS mirror, single writer, micro-batcher and detector bundle of an encoder."""
 
     def __init__(self, encoder: OnnxEncoder, config: ServerConfig, bundles: BundleStore,
-                 metrics=None):
+                 metrics=None, *, remote: RemoteDir | None = None):
         self.encoder = encoder
         self.model_id = encoder.meta.model_id
-        self.store = EmbeddingStore(config.lancedb_dir, self.model_id, encoder.dim)
-        bind_weights(config.data_dir, self.model_id, encoder.meta.sha256)
+        self.store = EmbeddingStore(config.lancedb_dir, self.model_id, encoder.dim,
+                                    config.storage_options)
+        bind_weights(config.local_dir, self.model_id, encoder.meta.sha256, remote)
         self.index_dir = config.index_dir / file_name_for(self.model_id)
         opened = open_index(self.index_dir, self.store, ivf_threshold=config.ivf_threshold)
         self.index, self._saved_rows = opened.index, opened.saved_rows
@@ -88,7 +96,9 @@ class ModelSpace:
         self.bundle, self.bundle_problem = _active_bundle(bundles, self.model_id)
         self._stats_stem = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}"
         self._stats_dir = config.camera_stats_dir
-        self.camera_stats = EnvStatistics(self._stats_dir / f"{self._stats_stem}.npz",
+        #: snapshots of the statistics on object storage (None: local files only)
+        self._remote_stats = remote.child("camera_stats") if remote is not None else None
+        self.camera_stats = EnvStatistics(self._cached_stats(f"{self._stats_stem}.npz"),
                                           encoder.dim)
         self._score_stats: dict[str, EnvStatistics] = {}
         self._score_stats_lock = threading.Lock()
@@ -113,7 +123,8 @@ class ModelSpace:
         with self._score_stats_lock:
             stats = self._score_stats.get(bundle.bundle_id)
             if stats is None:
-                path = self._stats_dir / f"{self._stats_stem}-scores-{bundle.bundle_id}.npz"
+                path = self._cached_stats(
+                    f"{self._stats_stem}-scores-{bundle.bundle_id}.npz")
                 fresh = not path.is_file()
                 stats = bundle.new_score_statistics(path)
                 if fresh:
@@ -155,6 +166,27 @@ class ModelSpace:
         stats.snapshot()
         log.info("score statistics of bundle %s started from %d stored rows, %.1f s",
                  bundle.bundle_id, seen, time.monotonic() - started)
+
+    def _cached_stats(self, name: str) -> Path:
+        """The local file of statistics `name`; on object storage, its snapshot there is
+        downloaded first when the cache holds neither the file nor its journal."""
+        path = self._stats_dir / name
+        journal = path.with_name(path.name + JOURNAL_SUFFIX)
+        if self._remote_stats is not None and not path.is_file() and not journal.is_file():
+            self._remote_stats.pull_file(name, path)
+        return path
+
+    def push_statistics(self) -> None:
+        """On object storage, snapshot the camera and score statistics and upload them
+        (at shutdown: a replacement machine starts from them)."""
+        if self._remote_stats is None:
+            return
+        with self._score_stats_lock:
+            held = [self.camera_stats, *self._score_stats.values()]
+        for stats in held:
+            if stats.path is not None:
+                stats.snapshot()
+                self._remote_stats.push_file(stats.path, stats.path.name)
 
     def prepare(self, bundle: DetectorBundle) -> None:
         """Build what `bundle` scores with (its score statistics) before it is activated,
@@ -232,6 +264,10 @@ class ModelSpace:
     def close(self) -> None:
         self.batcher.close()
         self.writer.close()
+        try:
+            self.push_statistics()
+        except Exception:  # the cache keeps them; the next start on it replays them
+            log.exception("uploading the statistics of %s at shutdown failed", self.model_id)
         self.camera_stats.close()
         with self._score_stats_lock:
             for stats in self._score_stats.values():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from envad.errors import FailedPrecondition, InvalidInput
+from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 from envad.records import RowFilter
 from envad.server.id_positions import IdPositions
 from envad.server.limits import MAX_NAME_CHARS, text_problem
+from envad.server.storage_uri import is_uri, redact
 from envad.server.store_recovery import (
     Acknowledged,
     Recovery,
@@ -195,15 +196,24 @@ class StoredIds:
 class EmbeddingStore:
     """The store table of one encoder: insert (idempotent by id), read, count, optimize."""
 
-    def __init__(self, db_dir: Path, model_id: str, dim: int):
+    def __init__(self, db_dir: Path | str, model_id: str, dim: int,
+                 storage_options: Mapping[str, str] | None = None):
         self.model_id = model_id
         self.dim = dim
         self._env_counts: tuple[int, dict[str, int]] | None = None
-        self._db = lancedb.connect(str(db_dir), read_consistency_interval=dt.timedelta(0))
-        #: how a damaged table is served (None: it opened as it is): store_recovery.py
-        self._table, self.recovery = open_table_at_readable(self._db, model_id, dim,
-                                                            Path(db_dir))
-        self._record = record_path(Path(db_dir), table_name(model_id))
+        #: the acknowledged record and the damaged-table recovery read local files: a
+        #: table on object storage opens as it is, without them
+        self._record: Path | None = None
+        if is_uri(db_dir):
+            self._table, self.recovery = _open_remote(str(db_dir), model_id, dim,
+                                                      dict(storage_options or {}))
+        else:
+            self._db = lancedb.connect(str(db_dir),
+                                       read_consistency_interval=dt.timedelta(0))
+            #: how a damaged table is served (None: it opened as it is): store_recovery.py
+            self._table, self.recovery = open_table_at_readable(self._db, model_id, dim,
+                                                                Path(db_dir))
+            self._record = record_path(Path(db_dir), table_name(model_id))
         self._record_lock = threading.Lock()
         self._acknowledged: Acknowledged | None = None
         self._read_version()
@@ -228,6 +238,8 @@ class EmbeddingStore:
         """Make `version` (just committed, about to be acknowledged) and the table's
         rows the durable acknowledged record (store_recovery.py); an older version than
         the one recorded is left."""
+        if self._record is None:
+            return
         with self._record_lock:
             if self._acknowledged is None:
                 self._acknowledged = read_record(self._record)
@@ -376,7 +388,8 @@ class EmbeddingStore:
             where = "id IN (" + ", ".join(_quote(i) for i in wanted[start:start + 1000]) + ")"
             self._table.update(where=where, values={"label": label})
         version = self._read_version()
-        if wanted and self._record.is_file():    # a relabel is acknowledged too
+        # a relabel is acknowledged too
+        if wanted and self._record is not None and self._record.is_file():
             self.record_acknowledged(version)
         return [i for i in dict.fromkeys(ids) if i in stored]
 
@@ -384,6 +397,23 @@ class EmbeddingStore:
         """Compact small fragments and drop versions older than `keep_versions_for`."""
         self._table.optimize(cleanup_older_than=keep_versions_for)
         self._read_version()
+
+
+def _open_remote(uri: str, model_id: str, dim: int, options: dict[str, str]
+                 ) -> tuple[Any, Recovery | None]:
+    """`model_id`'s table in the LanceDB folder `uri` on object storage; an unreachable
+    endpoint, refused credentials or a missing bucket is one FailedPrecondition whose
+    text holds no secret."""
+    try:
+        db = lancedb.connect(uri, storage_options=options,
+                             read_consistency_interval=dt.timedelta(0))
+        return open_table_at_readable(db, model_id, dim)
+    except EnvadError:
+        raise
+    except Exception as exc:  # lance reports storage failures as OSError, ValueError, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FailedPrecondition(redact(f"cannot open the store at {uri}: {first}",
+                                        options)) from None
 
 
 def vectors_of(table: pa.Table | pa.RecordBatch) -> np.ndarray:

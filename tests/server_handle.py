@@ -21,9 +21,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client.server_process import LocalServer
+from envad.records import MIN_FIT_ROWS
 from envad.server.app import RunningServer, start
 from envad.server.config import load_config
-from envad.records import MIN_FIT_ROWS
 from envad.v1 import envad_pb2 as pb
 from tiny_encoder import synthetic_images
 
@@ -94,8 +94,9 @@ class InProcessServer:
     gives its subprocess; restartable on the same directories and port. `stop` drains and
     closes as SIGTERM does in `envad serve` (returns 0, the exit code it would give)."""
 
-    def __init__(self, data_dir: Path, models_dir: Path, extra_env: dict | None = None):
-        self.data_dir = Path(data_dir)
+    def __init__(self, data_dir: Path | str, models_dir: Path, extra_env: dict | None = None):
+        # a URI on object storage (s3://...) stays as it is
+        self.data_dir = data_dir if "://" in str(data_dir) else Path(data_dir)
         self.models_dir = Path(models_dir)
         self.host = "127.0.0.1"
         self.port = 0

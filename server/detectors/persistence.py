@@ -5,6 +5,11 @@ only ever reads below the server's own bundles directory (nothing pickled crosse
 wire). A bundle is written to a temporary directory and renamed into place, so a crash
 never leaves half a bundle. The active bundle of each encoder is a small pointer file
 `<bundles_dir>/active/<model>.json`, also replaced atomically.
+
+On a data dir on object storage (`BundleStore(..., remote=...)`), the objects under
+`<uri>/bundles` are the bundles and the pointers, and the local folder is a cache: a
+bundle is uploaded once written (its manifest last, so a manifest seen names files that
+exist), a pointer after it, and a bundle or pointer missing locally is downloaded.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from envad.server.detectors.leave_out import FitGroups
 from envad.server.detectors.reviewed import ReviewMemory
 from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.server.durable import fsync_path
+from envad.server.remote_dir import RemoteDir
 
 MANIFEST = "manifest.json"
 SPACE_FILE = "space.npz"
@@ -173,24 +179,41 @@ def _check_format(name: str, manifest: dict) -> None:
 
 
 class BundleStore:
-    """The bundles of a server's data dir, and which one is active per encoder."""
+    """The bundles of a server's data dir, and which one is active per encoder; with
+    `remote`, the bundles on object storage, cached in `bundles_dir`."""
 
-    def __init__(self, bundles_dir: Path):
+    def __init__(self, bundles_dir: Path, remote: RemoteDir | None = None):
         self.root = Path(bundles_dir)
+        self.remote = remote
 
     def _pointer(self, model_id: str) -> Path:
         return self.root / "active" / (file_name_for(model_id) + ".json")
 
     def save(self, bundle: DetectorBundle) -> Path:
-        return save_bundle(bundle, self.root)
+        path = save_bundle(bundle, self.root)
+        if self.remote is not None:
+            self.remote.push_tree(path, bundle.bundle_id, last=[MANIFEST])
+        return path
+
+    def _cached(self, bundle_id: str) -> Path:
+        """The bundle's local folder, downloaded first when it is only on the remote."""
+        path = self.root / bundle_id
+        if self.remote is not None and not (path / MANIFEST).is_file():
+            self.remote.pull_tree(bundle_id, path)
+        return path
 
     def load(self, bundle_id: str) -> DetectorBundle:
         if not _SAFE_ID.match(bundle_id or ""):
             raise InvalidInput(f"malformed bundle id {bundle_id!r}")
-        return load_bundle(self.root / bundle_id, self.root)
+        return load_bundle(self._cached(bundle_id), self.root)
 
     def list(self) -> list[dict]:
         """Manifests of every stored bundle, oldest first."""
+        if self.remote is not None:
+            texts = [self.remote.read_bytes(name) for name in self.remote.files()
+                     if name.count("/") == 1 and name.endswith("/" + MANIFEST)]
+            manifests = [json.loads(text) for text in texts if text is not None]
+            return sorted(manifests, key=lambda m: m["created"])
         if not self.root.is_dir():
             return []
         manifests = [json.loads((d / MANIFEST).read_text()) for d in sorted(self.root.iterdir())
@@ -198,14 +221,20 @@ class BundleStore:
         return sorted(manifests, key=lambda m: m["created"])
 
     def activate(self, bundle_id: str) -> None:
-        bundle_dir = self.root / bundle_id
-        if not _SAFE_ID.match(bundle_id or "") or not (bundle_dir / MANIFEST).is_file():
+        bundle_dir = self._cached(bundle_id) if _SAFE_ID.match(bundle_id or "") else None
+        if bundle_dir is None or not (bundle_dir / MANIFEST).is_file():
             raise NotFound(f"no bundle {bundle_id!r} in {self.root}")
         model_id = json.loads((bundle_dir / MANIFEST).read_text())["model_id"]
-        _write_json_atomic(self._pointer(model_id), {"bundle_id": bundle_id})
+        pointer = self._pointer(model_id)
+        _write_json_atomic(pointer, {"bundle_id": bundle_id})
+        if self.remote is not None:
+            self.remote.push_file(pointer, f"active/{pointer.name}")
 
     def active(self, model_id: str) -> DetectorBundle | None:
         pointer = self._pointer(model_id)
+        if self.remote is not None:     # the remote pointer decides, the cache follows
+            if not self.remote.pull_file(f"active/{pointer.name}", pointer):
+                return None
         if not pointer.is_file():
             return None
         return self.load(json.loads(pointer.read_text())["bundle_id"])
