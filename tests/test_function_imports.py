@@ -1,6 +1,7 @@
 """A function imports only what must wait: an optional extra (torch, ray, ONNX Runtime,
-matplotlib, the server's or training's code in the client), each with a comment saying
-why; everything else is imported at the top of its module."""
+matplotlib, the server's or training's code in the client), a module that would slow a
+light entry point (`envad --help`) or one that imports this module back (a cycle), each
+with a comment saying why; everything else is imported at the top of its module."""
 
 from __future__ import annotations
 
@@ -10,18 +11,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: folders whose modules follow the rule
 FOLDERS = ("client", "server", "training")
-#: modules that still import inside functions without a reason, each to be converted
-#: (the list only shrinks: a module that follows the rule must leave it)
-PENDING = frozenset({
-    "training/cli.py",
-    "training/content_families.py",
-    "training/evaluate_cli.py",
-    "training/kde_bandwidth.py",
-    "training/photodigits.py",
-    "training/plots.py",
-    "training/selection.py",
-    "training/sweep.py",
-})
 
 
 def unexplained_imports(source: str) -> list[int]:
@@ -60,16 +49,12 @@ def test_a_comment_on_the_line_or_above_the_block_explains_an_import() -> None:
 
 
 def test_functions_import_only_optional_extras_and_say_why() -> None:
-    found, clean = [], []
+    found = []
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             name = str(path.relative_to(ROOT))
             lines = unexplained_imports(path.read_text(encoding="utf-8"))
-            if name in PENDING:
-                clean += [] if lines else [name]
-            else:
-                found += [f"{name}:{line}" for line in lines]
+            found += [f"{name}:{line}" for line in lines]
     assert not found, ("imports inside functions without a reason (move them to the top "
                        "of the module, or say which extra they wait for):\n"
                        + "\n".join(found))
-    assert not clean, f"these modules follow the rule now; take them off PENDING: {clean}"

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from envad.devices import DEVICE_HELP
+from envad.errors import InvalidInput
 
 #: the registry's names, listed here so that building the parser needs no torch
 #: (tests/training/test_training_cli.py checks they match the registry)
@@ -131,7 +132,7 @@ def parse_hparams(items: list[str]) -> dict:
 
 
 def cmd_photodigits(args) -> int:
-    from envad.training.photodigits import generate
+    from envad.training.photodigits import generate  # SciPy, scikit-image ([train])
 
     out = generate(args.out, size=args.size, seed=args.seed, progress=not args.quiet,
                    recipe=args.recipe)
@@ -141,13 +142,14 @@ def cmd_photodigits(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from envad.errors import InvalidInput
+    # training's code ([train]): `envad --help` loads none of it
     from envad.training.run_images import DecodeAhead, ahead_enabled
 
     # the run's images are decoded in a child process while this one imports torch
     ahead = DecodeAhead(args.data, size=args.size, seed=args.seed, task=args.task) \
         if ahead_enabled() else None
     try:
+        # torch ([train]), imported while the child process decodes
         from envad.training.run import ENCODER_FILE, TrainConfig, read_run, train
         from envad.training.run_files import last_val_metrics
 
@@ -173,7 +175,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from envad.training.export import export_onnx
+    from envad.training.export import export_onnx  # torch and ONNX ([train])
 
     report = export_onnx(args.run, args.out, model_id=args.model_id)
     print(f"wrote {report.path} (model id {report.model_id}, max abs diff "

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from envad.arrival_orders import parse_orders
 from envad.devices import DEVICE_HELP
+from envad.pipeline import Pipeline, resolve_pipeline
 
 
 def _list(value: str) -> list[str]:
@@ -149,8 +151,6 @@ def register_sweep(subparsers) -> None:
 def run(args) -> int:
     # imported when a command runs, not when the CLI is built: the CLI (and its --help)
     # must start without torch (algorithms, evaluate) or the server's dependencies
-    from envad.arrival_orders import parse_orders
-    from envad.pipeline import resolve_pipeline
     from envad.server.detectors.registry import PAPER_DETECTORS
     from envad.server.detectors.registry import names as detector_names
     from envad.server.detectors.score_adaptation import parse_score_adaptation
@@ -187,7 +187,7 @@ def run(args) -> int:
 
 
 def run_select(args) -> int:
-    from envad.pipeline import Pipeline
+    # torch and scikit-learn ([train]): the CLI (and its --help) starts without them
     from envad.training.selection import DEFAULT_CANDIDATES, SPACE_CANDIDATES, run_selection
 
     candidates = DEFAULT_CANDIDATES
@@ -205,7 +205,7 @@ def run_select(args) -> int:
 
 
 def run_sweep(args) -> int:
-    from envad.pipeline import resolve_pipeline
+    # torch ([train]): the CLI (and its --help) starts without it
     from envad.training import sweep
 
     points = None

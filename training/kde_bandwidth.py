@@ -41,7 +41,11 @@ from tqdm import tqdm
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline
 from envad.server.detectors.exact import ExactKDE, ExactKNN, neighbour_scale
 from envad.server.detectors.geometry import CameraStats, parse_space
+from envad.server.encoder import OnnxEncoder
+from envad.training.data import load_dataset
+from envad.training.evaluate import embed
 from envad.training.metrics import roc_auc
+from envad.training.run import ENCODER_FILE
 from envad.training.selection import (
     QuerySet,
     archive_fit,
@@ -127,11 +131,6 @@ def choose_factor(folds: list[dict], factors=FACTORS) -> tuple[float, dict[str, 
 def run(data: str, runs_dir: Path, *, n_folds: int = 3, seed: int = 0, size: int = 32,
         candidate: Pipeline = DEFAULT_PIPELINE, factors=FACTORS, spaces=SPACES,
         device: str = "cpu", progress: bool = True) -> dict:
-    from envad.server.encoder import OnnxEncoder
-    from envad.training.data import load_dataset
-    from envad.training.evaluate import embed
-    from envad.training.run import ENCODER_FILE
-
     dataset = load_dataset(data)
     records = dataset.records
     folds = []

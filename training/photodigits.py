@@ -23,10 +23,12 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import skimage.data
 from PIL import Image
 from scipy.ndimage import gaussian_filter
 from tqdm import tqdm
@@ -313,8 +315,6 @@ def load_content(root: str | Path) -> dict[str, np.ndarray]:
 
 def write_npz(path: Path, **arrays: np.ndarray) -> None:
     """Like np.savez_compressed, but byte-identical across runs (fixed zip timestamps)."""
-    import zipfile
-
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, array in arrays.items():
             info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
@@ -358,8 +358,6 @@ def _test_camera_plan(recipe: Recipe, camera: Camera, pool, count: int,
 
 
 def _load_photo(name: str) -> np.ndarray:
-    import skimage.data
-
     image = getattr(skimage.data, name)()
     photo = np.asarray(image[0] if isinstance(image, tuple) else image)   # a stereo pair
     if photo.dtype != np.uint8:           # float in [0, 1] or a binary mask

@@ -13,10 +13,10 @@ from envad.training.protocol import ENSEMBLE, MEAN_AD, result_name
 
 def pyplot():
     """matplotlib.pyplot on the Agg backend (no display needed), imported on first use."""
-    import matplotlib
+    import matplotlib  # matplotlib ([train]): loads only when an evaluation plots
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
     return plt
 
 

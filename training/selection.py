@@ -44,14 +44,19 @@ over its mixes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import json
 import logging
+import multiprocessing
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from envad.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
@@ -59,9 +64,14 @@ from envad.arrival_orders import arrange
 from envad.pipeline import COSINE, Pipeline
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import FitSpec, fit_bundle
+from envad.server.detectors.exact import neighbour_scale
 from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S, FitGroups
 from envad.server.detectors.score_adaptation import parse_score_adaptation
+from envad.server.encoder import OnnxEncoder
+from envad.training.data import load_dataset
+from envad.training.evaluate import embed
 from envad.training.metrics import roc_auc_columns
+from envad.training.run import ENCODER_FILE, TrainConfig, train
 
 log = logging.getLogger(__name__)
 #: rows whose mean fold ROC-AUC is within this of the best tie: the candidate that trains
@@ -259,8 +269,6 @@ def in_bursts(query: QuerySet, burst: int, seed: int, one_event: bool = True) ->
     a burst's frames one event (`one_event`) or each an event of its own; normal rows
     unchanged, each its own event; rows in a seeded order. `burst` 1 returns the set as
     it is."""
-    from envad.server.detectors.exact import neighbour_scale
-
     if burst <= 1:
         return query
     rng = np.random.default_rng([seed, 37])
@@ -302,8 +310,6 @@ def subsample(indices: np.ndarray, fit_rows: int | None, seed: int) -> np.ndarra
 def train_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed: int = 0,
                size: int = 32, device: str = "cpu", progress: bool = False) -> Path:
     """The fold's encoder (trained without its camera and class; a finished run is reused)."""
-    from envad.training.run import TrainConfig, train
-
     return train(TrainConfig.for_pipeline(
         candidate, data=data, out=runs_dir / f"{candidate.training_name}-{fold.name}-s{seed}",
         size=size, seed=seed, device=device, exclude_envs=(fold.env,),
@@ -332,11 +338,6 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
              spaces: tuple[str, ...] = SPACE_CANDIDATES, fit_rows: int | None = None) -> dict:
     """Train without the fold's camera and class, embed, score every space x detector
     (detectors fitted on at most `fit_rows` of the rest's normal train rows)."""
-    from envad.server.encoder import OnnxEncoder
-    from envad.training.data import load_dataset
-    from envad.training.evaluate import embed
-    from envad.training.run import ENCODER_FILE
-
     run_dir = train_fold(candidate, data, fold, runs_dir, seed=seed, size=size,
                          device=device, progress=progress)
     dataset = load_dataset(data)
@@ -556,8 +557,6 @@ def dataset_tags(datas: list[str]) -> list[str]:
 def fold_tasks(datas: list[str], candidates, out: Path, n_folds: int,
                settings: SelectionSettings) -> tuple[list[FoldTask], dict[str, list[Fold]]]:
     """Every (dataset, candidate, fold) in order, and each dataset's folds (by tag)."""
-    from envad.training.data import load_dataset
-
     tasks, folds_by = [], {}
     rows = f"-fit{settings.fit_rows}" if settings.fit_rows else ""
     for tag, data in zip(dataset_tags(datas), datas, strict=True):
@@ -583,9 +582,6 @@ def fold_result(task: FoldTask, candidate: Pipeline, settings: SelectionSettings
 
 def _folds_in_worker(tasks: list[tuple[FoldTask, Pipeline]], settings: SelectionSettings,
                      threads: int) -> None:
-    import torch
-    from threadpoolctl import threadpool_limits
-
     torch.set_num_threads(threads)
     with threadpool_limits(threads):          # numpy's BLAS and OpenMP in the detectors
         for task, candidate in tasks:
@@ -597,10 +593,6 @@ def run_folds_in_parallel(tasks: list[FoldTask], candidates: dict[str, Pipeline]
     """Train and score every task, `jobs` at a time in spawned processes (CUDA cannot be
     forked) on cpus // jobs torch threads each; finished folds are reused. Every task is
     attempted; the failures are then reported together."""
-    import concurrent.futures
-    import multiprocessing
-    import os
-
     threads = max(1, (os.cpu_count() or 1) // jobs)
     # candidates that train alike (space variants) share a run: one worker trains it
     groups: dict[tuple, list[tuple[FoldTask, Pipeline]]] = {}

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from envad.devices import resolve_device
@@ -245,8 +246,6 @@ def train_point(config: SweepConfig, algorithm: str, point: dict[str, Any],
 
 def _train_in_worker(run: TrainConfig, threads: int) -> str:
     """One run in a worker process, on its share of the CPU threads."""
-    import torch
-
     torch.set_num_threads(threads)
     return str(train(run, progress=False, resume=True))
 
