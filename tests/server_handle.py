@@ -107,12 +107,16 @@ class InProcessServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self, timeout: float = 120.0) -> InProcessServer:
+    def start(self, timeout: float = 120.0, wait_service: bool = True) -> InProcessServer:
+        """Start; return once it listens and, by default, once the scoring service
+        reports SERVING (as `ServerHandle.start`)."""
         config = load_config(env={**os.environ, **self.env}, overrides={
             "host": self.host, "port": self.port, "data_dir": self.data_dir,
             "models_dir": self.models_dir})
         self.running = start(config)
         self.port = self.running.port
+        if not wait_service:
+            return self
         status = wait_for_health(self.address, timeout=timeout)
         if status != health_pb2.HealthCheckResponse.SERVING:
             self.stop()

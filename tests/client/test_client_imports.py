@@ -60,8 +60,9 @@ print(json.dumps(loaded()))
     assert "usage: envad score" in result.stdout
     assert modules["heavy"] == []
     # `envad serve` and the training commands are listed: their argument parsers (and the
-    # server's settings table) load, nothing they run does
-    assert set(modules["server"]) <= {"envad.server", "envad.server.cli", "envad.server.config"}
+    # server's settings table, with its data-dir URI parsing) load, nothing they run does
+    assert set(modules["server"]) <= {"envad.server", "envad.server.cli", "envad.server.config",
+                                      "envad.server.storage_uri"}
     assert set(modules["training"]) <= {"envad.training", "envad.training.cli",
                                          "envad.training.evaluate_cli"}
 
