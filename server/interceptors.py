@@ -99,26 +99,28 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-        # an unauthenticated request is never parsed: its bytes are dropped unread
+        # an unauthenticated request is refused before its body is received
         return _refused_unread(handler, Unauthenticated(
             "missing or wrong bearer token (metadata 'authorization')"))
 
 
 def _refused_unread(handler: grpc.RpcMethodHandler, error: Exception
                     ) -> grpc.RpcMethodHandler:
-    """`handler` rebuilt to answer every call with `error`, its request bytes unread."""
-    def refuse(behavior, streams_in, streams_out):
-        def reject(request, context):
-            context.abort(status_for(error), str(error))
-        return reject
-    return _rebuild(handler, refuse, deserializer=lambda parse: _ignore)
+    """A handler answering every call to `handler`'s method with `error` before any of
+    its request bytes are received.
 
+    gRPC's server receives a single request whole (up to max_message_mb) before calling a
+    unary behaviour, even one that only aborts; a request-streaming behaviour is handed
+    an iterator that receives nothing until iterated. So the refusal streams requests
+    whatever the method declares, and never iterates them: the client sees `error`'s
+    status, and the body stays in the transport's flow-control window.
+    """
+    def refuse(requests, context):
+        context.abort(status_for(error), str(error))
 
-_UNREAD = object()   # gRPC takes a None request for a parse failure
-
-
-def _ignore(data: bytes) -> object:
-    return _UNREAD
+    factory = (grpc.stream_stream_rpc_method_handler if handler.response_streaming
+               else grpc.stream_unary_rpc_method_handler)
+    return factory(refuse, response_serializer=handler.response_serializer)
 
 
 class UnparsableRequest:
