@@ -36,7 +36,9 @@ def register(subparsers) -> None:
                              "Values of secret keys are never logged")
     parser.add_argument("--cache-dir", type=Path,
                         help="local cache of a URI data dir (default var/envad-cache/...)")
-    parser.add_argument("--models-dir", type=Path, help="ONNX encoders (default DATA_DIR/models)")
+    parser.add_argument("--models-dir",
+                        help="ONNX encoders: a local path or a URI on object storage, "
+                             "downloaded into the cache (default DATA_DIR/models)")
     parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (0 = off)")
     parser.add_argument("--max-streams", type=int,
                         help="streaming calls (ScoreStream, Ingest, Export, ...) served at once; "
@@ -64,6 +66,22 @@ def run(args) -> int:
     # before the engine's imports (whose libraries log as they load): a wrong setting or
     # a port in use is one line on stderr
     refuse_port_in_use(config.host, config.port)
+    check_storage(config)
     from envad.server.app import serve  # the engine: ONNX Runtime, LanceDB, FAISS ([server])
 
     return serve(config)
+
+
+def check_storage(config: ServerConfig) -> None:
+    """A data dir or models dir on object storage that cannot be reached (no such bucket,
+    no answer at the endpoint, credentials refused) stops the start with one line naming
+    it and what to check (FailedPrecondition, secrets hidden)."""
+    uris = [u for u in (str(config.data_dir) if config.remote else None, config.models_uri)
+            if u]
+    if not uris:
+        return
+    # pyarrow's file systems: loaded only for a URI
+    from envad.server.remote_dir import RemoteDir
+
+    for uri in uris:
+        RemoteDir(uri, config.storage_options).check()

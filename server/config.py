@@ -7,7 +7,9 @@ in `<data_dir>/index`, models in `<data_dir>/models` unless `models_dir` is set.
 `data_dir` may instead be a URI on object storage (`s3://bucket/prefix`, with
 `storage_options`): the table and the server's files live there, and what the server
 keeps on local disk (the saved index, the camera statistics' journals, models unless
-`models_dir` is set) is a cache under `cache_dir` (server/storage_uri.py).
+`models_dir` is set) is a cache under `cache_dir` (server/storage_uri.py). `models_dir`
+may be a URI too (same `storage_options`): its `*.onnx` files are downloaded into
+`<cache_dir>/models` (or `<data_dir>/models` for a local data dir) before each scan.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class ServerConfig:
     storage_options: Mapping[str, str] = field(  # object-storage options of a URI data_dir
         default_factory=dict, repr=False)
     cache_dir: Path | None = None           # local cache of a URI data_dir (var/envad-cache/...)
-    models_dir: Path | None = None          # *.onnx encoders; default <data_dir>/models
+    models_dir: Path | str | None = None    # *.onnx encoders: a path or URI; <data_dir>/models
     metrics_port: int = 0                   # Prometheus /metrics HTTP port; 0 = off
     metrics_host: str = "127.0.0.1"         # /metrics bind address (it has no token)
     max_message_mb: int = 72                # gRPC send/receive limit per message
@@ -93,8 +95,18 @@ class ServerConfig:
         return Path("var/envad-cache") / re.sub(r"[^A-Za-z0-9._-]", "_", str(self.data_dir))
 
     @property
+    def models_uri(self) -> str | None:
+        """`models_dir` when it is a URI on object storage (its files are downloaded into
+        `resolved_models_dir`), else None."""
+        return str(self.models_dir) if self.models_dir and is_uri(self.models_dir) else None
+
+    @property
     def resolved_models_dir(self) -> Path:
-        return Path(self.models_dir) if self.models_dir else self.local_dir / "models"
+        """The local folder the encoders are loaded from (for a URI `models_dir`, the
+        cache's copy of it)."""
+        if self.models_dir and not self.models_uri:
+            return Path(self.models_dir)
+        return self.local_dir / "models"
 
     @property
     def stream_limit(self) -> int:
@@ -136,7 +148,7 @@ def _coerce(name: str, value: Any) -> Any:
             return None
         if name == "storage_options":
             return parse_storage_options(value)
-        if name == "data_dir" and is_uri(value):
+        if name in ("data_dir", "models_dir") and is_uri(value):
             return str(value).rstrip("/")
         if "Path" in str(kind):
             return Path(value)

@@ -89,6 +89,9 @@ class Engine:
         #: the data dir on object storage (None: a local folder): storage_uri.py
         self.remote = (RemoteDir(str(config.data_dir), config.storage_options)
                        if config.remote else None)
+        #: the models dir on object storage, mirrored into resolved_models_dir (or None)
+        self.remote_models = (RemoteDir(config.models_uri, config.storage_options)
+                              if config.models_uri else None)
         self.bundles = BundleStore(config.bundles_dir,
                                    self.remote.child("bundles") if self.remote else None)
         self.limits = DecodeLimits(max_bytes=config.max_image_mb * 1024 * 1024,
@@ -114,6 +117,7 @@ class Engine:
         if self.remote is not None and not self.remote.pull_file("active_model",
                                                                  self._state_file):
             self._state_file.unlink(missing_ok=True)     # the remote has none: none
+        self._pull_models()
         ids = [m.model_id for m in self.registry.scan()]
         wanted = self._state_file.read_text().strip() if self._state_file.exists() else ""
         if ids:
@@ -137,6 +141,7 @@ class Engine:
 
         With nothing active, each model file not yet refused is tried once.
         """
+        self._pull_models()
         models = self.registry.scan()
         if self._active is None:
             for meta in models:
@@ -150,6 +155,22 @@ class Engine:
             spaces = list(self._spaces.values())
         for each in spaces:
             each.save_index()
+            each.push_statistics()
+
+    def _pull_models(self) -> None:
+        """For a models dir on object storage, download its new or changed `*.onnx`
+        files into the local models folder before a scan; an unreachable store leaves
+        the copies there as they are."""
+        if self.remote_models is None:
+            return
+        try:
+            pulled = self.remote_models.mirror(".onnx", self.config.resolved_models_dir)
+        except FailedPrecondition as exc:
+            log.warning("models not refreshed from object storage: %s", exc)
+            return
+        if pulled:
+            log.info("downloaded %d model file(s) from %s: %s", len(pulled),
+                     self.remote_models.uri, ", ".join(pulled))
 
     def hint(self) -> str:
         """What to do next, in one sentence (GetInfo's `hint`, FailedPrecondition's text)."""

@@ -47,6 +47,7 @@ class EnvStatistics:
         self._counts: dict[str, int] = {}
         self._sums: dict[str, np.ndarray] = {}
         self._seq = 0                      # sequence number of the last update applied
+        self._changes = 0                  # updates and resets since opened
         self._lock = threading.Lock()
         self._journal = (Journal(self.path.with_name(self.path.name + JOURNAL_SUFFIX), dim)
                          if self.path is not None else None)
@@ -100,6 +101,7 @@ class EnvStatistics:
                 self._journal.append(updates)     # durable first, then visible
             for update in updates:
                 self._apply(update)
+            self._changes += 1
             if self._journal is not None and self._journal.records >= self.compact_every:
                 try:
                     self._snapshot(self._counts, self._sums)
@@ -113,6 +115,18 @@ class EnvStatistics:
             if count == 0:
                 return None
             return CameraStats(count, self._sums[env] / count)
+
+    @property
+    def seq(self) -> int:
+        """Sequence number of the last update applied (0: none since the file began)."""
+        with self._lock:
+            return self._seq
+
+    @property
+    def changes(self) -> int:
+        """Updates and resets since these statistics were opened."""
+        with self._lock:
+            return self._changes
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -128,6 +142,7 @@ class EnvStatistics:
             if self.path is not None:
                 self._snapshot(counts, sums)      # durable first, then visible
             self._counts, self._sums = counts, sums
+            self._changes += 1
             return sorted(names)
 
     def snapshot(self) -> None:

@@ -93,16 +93,54 @@ class RemoteDir:
         except OSError as exc:
             raise self._failed(f"write {relative} in", exc) from exc
 
-    def files(self, relative: str = "") -> list[str]:
-        """Every object below `relative`, as paths relative to it (sorted)."""
+    def check(self) -> None:
+        """Raise FailedPrecondition, in one line saying what to check, when the URI
+        cannot be listed: a bucket that does not exist, an endpoint that does not
+        answer, credentials the store refuses."""
+        bucket = self._root.split("/", 1)[0]
+        try:
+            found = self._fs.get_file_info(bucket).type != pafs.FileType.NotFound
+            if found:
+                self._fs.get_file_info(
+                    pafs.FileSelector(self._root, recursive=False, allow_not_found=True))
+        except OSError as exc:
+            cause = " ".join(str(exc).split())
+            raise FailedPrecondition(redact(
+                f"cannot reach {self.uri}: {cause} -- {_advice(cause, self.options)}",
+                self.options)) from exc
+        if not found:
+            raise FailedPrecondition(
+                f"cannot reach {self.uri}: the bucket {bucket!r} does not exist -- check "
+                "the bucket's name and region, or create it")
+
+    def sizes(self, relative: str = "") -> dict[str, int]:
+        """Every object below `relative` (paths relative to it) and its size in bytes."""
         base = self._path(relative)
         try:
             found = self._fs.get_file_info(
                 pafs.FileSelector(base, recursive=True, allow_not_found=True))
         except OSError as exc:
             raise self._failed("list", exc) from exc
-        return sorted(info.path[len(base) + 1:] for info in found
-                      if info.type == pafs.FileType.File)
+        return {info.path[len(base) + 1:]: info.size for info in found
+                if info.type == pafs.FileType.File}
+
+    def files(self, relative: str = "") -> list[str]:
+        """Every object below `relative`, as paths relative to it (sorted)."""
+        return sorted(self.sizes(relative))
+
+    def mirror(self, suffix: str, local_dir: Path) -> list[str]:
+        """Download the objects at the top of this folder whose names end in `suffix`
+        into `local_dir` when the copy there is missing or of another size (each
+        replaced atomically); returns the names downloaded."""
+        pulled = []
+        for name, size in sorted(self.sizes().items()):
+            if "/" in name or not name.endswith(suffix):
+                continue
+            local = Path(local_dir) / name
+            if not local.is_file() or local.stat().st_size != size:
+                if self.pull_file(name, local):
+                    pulled.append(name)
+        return pulled
 
     def push_file(self, local: Path, relative: str) -> None:
         self.write_bytes(relative, Path(local).read_bytes())
@@ -146,6 +184,23 @@ class RemoteDir:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return True
+
+
+def _advice(cause: str, options: Mapping[str, str]) -> str:
+    """What to check, from the store's error text."""
+    text = cause.lower()
+    if any(word in text for word in ("access_denied", "accessdenied", "invalidaccesskeyid",
+                                     "signaturedoesnotmatch", "forbidden", "credential",
+                                     "403")):
+        return ("check the credentials: the aws_access_key_id / aws_secret_access_key "
+                "storage options or the AWS_* environment variables")
+    if any(word in text for word in ("network_connection", "connect", "curlcode",
+                                     "timed out", "timeout", "resolve")):
+        endpoint = next((options[k] for k in _S3_ARGUMENTS
+                         if _S3_ARGUMENTS[k] == "endpoint_override" and k in options),
+                        "the default endpoint")
+        return f"check that {endpoint} is the store's endpoint and that it answers"
+    return "check the URI, the endpoint and the credentials"
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -98,8 +98,10 @@ class ModelSpace:
         self._stats_dir = config.camera_stats_dir
         #: snapshots of the statistics on object storage (None: local files only)
         self._remote_stats = remote.child("camera_stats") if remote is not None else None
-        self.camera_stats = EnvStatistics(self._cached_stats(f"{self._stats_stem}.npz"),
-                                          encoder.dim)
+        self._pushed: dict[str, int] = {}   # statistics file -> its `changes` last uploaded
+        self._pulled: set[str] = set()           # statistics files downloaded at open
+        self.camera_stats = self._opened(EnvStatistics(
+            self._cached_stats(f"{self._stats_stem}.npz"), encoder.dim))
         self._score_stats: dict[str, EnvStatistics] = {}
         self._score_stats_lock = threading.Lock()
         # the Score stage: the batcher runs it once per micro-batch, on the embeddings of
@@ -126,7 +128,7 @@ class ModelSpace:
                 path = self._cached_stats(
                     f"{self._stats_stem}-scores-{bundle.bundle_id}.npz")
                 fresh = not path.is_file()
-                stats = bundle.new_score_statistics(path)
+                stats = self._opened(bundle.new_score_statistics(path))
                 if fresh:
                     self._seed_score_statistics(bundle, stats)
                 # each keeps its journal open: only the newest bundle's stays open (an
@@ -173,20 +175,35 @@ class ModelSpace:
         path = self._stats_dir / name
         journal = path.with_name(path.name + JOURNAL_SUFFIX)
         if self._remote_stats is not None and not path.is_file() and not journal.is_file():
-            self._remote_stats.pull_file(name, path)
+            if self._remote_stats.pull_file(name, path):
+                self._pulled.add(name)
         return path
 
+    def _opened(self, stats: EnvStatistics) -> EnvStatistics:
+        """`stats` as opened. Downloaded just now, or empty, they hold nothing to upload
+        until they change (an empty cache never overwrites the uploaded snapshot); read
+        from the cache, the next refresh uploads them (updates a crash left unsent)."""
+        if stats.path is not None and (stats.path.name in self._pulled or stats.seq == 0):
+            self._pushed[stats.path.name] = 0
+        return stats
+
     def push_statistics(self) -> None:
-        """On object storage, snapshot the camera and score statistics and upload them
-        (at shutdown: a replacement machine starts from them)."""
+        """On object storage, snapshot the camera and score statistics that changed since
+        they were last uploaded (or downloaded) and upload them: at each refresh (a
+        kill -9 loses at most one refresh interval of them) and at shutdown."""
         if self._remote_stats is None:
             return
         with self._score_stats_lock:
             held = [self.camera_stats, *self._score_stats.values()]
         for stats in held:
-            if stats.path is not None:
-                stats.snapshot()
-                self._remote_stats.push_file(stats.path, stats.path.name)
+            if stats.path is None:
+                continue
+            changes = stats.changes
+            if self._pushed.get(stats.path.name) == changes:
+                continue
+            stats.snapshot()
+            self._remote_stats.push_file(stats.path, stats.path.name)
+            self._pushed[stats.path.name] = changes
 
     def prepare(self, bundle: DetectorBundle) -> None:
         """Build what `bundle` scores with (its score statistics) before it is activated,

@@ -94,10 +94,11 @@ class InProcessServer:
     gives its subprocess; restartable on the same directories and port. `stop` drains and
     closes as SIGTERM does in `envad serve` (returns 0, the exit code it would give)."""
 
-    def __init__(self, data_dir: Path | str, models_dir: Path, extra_env: dict | None = None):
+    def __init__(self, data_dir: Path | str, models_dir: Path | str,
+                 extra_env: dict | None = None):
         # a URI on object storage (s3://...) stays as it is
         self.data_dir = data_dir if "://" in str(data_dir) else Path(data_dir)
-        self.models_dir = Path(models_dir)
+        self.models_dir = models_dir if "://" in str(models_dir) else Path(models_dir)
         self.host = "127.0.0.1"
         self.port = 0
         self.env = {**TEST_SETTINGS, **(extra_env or {})}

@@ -5,12 +5,11 @@ same answers."""
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
+import time
 
 import numpy as np
 import pytest
+from s3_emulator import SECRET, in_process, local_models, statistics_uploaded
 
 from envad.errors import FailedPrecondition
 from envad.server.config import load_config
@@ -20,47 +19,6 @@ from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 from server_handle import InProcessServer, fit_normal_rows
 from tiny_encoder import synthetic_images
-
-moto_server = pytest.importorskip("moto.server")
-pafs = pytest.importorskip("pyarrow.fs")
-
-BUCKET = "envad-test-store"
-SECRET = "envad-secret-value-7f3a"
-
-
-@pytest.fixture(scope="session")
-def s3_options() -> Iterator[dict[str, str]]:
-    """Storage options of a bucket on an S3 server on 127.0.0.1 (moto)."""
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)     # one line per request
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    options = {"aws_endpoint": f"http://{host}:{port}", "allow_http": "true",
-               "aws_region": "us-east-1", "aws_access_key_id": "envad-test",
-               "aws_secret_access_key": SECRET}
-    pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="us-east-1",
-                      access_key="envad-test", secret_key=SECRET,
-                      allow_bucket_creation=True).create_dir(BUCKET)
-    yield options
-    server.stop()
-
-
-@pytest.fixture
-def s3_uri() -> str:
-    return f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
-
-
-def _models_dir(tmp_path: Path, tiny_model_path: Path) -> Path:
-    models = tmp_path / "models"
-    models.mkdir()
-    (models / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
-    return models
-
-
-def _server(uri: str, models: Path, cache: Path, options: dict[str, str]) -> InProcessServer:
-    listed = ",".join(f"{k}={v}" for k, v in options.items())
-    return InProcessServer(uri, models, extra_env={"ENVAD_STORAGE_OPTIONS": listed,
-                                                   "ENVAD_CACHE_DIR": str(cache)})
 
 
 def _scores(handle: InProcessServer, images: list[bytes]) -> tuple[np.ndarray, list[str]]:
@@ -74,9 +32,9 @@ def _scores(handle: InProcessServer, images: list[bytes]) -> tuple[np.ndarray, l
 def test_state_lives_in_the_bucket(s3_options, s3_uri, tmp_path, tiny_model_path, caplog):
     """Ingest, Fit, Score on s3://...; a restart on an empty cache folder (a new machine)
     finds the rows, the bundle and the active model in the bucket and scores the same."""
-    models = _models_dir(tmp_path, tiny_model_path)
+    models = local_models(tmp_path, tiny_model_path)
     probe = synthetic_images("normal", 3, seed=9) + synthetic_images("odd", 3, seed=9)
-    first = _server(s3_uri, models, tmp_path / "cache-1", s3_options)
+    first = in_process(s3_uri, models, tmp_path / "cache-1", s3_options)
     with caplog.at_level(logging.DEBUG):
         first.start()
         try:
@@ -87,7 +45,7 @@ def test_state_lives_in_the_bucket(s3_options, s3_uri, tmp_path, tiny_model_path
     assert SECRET not in caplog.text
     assert not (tmp_path / "cache-1" / "lancedb").exists()   # the table is in the bucket
 
-    second = _server(s3_uri, models, tmp_path / "cache-2", s3_options).start()
+    second = in_process(s3_uri, models, tmp_path / "cache-2", s3_options).start()
     try:
         stub = pb_grpc.AnomalyServiceStub(second.channel())
         info = stub.GetInfo(pb.GetInfoRequest(), timeout=30)
@@ -135,3 +93,65 @@ def test_settings_take_storage_options_in_every_form(tmp_path):
     assert SECRET not in repr(env)
     flags = load_config(env={}, overrides={"storage_options": ["k=v", "k2=v=2"]})
     assert flags.storage_options == {"k": "v", "k2": "v=2"} and not flags.remote
+
+
+def test_models_dir_on_the_bucket(s3_options, s3_uri, tmp_path, tiny_model_path):
+    """A models dir that is a URI: its .onnx files are downloaded into the empty cache
+    and the model serves."""
+    models_uri = f"{s3_uri}-models"
+    RemoteDir(models_uri, s3_options).write_bytes(tiny_model_path.name,
+                                                  tiny_model_path.read_bytes())
+    cache = tmp_path / "cache"
+    handle = in_process(s3_uri, models_uri, cache, s3_options).start()
+    try:
+        stub = pb_grpc.AnomalyServiceStub(handle.channel())
+        models = stub.ListModels(pb.ListModelsRequest(), timeout=30).models
+        fit_normal_rows(stub, count=40)
+        scores, _ = _scores(handle, synthetic_images("odd", 2, seed=3))
+    finally:
+        handle.stop()
+    assert [m.file for m in models if m.active] == [tiny_model_path.name]
+    assert (cache / "models" / tiny_model_path.name).read_bytes() == \
+        tiny_model_path.read_bytes()
+    assert np.isfinite(scores).all()
+
+
+def _answers(handle: InProcessServer, probe: list[bytes]) -> tuple:
+    """Score, Search and Export of one server, in a form two servers compare by, and
+    whether its bundle adapts scores to cameras."""
+    stub = pb_grpc.AnomalyServiceStub(handle.channel())
+    reply = stub.Score(pb.ScoreRequest(images=[pb.Image(data=d, env="cam-a") for d in probe]),
+                       timeout=60)
+    scores = np.array([r.ensemble for r in reply.results], dtype=np.float32)
+    found = stub.Search(pb.SearchRequest(image=probe[0], k=5), timeout=30).neighbors
+    chunks = stub.Export(pb.ExportRequest(format=pb.EXPORT_FORMAT_ROWS), timeout=60)
+    exported = sorted((r.id, r.env, r.split) for c in chunks for r in c.rows.rows)
+    adapts = reply.provenance.score_adaptation not in ("", "none")
+    return scores, [(n.id, round(n.distance, 5)) for n in found], exported, adapts
+
+
+def test_a_second_server_on_another_empty_cache_answers_the_same(
+        s3_options, s3_uri, tmp_path, tiny_model_path):
+    """While the first server runs, a second one on the same URI and models URI with an
+    empty cache of its own answers Score, Search and Export as the first does."""
+    models_uri = f"{s3_uri}-models"
+    RemoteDir(models_uri, s3_options).write_bytes(tiny_model_path.name,
+                                                  tiny_model_path.read_bytes())
+    probe = synthetic_images("normal", 3, seed=9) + synthetic_images("odd", 3, seed=9)
+    first = in_process(s3_uri, models_uri, tmp_path / "cache-1", s3_options).start()
+    try:
+        fit_normal_rows(pb_grpc.AnomalyServiceStub(first.channel()), count=60)
+        # the refresh after the ingest uploads the camera and score statistics
+        expected = _answers(first, probe)
+        assert statistics_uploaded(RemoteDir(s3_uri, s3_options).child("camera_stats"), 60,
+                                   expected[3], time.monotonic() + 60)
+        second = in_process(s3_uri, models_uri, tmp_path / "cache-2", s3_options).start()
+        try:
+            got = _answers(second, probe)
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-6, atol=1e-7)
+    assert got[1] == expected[1] and len(got[1]) == 5
+    assert got[2] == expected[2] and len(got[2]) == 60
