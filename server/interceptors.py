@@ -113,7 +113,7 @@ def _refused_unread(handler: grpc.RpcMethodHandler, error: Exception
     unary behaviour, even one that only aborts; a request-streaming behaviour is handed
     an iterator that receives nothing until iterated. So the refusal streams requests
     whatever the method declares, and never iterates them: the client sees `error`'s
-    status, and the body stays in the transport's flow-control window.
+    status, and only what HTTP/2 flow control admits before it reaches the server.
     """
     def refuse(requests, context):
         context.abort(status_for(error), str(error))

@@ -40,18 +40,24 @@ def server(tmp_path_factory, tiny_model_path) -> Iterator[InProcessServer]:
     handle.stop()
 
 
+def raw(data: bytes) -> bytes:
+    return data
+
+
 def oversized_call(channel: grpc.Channel, method: str, metadata) -> None:
     """Send OVERSIZED bytes (no valid message) to `method` of each kind: the bytes are
     refused by whatever reads them first."""
     path = f"/{SERVICE}/{method}"
+    as_bytes = {"request_serializer": raw, "response_deserializer": raw}
     if method == "Score":
-        channel.unary_unary(path)(OVERSIZED, metadata=metadata, timeout=30)
+        channel.unary_unary(path, **as_bytes)(OVERSIZED, metadata=metadata, timeout=30)
     elif method == "Export":
-        list(channel.unary_stream(path)(OVERSIZED, metadata=metadata, timeout=30))
+        list(channel.unary_stream(path, **as_bytes)(OVERSIZED, metadata=metadata, timeout=30))
     elif method == "Ingest":
-        channel.stream_unary(path)(iter([OVERSIZED]), metadata=metadata, timeout=30)
+        channel.stream_unary(path, **as_bytes)(iter([OVERSIZED]), metadata=metadata, timeout=30)
     else:
-        list(channel.stream_stream(path)(iter([OVERSIZED]), metadata=metadata, timeout=30))
+        list(channel.stream_stream(path, **as_bytes)(iter([OVERSIZED]), metadata=metadata,
+                                                   timeout=30))
 
 
 METHODS = ("Score", "Export", "Ingest", "ScoreStream")   # unary, server, client, bidi
