@@ -53,6 +53,9 @@ FINAL_GRACE_SECONDS = 1.0
 #: Beyond the drain, how long a shutdown may take before the threads' stacks are logged.
 SHUTDOWN_STALL_SECONDS = 15.0
 SERVICE_NAME = envad_pb2.DESCRIPTOR.services_by_name["AnomalyService"].full_name
+#: health name of the service's writes (Ingest, Fit, SetLabel, Score with store):
+#: NOT_SERVING while the store refuses them (a damaged table awaiting restore)
+WRITES_NAME = SERVICE_NAME + ".writes"
 
 
 @dataclass
@@ -82,8 +85,8 @@ class RunningServer:
         alongside the close (which saves them too)."""
         with self.health_lock:
             self.stop_event.set()
-            self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
-            self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+            for name in (SERVICE_NAME, WRITES_NAME, ""):
+                self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if grace:
             self.gate.drain(grace)
         self.server.stop(FINAL_GRACE_SECONDS if grace else grace).wait()
@@ -129,6 +132,7 @@ def start(config: ServerConfig) -> RunningServer:
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_servicer.set(WRITES_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     try:
@@ -168,13 +172,16 @@ def _bind(server: grpc.Server, config: ServerConfig) -> int:
 
 
 def _set_health(running: RunningServer) -> None:
-    """The service's health from the engine's readiness, unless the server is stopping
-    (then it stays NOT_SERVING, as `stop` set it)."""
-    status = (health_pb2.HealthCheckResponse.SERVING if running.engine.ready
-              else health_pb2.HealthCheckResponse.NOT_SERVING)
+    """The service's health from the engine's readiness, and its writes' from whether the
+    store takes them, unless the server is stopping (then both stay NOT_SERVING, as
+    `stop` set them)."""
+    serving, not_serving = (health_pb2.HealthCheckResponse.SERVING,
+                            health_pb2.HealthCheckResponse.NOT_SERVING)
+    ready, writable = running.engine.ready, running.engine.writable
     with running.health_lock:
         if not running.stop_event.is_set():
-            running.health.set(SERVICE_NAME, status)
+            running.health.set(SERVICE_NAME, serving if ready else not_serving)
+            running.health.set(WRITES_NAME, serving if ready and writable else not_serving)
 
 
 def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:

@@ -129,6 +129,13 @@ class Engine:
     def ready(self) -> bool:
         return self._active is not None
 
+    @property
+    def writable(self) -> bool:
+        """Whether the active store takes writes (not while a damaged table awaits a
+        restore or an accepted loss: `hint` says which)."""
+        space = self._active
+        return space is not None and space.store.writable
+
     def close(self) -> None:
         with self._lock:
             for space in self._spaces.values():

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from envad.server.app import WRITES_NAME
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 from tiny_encoder import synthetic_images
@@ -23,6 +25,8 @@ from tiny_encoder import synthetic_images
 CASES = ("data-truncated", "data-deleted", "manifest-truncated", "manifest-deleted")
 BASE_ROWS = 120     # the fitted_process fixture's rows
 PER_COMMIT = 8
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def _ingest(stub, prefix: str, seed: int) -> int:
@@ -50,6 +54,12 @@ def _damage(table_dir: Path, case: str) -> Path:
     return target
 
 
+def _writes_health(server) -> int:
+    """The health status of the service's writes."""
+    return health_pb2_grpc.HealthStub(server.channel()).Check(
+        health_pb2.HealthCheckRequest(service=WRITES_NAME), timeout=10).status
+
+
 def _refused(call) -> str:
     with pytest.raises(grpc.RpcError) as refused:
         call()
@@ -71,6 +81,7 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     damaged = _damage(table_dir, case)
     fitted_process.log_path = tmp_path / f"{case}.log"
     fitted_process.start()                  # starts: health SERVING (else this raises)
+    assert _writes_health(fitted_process) == NOT_SERVING     # reads served, writes not
 
     stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
@@ -112,6 +123,7 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert len(records) == 1 and records[0].name in details
     records[0].unlink()
     fitted_process.start()
+    assert _writes_health(fitted_process) == SERVING
     stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
     assert _ingest(stub, "second", 12) == PER_COMMIT        # stored again
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
