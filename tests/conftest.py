@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from server_handle import InProcessServer, ServerHandle
+from server_handle import InProcessServer, ServerHandle, models_dir_in
 from tiny_encoder import build_tiny_encoder
 
 
@@ -33,18 +33,11 @@ def tiny_model_path(tmp_path_factory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("models") / "tiny-test.onnx")
 
 
-def _models_dir(tmp_path: Path, tiny_model_path: Path) -> Path:
-    models_dir = tmp_path / "models"
-    models_dir.mkdir()
-    (models_dir / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
-    return models_dir
-
-
 @pytest.fixture
 def envad_server(tmp_path, tiny_model_path) -> Iterator[InProcessServer]:
     """A started server (in this process) with the tiny model in its models dir and an
     empty store."""
-    handle = InProcessServer(tmp_path / "data", _models_dir(tmp_path, tiny_model_path))
+    handle = InProcessServer(tmp_path / "data", models_dir_in(tmp_path, tiny_model_path))
     handle.start()
     yield handle
     handle.stop()
@@ -54,7 +47,7 @@ def envad_server(tmp_path, tiny_model_path) -> Iterator[InProcessServer]:
 def envad_process(tmp_path, tiny_model_path) -> Iterator[ServerHandle]:
     """A started `envad serve` subprocess with the tiny model and an empty store: for
     tests of the process itself (signals, exit code, log, kill -9)."""
-    handle = ServerHandle(tmp_path / "data", _models_dir(tmp_path, tiny_model_path))
+    handle = ServerHandle(tmp_path / "data", models_dir_in(tmp_path, tiny_model_path))
     handle.start()
     yield handle
     handle.stop()

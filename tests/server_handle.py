@@ -41,6 +41,14 @@ def open_channel(address: str) -> grpc.Channel:
         ("grpc.max_receive_message_length", CHANNEL_LIMIT)])
 
 
+def models_dir_in(root: Path, tiny_model_path: Path) -> Path:
+    """`root/models` holding the tiny encoder file (created when missing)."""
+    models = root / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (models / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
+    return models
+
+
 def fit_normal_rows(stub, count: int = 80) -> None:
     """Ingest `count` normal training rows of NORMAL_ENVS in turn, and Fit the default
     detectors on them."""

@@ -8,17 +8,14 @@ from collections.abc import Iterator
 import pytest
 
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import ServerHandle, fit_normal_rows
+from server_handle import ServerHandle, fit_normal_rows, models_dir_in
 
 
 @pytest.fixture(scope="module")
 def shared_server(tmp_path_factory, tiny_model_path) -> Iterator[ServerHandle]:
     """One fitted server for the whole module (tests add rows under their own ids)."""
     root = tmp_path_factory.mktemp("reliability")
-    models_dir = root / "models"
-    models_dir.mkdir()
-    (models_dir / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
-    handle = ServerHandle(root / "data", models_dir)
+    handle = ServerHandle(root / "data", models_dir_in(root, tiny_model_path))
     handle.log_path = root / "server.log"
     handle.start()
     fit_normal_rows(pb_grpc.AnomalyServiceStub(handle.channel()))

@@ -13,7 +13,7 @@ import pytest
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import SERVICE, InProcessServer
+from server_handle import SERVICE, InProcessServer, models_dir_in
 from tiny_encoder import synthetic_images
 
 TOKEN = "s3cret"
@@ -29,10 +29,7 @@ REFUSALS = {   # metadata of a call the token check refuses
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, tiny_model_path) -> Iterator[InProcessServer]:
     root = tmp_path_factory.mktemp("auth")
-    models = root / "models"
-    models.mkdir()
-    (models / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
-    handle = InProcessServer(root / "data", models, extra_env={
+    handle = InProcessServer(root / "data", models_dir_in(root, tiny_model_path), extra_env={
         "ENVAD_AUTH_TOKEN": TOKEN, "ENVAD_MAX_MESSAGE_MB": str(LIMIT_MB),
         "ENVAD_WORKERS": str(WORKERS)})
     handle.start()

@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import SERVICE, ServerHandle, fit_normal_rows
+from server_handle import SERVICE, ServerHandle, fit_normal_rows, models_dir_in
 from tiny_encoder import synthetic_images
 
 
@@ -59,10 +59,7 @@ def _log_lines(path: Path) -> int:
 
 
 def test_a_full_data_directory(small_disk, tmp_path, tiny_model_path):
-    models = tmp_path / "models"
-    models.mkdir()
-    (models / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
-    server = ServerHandle(small_disk / "data", models)
+    server = ServerHandle(small_disk / "data", models_dir_in(tmp_path, tiny_model_path))
     server.log_path = tmp_path / "server.log"
     server.start()
     try:

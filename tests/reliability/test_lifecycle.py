@@ -13,15 +13,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import SERVICE, ServerHandle
+from server_handle import SERVICE, ServerHandle, models_dir_in
 from tiny_encoder import synthetic_images
 
 
 def server_with(tmp_path: Path, tiny_model_path: Path, **env: str) -> ServerHandle:
-    models = tmp_path / "models"
-    models.mkdir(exist_ok=True)
-    (models / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
-    return ServerHandle(tmp_path / "data", models, extra_env=env)
+    return ServerHandle(tmp_path / "data", models_dir_in(tmp_path, tiny_model_path),
+                        extra_env=env)
 
 
 def test_health_reports_not_serving_during_the_drain(envad_process):

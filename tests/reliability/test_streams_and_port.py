@@ -33,7 +33,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import SERVICE, ServerHandle, fit_normal_rows
+from server_handle import SERVICE, ServerHandle, fit_normal_rows, models_dir_in
 from tiny_encoder import synthetic_images
 
 STREAMS = 64
@@ -43,10 +43,7 @@ IDLE_SECONDS = 2.0
 
 
 def _server(root: Path, tiny_model_path: Path, **env: str) -> ServerHandle:
-    models = root / "models"
-    models.mkdir(parents=True, exist_ok=True)
-    (models / tiny_model_path.name).write_bytes(tiny_model_path.read_bytes())
-    handle = ServerHandle(root / "data", models, extra_env=env)
+    handle = ServerHandle(root / "data", models_dir_in(root, tiny_model_path), extra_env=env)
     handle.log_path = root / "server.log"
     return handle
 
