@@ -28,14 +28,16 @@ from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 from envad.records import RowFilter
 from envad.server.id_positions import IdPositions
 from envad.server.limits import MAX_NAME_CHARS, text_problem
+from envad.server.remote_dir import RemoteDir
 from envad.server.storage_uri import is_uri, redact
 from envad.server.store_recovery import (
     Acknowledged,
+    LocalRecord,
     Recovery,
+    RemoteRecord,
+    open_below_record,
     open_newest_readable,
-    read_record,
     record_path,
-    write_record,
 )
 
 PRIMARY_KEY_METADATA = {"lance-schema:unenforced-primary-key": "true"}
@@ -82,17 +84,21 @@ def open_table(db, model_id: str, dim: int, db_dir: Path | None = None):
     return open_table_at_readable(db, model_id, dim, db_dir)[0]
 
 
-def open_table_at_readable(db, model_id: str, dim: int, db_dir: Path | None = None
+def open_table_at_readable(db, model_id: str, dim: int, db_dir: Path | None = None,
+                           record: RemoteRecord | None = None
                            ) -> tuple[Any, Recovery | None]:
     """`open_table`, and the Recovery of a table served below its newest version or
-    below its acknowledged record (None when it opened as it is)."""
+    below its acknowledged record (None when it opened as it is). A table on object
+    storage is checked against its acknowledged `record` only."""
     name = table_name(model_id)
     recovery = None
     try:
-        if db_dir is None:
-            table = db.open_table(name)
-        else:
+        if db_dir is not None:
             table, recovery = open_newest_readable(db, db_dir, name)
+        elif record is not None:
+            table, recovery = open_below_record(db, name, record)
+        else:
+            table = db.open_table(name)
     except ValueError:  # not created yet
         table = db.create_table(name, schema=make_schema(dim), exist_ok=True)
     stored = table.schema.field("vector").type.list_size
@@ -201,19 +207,21 @@ class EmbeddingStore:
         self.model_id = model_id
         self.dim = dim
         self._env_counts: tuple[int, dict[str, int]] | None = None
-        #: the acknowledged record and the damaged-table recovery read local files: a
-        #: table on object storage opens as it is, without them
-        self._record: Path | None = None
+        #: where the acknowledged record lives (store_recovery.py): a local file, or an
+        #: object beside the LanceDB folder on object storage
+        self._record: LocalRecord | RemoteRecord
         if is_uri(db_dir):
-            self._table, self.recovery = _open_remote(str(db_dir), model_id, dim,
-                                                      dict(storage_options or {}))
+            options = dict(storage_options or {})
+            self._record = _remote_record(str(db_dir), model_id, options)
+            self._table, self.recovery = _open_remote(str(db_dir), model_id, dim, options,
+                                                      self._record)
         else:
             self._db = lancedb.connect(str(db_dir),
                                        read_consistency_interval=dt.timedelta(0))
             #: how a damaged table is served (None: it opened as it is): store_recovery.py
             self._table, self.recovery = open_table_at_readable(self._db, model_id, dim,
                                                                 Path(db_dir))
-            self._record = record_path(Path(db_dir), table_name(model_id))
+            self._record = LocalRecord(record_path(Path(db_dir), table_name(model_id)))
         self._record_lock = threading.Lock()
         self._acknowledged: Acknowledged | None = None
         self._read_version()
@@ -238,15 +246,13 @@ class EmbeddingStore:
         """Make `version` (just committed, about to be acknowledged) and the table's
         rows the durable acknowledged record (store_recovery.py); an older version than
         the one recorded is left."""
-        if self._record is None:
-            return
         with self._record_lock:
             if self._acknowledged is None:
-                self._acknowledged = read_record(self._record)
+                self._acknowledged = self._record.read()
             if self._acknowledged is not None and version <= self._acknowledged.version:
                 return
             acknowledged = Acknowledged(int(version), self.count())
-            write_record(self._record, acknowledged)
+            self._record.write(acknowledged)
             self._acknowledged = acknowledged
 
     @property
@@ -389,7 +395,7 @@ class EmbeddingStore:
             self._table.update(where=where, values={"label": label})
         version = self._read_version()
         # a relabel is acknowledged too
-        if wanted and self._record is not None and self._record.is_file():
+        if wanted and (self._acknowledged is not None or self._record.exists()):
             self.record_acknowledged(version)
         return [i for i in dict.fromkeys(ids) if i in stored]
 
@@ -399,15 +405,22 @@ class EmbeddingStore:
         self._read_version()
 
 
-def _open_remote(uri: str, model_id: str, dim: int, options: dict[str, str]
-                 ) -> tuple[Any, Recovery | None]:
-    """`model_id`'s table in the LanceDB folder `uri` on object storage; an unreachable
-    endpoint, refused credentials or a missing bucket is one FailedPrecondition whose
-    text holds no secret."""
+def _remote_record(uri: str, model_id: str, options: dict[str, str]) -> RemoteRecord:
+    """The acknowledged record of `model_id`'s table in the LanceDB folder `uri`: an
+    object in the folder above it (`<data dir>/lancedb.acknowledged/<table>.json`)."""
+    parent, _, _ = uri.rstrip("/").rpartition("/")
+    return RemoteRecord(RemoteDir(parent, options), table_name(model_id))
+
+
+def _open_remote(uri: str, model_id: str, dim: int, options: dict[str, str],
+                 record: RemoteRecord) -> tuple[Any, Recovery | None]:
+    """`model_id`'s table in the LanceDB folder `uri` on object storage, checked against
+    its acknowledged `record`; an unreachable endpoint, refused credentials or a missing
+    bucket is one FailedPrecondition whose text holds no secret."""
     try:
         db = lancedb.connect(uri, storage_options=options,
                              read_consistency_interval=dt.timedelta(0))
-        return open_table_at_readable(db, model_id, dim)
+        return open_table_at_readable(db, model_id, dim, record=record)
     except EnvadError:
         raise
     except Exception as exc:  # lance reports storage failures as OSError, ValueError, ...

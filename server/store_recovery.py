@@ -22,6 +22,12 @@ record file (the next start then serves the readable version as the newest one a
 writes follow it). When nothing acknowledged is missing, the readable version is
 restored as the newest version at once (lance's restore: a new version with its data),
 so that writes follow it.
+
+On object storage (`open_below_record`), the record is the object
+`<uri>/lancedb.acknowledged/<table>.json`, replaced by one PUT of the whole JSON (a
+reader sees the old record or the new one, never a part), and the same rule applies at
+start to the version lance opens as the newest; the damaged-file checks above read local
+files and are not made there.
 """
 
 from __future__ import annotations
@@ -32,12 +38,15 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lance
 
 from envad.errors import FailedPrecondition
 from envad.server.durable import fsync_path
+
+if TYPE_CHECKING:
+    from envad.server.remote_dir import RemoteDir
 
 log = logging.getLogger(__name__)
 DAMAGED_SUFFIX = ".damaged"
@@ -84,6 +93,54 @@ def write_record(path: Path, acknowledged: Acknowledged) -> None:
     fsync_path(path.parent)
 
 
+def _parsed(text: str | bytes, where: str) -> Acknowledged | None:
+    try:
+        data = json.loads(text)
+        return Acknowledged(int(data["version"]), int(data["rows"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        log.error("acknowledged record %s does not read (%s): taken as absent", where, exc)
+        return None
+
+
+class LocalRecord:
+    """The acknowledged record of a table in a local LanceDB folder (`record_path`)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def read(self) -> Acknowledged | None:
+        return read_record(self.path)
+
+    def write(self, acknowledged: Acknowledged) -> None:
+        write_record(self.path, acknowledged)
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+
+class RemoteRecord:
+    """The acknowledged record of a table in a LanceDB folder on object storage: the
+    object `lancedb.acknowledged/<table>.json` beside it, written in one PUT."""
+
+    def __init__(self, data_dir: RemoteDir, table: str):
+        self.relative = f"lancedb.acknowledged/{table}.json"
+        self.uri = f"{data_dir.uri}/{self.relative}"
+        self._dir = data_dir
+
+    def read(self) -> Acknowledged | None:
+        """The record; None when there is none (or it does not read: logged). An
+        unreachable store is a FailedPrecondition."""
+        data = self._dir.read_bytes(self.relative)
+        return None if data is None else _parsed(data, self.uri)
+
+    def write(self, acknowledged: Acknowledged) -> None:
+        body = json.dumps({"version": acknowledged.version, "rows": acknowledged.rows})
+        self._dir.write_bytes(self.relative, body.encode())
+
+    def exists(self) -> bool:
+        return self._dir.read_bytes(self.relative) is not None
+
+
 @dataclass(frozen=True)
 class Recovery:
     """How a table whose newest files were damaged, or that opened below its acknowledged
@@ -95,7 +152,7 @@ class Recovery:
     damaged: tuple[str, ...] = ()        # files, relative to the data directory
     damaged_version: int | None = None   # the newest version, not served
     missing: Acknowledged | None = None  # the acknowledged commit not served
-    record: str = ""                     # the record file, relative to the data directory
+    record: str = ""                     # the record: relative to a local data dir, or a URI
     restored_as: int | None = None       # the new version holding the served data
 
     @property
@@ -171,6 +228,24 @@ def open_newest_readable(db, db_dir: Path, name: str):
     recovery = Recovery(name, served, rows, tuple(damaged), damaged_version, missing,
                         relative(record), restored_as)
     log.error("%s (%s)", recovery.problem, _what_was_lost(db_dir, uri, damaged, missing))
+    return table, recovery
+
+
+def open_below_record(db, name: str, record: RemoteRecord):
+    """`db.open_table(name)` on object storage: (table, Recovery or None). The version
+    lance opens as the newest is checked against the record only (no file checks):
+    below it, the table is served read-only as `open_newest_readable` serves it.
+
+    ValueError when the table does not exist (as `open_table`)."""
+    table = db.open_table(name)
+    served = int(table.version)
+    rows = int(table.count_rows())
+    acknowledged = record.read()
+    if acknowledged is None or (served >= acknowledged.version
+                                and rows >= acknowledged.rows):
+        return table, None
+    recovery = Recovery(name, served, rows, missing=acknowledged, record=record.uri)
+    log.error("%s (the newest version lance lists is %d)", recovery.problem, served)
     return table, recovery
 
 
