@@ -22,7 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client.server_process import LocalServer
 from envad.records import MIN_FIT_ROWS
-from envad.server.app import RunningServer, start
+from envad.server.app import WRITES_NAME, RunningServer, start
 from envad.server.config import load_config
 from envad.v1 import envad_pb2 as pb
 from tiny_encoder import synthetic_images
@@ -59,6 +59,21 @@ def fit_normal_rows(stub, count: int = 80) -> None:
                                 for i in range(0, len(items), 20)]), timeout=60)
     assert summary.inserted == count, summary
     stub.Fit(pb.FitRequest(seed=0, allow_few_rows=count < MIN_FIT_ROWS), timeout=120)
+
+
+def ingest_commit(stub, prefix: str, seed: int, count: int = 8) -> int:
+    """One Ingest call (one commit) of `count` normal images of camera cam-a with ids
+    PREFIX-0, PREFIX-1, ...; the number inserted."""
+    images = synthetic_images("normal", count, seed=seed)
+    items = [pb.IngestItem(image=pb.Image(data=d, id=f"{prefix}-{i}", env="cam-a"),
+                           split="train") for i, d in enumerate(images)]
+    return stub.Ingest(iter([pb.IngestRequest(items=items)]), timeout=60).inserted
+
+
+def writes_health(handle) -> int:
+    """The health status of the service's writes on the server `handle`."""
+    return health_pb2_grpc.HealthStub(handle.channel()).Check(
+        health_pb2.HealthCheckRequest(service=WRITES_NAME), timeout=10).status
 
 
 def wait_for_health(address: str, service: str = SERVICE, timeout: float = 60.0,

@@ -1,4 +1,4 @@
-"""Damaged store files met at start (issue 46, point 3), on real `envad serve` processes.
+"""Damaged store files met at start, on real `envad serve` processes.
 
 Rows are ingested in two commits, the server stops, the newest version's data file or
 manifest is truncated or deleted, and the server starts again: it serves the newest
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
-from envad.server.app import WRITES_NAME
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
+from server_handle import ingest_commit, writes_health
 from tiny_encoder import synthetic_images
 
 CASES = ("data-truncated", "data-deleted", "manifest-truncated", "manifest-deleted")
@@ -27,13 +27,6 @@ BASE_ROWS = 120     # the fitted_process fixture's rows
 PER_COMMIT = 8
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def _ingest(stub, prefix: str, seed: int) -> int:
-    images = synthetic_images("normal", PER_COMMIT, seed=seed)
-    items = [pb.IngestItem(image=pb.Image(data=d, id=f"{prefix}-{i}", env="cam-a"),
-                           split="train") for i, d in enumerate(images)]
-    return stub.Ingest(iter([pb.IngestRequest(items=items)]), timeout=60).inserted
 
 
 def _newest(paths) -> Path:
@@ -54,12 +47,6 @@ def _damage(table_dir: Path, case: str) -> Path:
     return target
 
 
-def _writes_health(server) -> int:
-    """The health status of the service's writes."""
-    return health_pb2_grpc.HealthStub(server.channel()).Check(
-        health_pb2.HealthCheckRequest(service=WRITES_NAME), timeout=10).status
-
-
 def _refused(call) -> str:
     with pytest.raises(grpc.RpcError) as refused:
         call()
@@ -71,8 +58,8 @@ def _refused(call) -> str:
 def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
         fitted_process, tmp_path, case):
     stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
-    assert _ingest(stub, "first", 11) == PER_COMMIT
-    assert _ingest(stub, "second", 12) == PER_COMMIT       # the newest commit
+    assert ingest_commit(stub, "first", 11) == PER_COMMIT
+    assert ingest_commit(stub, "second", 12) == PER_COMMIT       # the newest commit
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     acknowledged, total = info.table_version, info.total_rows
     assert total == BASE_ROWS + 2 * PER_COMMIT
@@ -81,7 +68,7 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     damaged = _damage(table_dir, case)
     fitted_process.log_path = tmp_path / f"{case}.log"
     fitted_process.start()                  # starts: health SERVING (else this raises)
-    assert _writes_health(fitted_process) == NOT_SERVING     # reads served, writes not
+    assert writes_health(fitted_process) == NOT_SERVING     # reads served, writes not
 
     stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
@@ -106,7 +93,7 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert len(errors) == 1, errors
     assert damaged.name in errors[0] and f"serving version {served}" in errors[0]
     # the acknowledged rows of the lost version are not dropped silently: writes refused
-    for call in (lambda: _ingest(stub, "third", 13),
+    for call in (lambda: ingest_commit(stub, "third", 13),
                  lambda: stub.Fit(pb.FitRequest(seed=0), timeout=60),
                  lambda: stub.SetLabel(pb.SetLabelRequest(ids=["first-0"], label="x"),
                                        timeout=30),
@@ -123,9 +110,9 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert len(records) == 1 and records[0].name in details
     records[0].unlink()
     fitted_process.start()
-    assert _writes_health(fitted_process) == SERVING
+    assert writes_health(fitted_process) == SERVING
     stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
-    assert _ingest(stub, "second", 12) == PER_COMMIT        # stored again
+    assert ingest_commit(stub, "second", 12) == PER_COMMIT        # stored again
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     assert info.total_rows == total, info
     # a damaged data file is still the newest version: the readable one was restored
@@ -141,7 +128,7 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
 
 def test_acknowledged_commits_are_recorded_outside_the_table(envad_server):
     stub = pb_grpc.AnomalyServiceStub(envad_server.channel())
-    assert _ingest(stub, "first", 11) == PER_COMMIT
+    assert ingest_commit(stub, "first", 11) == PER_COMMIT
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     [record] = (envad_server.data_dir / "lancedb.acknowledged").glob("*.json")
     import json

@@ -6,11 +6,10 @@ import logging
 import uuid
 from collections.abc import Iterator
 
+import pyarrow.fs as pafs
 import pytest
+from moto import server as moto_server
 from s3_emulator import BUCKET, SECRET
-
-moto_server = pytest.importorskip("moto.server")
-pafs = pytest.importorskip("pyarrow.fs")
 
 
 @pytest.fixture(scope="session")

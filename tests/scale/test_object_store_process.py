@@ -5,13 +5,13 @@ statistics."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+from moto import settings as moto_settings
 from s3_emulator import SECRET, UriServer, in_process, listed, local_models, statistics_uploaded
 
 from envad.server.remote_dir import RemoteDir
@@ -19,14 +19,6 @@ from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 from server_handle import fit_normal_rows
 from tiny_encoder import synthetic_images
-
-moto_settings = pytest.importorskip("moto.settings")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _serve(uri: str, options: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
@@ -39,13 +31,13 @@ def _serve(uri: str, options: dict[str, str], tmp_path) -> subprocess.CompletedP
 
 @pytest.mark.parametrize("fault", ["missing bucket", "bad endpoint", "wrong credentials"])
 def test_storage_that_cannot_be_reached_stops_the_start(fault, s3_options, s3_uri, tmp_path,
-                                                        monkeypatch):
+                                                        monkeypatch, unused_port):
     """One line on stderr naming the URI and what to check, no secret, no traceback."""
     options, uri, check = dict(s3_options), s3_uri, "bucket"
     if fault == "missing bucket":
         uri = "s3://envad-no-such-bucket/p"
     elif fault == "bad endpoint":
-        options["aws_endpoint"] = f"http://127.0.0.1:{_free_port()}"
+        options["aws_endpoint"] = f"http://127.0.0.1:{unused_port}"
         check = "endpoint"
     else:
         # the S3 server now checks every request's key: the test's key is unknown to it

@@ -9,35 +9,21 @@ from __future__ import annotations
 import json
 import re
 
+import boto3
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from s3_emulator import BUCKET, in_process, local_models
 
-from envad.server.app import WRITES_NAME
 from envad.server.remote_dir import RemoteDir
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from tiny_encoder import synthetic_images
-
-boto3 = pytest.importorskip("boto3")
+from server_handle import ingest_commit, writes_health
 
 PER_COMMIT = 8
 _U64_MAX = (1 << 64) - 1
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 SERVING = health_pb2.HealthCheckResponse.SERVING
-
-
-def _ingest(stub, prefix: str, seed: int) -> int:
-    images = synthetic_images("normal", PER_COMMIT, seed=seed)
-    items = [pb.IngestItem(image=pb.Image(data=d, id=f"{prefix}-{i}", env="cam-a"),
-                           split="train") for i, d in enumerate(images)]
-    return stub.Ingest(iter([pb.IngestRequest(items=items)]), timeout=60).inserted
-
-
-def _writes_health(handle) -> int:
-    return health_pb2_grpc.HealthStub(handle.channel()).Check(
-        health_pb2.HealthCheckRequest(service=WRITES_NAME), timeout=10).status
 
 
 def _delete_newest_manifest(options: dict[str, str], uri: str) -> str:
@@ -65,10 +51,10 @@ def test_a_lost_manifest_on_the_bucket_is_served_read_only(
     first = in_process(s3_uri, models, tmp_path / "cache-1", s3_options).start()
     try:
         stub = pb_grpc.AnomalyServiceStub(first.channel())
-        assert _ingest(stub, "first", 11) == PER_COMMIT
-        assert _ingest(stub, "second", 12) == PER_COMMIT        # the newest commit
+        assert ingest_commit(stub, "first", 11) == PER_COMMIT
+        assert ingest_commit(stub, "second", 12) == PER_COMMIT        # the newest commit
         info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
-        assert _writes_health(first) == SERVING
+        assert writes_health(first) == SERVING
     finally:
         first.stop()
     acknowledged, total = info.table_version, info.total_rows
@@ -80,7 +66,7 @@ def test_a_lost_manifest_on_the_bucket_is_served_read_only(
 
     second = in_process(s3_uri, models, tmp_path / "cache-2", s3_options).start()
     try:
-        assert _writes_health(second) == NOT_SERVING             # reads served, writes not
+        assert writes_health(second) == NOT_SERVING             # reads served, writes not
         stub = pb_grpc.AnomalyServiceStub(second.channel())
         info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
         assert info.total_rows == total - PER_COMMIT
@@ -91,7 +77,7 @@ def test_a_lost_manifest_on_the_bucket_is_served_read_only(
             timeout=30) for row in chunk.rows.rows}
         assert exported == {f"first-{i}" for i in range(PER_COMMIT)}
         with pytest.raises(grpc.RpcError) as refused:
-            _ingest(stub, "third", 13)
+            ingest_commit(stub, "third", 13)
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         details = refused.value.details() or ""
         assert f"acknowledged version {acknowledged}" in details, details
