@@ -775,13 +775,17 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
                   + " | ".join(f"{mix} (folds)" for mix in mixes) + " |",
                   "| --- | --- |" + " --- |" * len(mixes)]
         for name, v in adaptations.items():
-            cells = [f"{v['mixes'][mix]['mean']:.3f} ("
-                     + " / ".join(f"{x:.3f}" for x in v["mixes"][mix]["folds"]) + ")"
-                     for mix in mixes]
+            cells = [_mean_and_folds(v["mixes"][mix]) for mix in mixes]
             lines.append(f"| {name} | {v['mean']:.3f} ± {v['std']:.3f} | "
                          + " | ".join(cells) + " |")
         lines += order_lines(adaptations)
     return "\n".join(lines) + "\n"
+
+
+def _mean_and_folds(means: dict) -> str:
+    """A table cell: the mean over folds, then each fold's value ("0.712 (0.7 / ...)")."""
+    return (f"{means['mean']:.3f} (" + " / ".join(f"{v:.3f}" for v in means["folds"])
+            + ")")
 
 
 def data_line(summary: dict) -> str:
@@ -813,9 +817,7 @@ def dataset_lines(summary: dict) -> list[str]:
              "| candidate | space | set | mean over all folds | " + " | ".join(tags) + " |",
              "| --- | --- | --- | --- |" + " --- |" * len(tags)]
     for name, row in best_rows.items():
-        cells = [f"{row['datasets'][t]['mean']:.3f} ("
-                 + " / ".join(f"{v:.3f}" for v in row["datasets"][t]["folds"]) + ")"
-                 for t in tags]
+        cells = [_mean_and_folds(row["datasets"][t]) for t in tags]
         lines.append(f"| {name} | {row['space']} | {row['scorer'].replace(ENSEMBLE_PREFIX, '')}"
                      f" | {row['mean']:.3f} | " + " | ".join(cells) + " |")
     return lines
