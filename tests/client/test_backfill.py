@@ -129,15 +129,19 @@ def test_server_restart_during_backfill(envad_server, tmp_path) -> None:
     result = {}
 
     def backfill():
-        with EnvadClient(envad_server.address, timeout=20) as client:
-            result["summary"] = run_backfill(client, open_source(tree), tmp_path / "ck.jsonl",
-                                             options, progress=False)
+        try:
+            with EnvadClient(envad_server.address, timeout=20) as client:
+                result["summary"] = run_backfill(client, open_source(tree),
+                                                 tmp_path / "ck.jsonl", options, progress=False)
+        except Exception as exc:  # the test reports it below, with its type and text
+            result["error"] = exc
 
     thread = threading.Thread(target=backfill)
     thread.start()
     time.sleep(0.6)
     envad_server.restart()
     thread.join(120)
+    assert "summary" in result, f"the backfill did not finish: {result.get('error')!r}"
     summary = result["summary"]
     assert summary.ok == 60 and summary.failed == 0
     with EnvadClient(envad_server.address) as client:
