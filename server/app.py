@@ -154,6 +154,7 @@ def start(config: ServerConfig) -> RunningServer:
                                  "data_dir": str(config.data_dir),
                                  "models_dir": str(config.resolved_models_dir)})
     engine.start()
+    gate.open()
     _set_health(running)
     running.refresher = threading.Thread(target=_refresh_loop, args=(running, metrics),
                                          name="refresh", daemon=True)

@@ -193,23 +193,33 @@ def _refuse_unparsable(behavior, streams_in: bool, streams_out: bool):
 
 
 class DrainGate(grpc.ServerInterceptor):
-    """Counts the RPCs in flight and, once draining, refuses new ones with UNAVAILABLE
-    (retryable) while health and reflection keep answering: a SIGTERM'd server reports
-    NOT_SERVING for the whole drain instead of vanishing."""
+    """Counts the RPCs in flight; until `open()` (the store and the encoder opened) and
+    once draining, refuses new ones with UNAVAILABLE (retryable) while health and
+    reflection keep answering: a starting server is not mistaken for one without a
+    model, and a SIGTERM'd server reports NOT_SERVING for the whole drain instead of
+    vanishing."""
 
     def __init__(self) -> None:
         self._idle = threading.Condition()
         self._in_flight = 0
+        self._opened = False
         self._draining = False
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
             return handler
+        if not self._opened:
+            return _refused_unread(handler, Unavailable(
+                "server is starting (opening the store and the encoder); retry in a moment"))
         if self._draining:
             return _refused_unread(handler, Unavailable(
                 "server is shutting down; retry on another replica or after it restarts"))
         return _rebuild(handler, self._counted)
+
+    def open(self) -> None:
+        """Let the service's RPCs in: the engine has started."""
+        self._opened = True
 
     def drain(self, timeout: float) -> bool:
         """Refuse new RPCs and wait up to `timeout` s for those in flight; True if none
