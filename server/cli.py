@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from envad.server.config import ServerConfig, describe, load_config
+from envad.server.config import ROLES, ServerConfig, describe, load_config
 
 
 def register(subparsers) -> None:
@@ -39,6 +39,19 @@ def register(subparsers) -> None:
     parser.add_argument("--models-dir",
                         help="ONNX encoders: a local path or a URI on object storage, "
                              "downloaded into the cache (default DATA_DIR/models)")
+    parser.add_argument("--role", choices=ROLES,
+                        help="'all' serves and writes (one process; the default); on a store "
+                             "on object storage, one 'writer' takes Ingest, Fit, Label and "
+                             "model activation, and any number of 'reader's serve Score, "
+                             "Search, Export and Info, following the writer "
+                             "(docs/scaling.md)")
+    parser.add_argument("--writer-address", metavar="HOST:PORT",
+                        help="a reader's writer: named in the refusal of a write sent to "
+                             "the reader")
+    parser.add_argument("--refresh-seconds", "--refresh-s", type=float,
+                        help="how often new rows, bundles, models and camera statistics "
+                             "stored by another process are picked up (default "
+                             f"{shown.refresh_seconds:g})")
     parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (0 = off)")
     parser.add_argument("--max-streams", type=int,
                         help="streaming calls (ScoreStream, Ingest, Export, ...) served at once; "
@@ -61,6 +74,8 @@ def run(args) -> int:
         "host": args.host, "port": args.port, "data_dir": args.data_dir,
         "storage_options": args.storage_option, "cache_dir": args.cache_dir,
         "models_dir": args.models_dir, "metrics_port": args.metrics_port,
+        "role": args.role, "writer_address": args.writer_address,
+        "refresh_seconds": args.refresh_seconds,
         "max_streams": args.max_streams, "stream_idle_seconds": args.stream_idle_seconds,
     })
     # before the engine's imports (whose libraries log as they load): a wrong setting or

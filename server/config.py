@@ -37,6 +37,10 @@ ENV_PREFIX = "ENVAD_"
 #: writes: at 20,000 the writer fell to 0.35-0.42x lancedb's append over 100k rows, at
 #: 200,000 it holds 0.50-0.60x (docs/benchmarks.md)
 DEFAULT_IVF_THRESHOLD = 200_000
+#: what a server does with a shared store: "all" serves and writes (one process, the
+#: default); "writer" is the one process that writes; "reader" serves Score, Search,
+#: Export and Info, and follows what the writer stores (docs/scaling.md)
+ROLES = ("all", "writer", "reader")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class ServerConfig:
     accelerator: str = "auto"               # encoder on "auto" (CUDA if present), "cpu", "cuda"
     default_top_k: int = DEFAULT_TOP_K      # neighbours returned as evidence
     anomaly_labels: str = ANOMALY_LABEL     # comma-separated labels of known anomalies
+    role: str = "all"                       # "all" (one process), "writer" or "reader"
+    writer_address: str = ""                # a reader's writer, named when it refuses a write
     refresh_seconds: float = 2.0            # how often external writes/models are picked up
     optimize_every: int = 100               # compact the store every N commits
     ivf_threshold: int = DEFAULT_IVF_THRESHOLD  # rows from which the index is IVF
@@ -199,6 +205,13 @@ def load_config(*, config_file: Path | None = None, env: Mapping[str, str] | Non
     if config.stream_idle_seconds < 0:
         raise InvalidInput(f"stream_idle_seconds must be >= 0 (0 = never), got "
                            f"{config.stream_idle_seconds}")
+    if config.role not in ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ROLES)}, got {config.role!r}")
+    if config.role != "all" and not config.remote:
+        raise InvalidInput(f"role {config.role} shares a store on object storage: give "
+                           "--data-dir s3://... (a local data dir is role all's)")
+    if config.refresh_seconds <= 0:
+        raise InvalidInput(f"refresh_seconds must be > 0, got {config.refresh_seconds}")
     if config.log_format not in ("json", "text"):
         raise InvalidInput("log_format must be 'json' or 'text'")
     return config
