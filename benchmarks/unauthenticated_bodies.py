@@ -45,7 +45,7 @@ def use_receive_then_refuse() -> None:
         # any request but None, which gRPC takes for a parse failure
         return interceptors._rebuild(handler, refuse,
                                      deserializer=lambda parse: (lambda data: True))
-    interceptors._refused_unread = refused_after_receive
+    interceptors.refused_unread = refused_after_receive
 
 
 def serve(work: str, refusal: str, port, stop) -> None:

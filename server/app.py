@@ -27,6 +27,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from envad import __version__
+from envad.defaults import SERVICE_NAME
 from envad.server.config import ServerConfig
 from envad.server.engine import Engine
 from envad.server.freed_memory import return_freed_memory
@@ -42,17 +43,17 @@ from envad.server.interceptors import (
 from envad.server.logs import configure_logging
 from envad.server.metrics import ServerMetrics
 from envad.server.ports import refuse_port_in_use
+from envad.server.roles import RoleGate, WriterLease, writer_lease
 from envad.server.service import AnomalyServicer
 from envad.server.stream_limits import StreamGate
 from envad.server.worker_pool import HandlerPool
-from envad.v1 import envad_pb2, envad_pb2_grpc
+from envad.v1 import envad_pb2_grpc
 
 log = logging.getLogger("envad.server")
 #: After the drain, what gRPC's own stop waits for calls still unfinished (seconds).
 FINAL_GRACE_SECONDS = 1.0
 #: Beyond the drain, how long a shutdown may take before the threads' stacks are logged.
 SHUTDOWN_STALL_SECONDS = 15.0
-SERVICE_NAME = envad_pb2.DESCRIPTOR.services_by_name["AnomalyService"].full_name
 #: health name of the service's writes (Ingest, Fit, SetLabel, Score with store):
 #: NOT_SERVING while the store refuses them (a damaged table awaiting restore)
 WRITES_NAME = SERVICE_NAME + ".writes"
@@ -71,6 +72,7 @@ class RunningServer:
     pool: HandlerPool | None = None          # the handlers' threads
     refresher: threading.Thread | None = None
     streams: StreamGate | None = None         # the bound and idle deadline of streams
+    lease: WriterLease | None = None          # a writer's lease on a shared store
     # held while the service's health is set: once `stop` has set NOT_SERVING, a refresh
     # pass that was under way cannot set SERVING again
     health_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,6 +99,11 @@ class RunningServer:
         if self.refresher is not None:
             self.refresher.join()
         self.engine.close()
+        if self.lease is not None:
+            try:
+                self.lease.release()
+            except Exception:   # the next writer takes a stale lease over
+                log.exception("releasing the writer lease failed")
 
 
 def grpc_options(config: ServerConfig) -> list[tuple[str, int]]:
@@ -115,8 +122,10 @@ def start(config: ServerConfig) -> RunningServer:
     engine = Engine(config, metrics)
     gate = DrainGate()
     streams = StreamGate(config.stream_limit, config.stream_idle_seconds)
+    lease = writer_lease(config)
     interceptors: list[grpc.ServerInterceptor] = [
         gate,
+        RoleGate(config, lease),
         ParseGuardInterceptor(),
         ObserveInterceptor(metrics_observer(metrics)),
         ObserveInterceptor(log_observer(logging.getLogger("envad.access"))),
@@ -135,21 +144,12 @@ def start(config: ServerConfig) -> RunningServer:
     health_servicer.set(WRITES_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    try:
-        port = _bind(server, config)
-    except RuntimeError:    # grpcio raises "Failed to bind to address ..."
-        port = 0
-    if port == 0:
-        streams.close()
-        raise OSError(errno.EADDRNOTAVAIL,
-                      f"cannot listen on {config.host}:{config.port}: the port is in use or "
-                      f"the address is not this machine's; pick another with --port or "
-                      f"--host")
+    port = _listen_as(server, config, streams, lease)
     server.start()
     if config.metrics_port:
         metrics.serve(config.metrics_port, config.metrics_host)
     running = RunningServer(server, engine, health_servicer, port, threading.Event(), gate,
-                            pool, streams=streams)
+                            pool, streams=streams, lease=lease)
     log.info("listening", extra={"address": f"{config.host}:{port}", "version": __version__,
                                  "data_dir": str(config.data_dir),
                                  "models_dir": str(config.resolved_models_dir)})
@@ -160,6 +160,30 @@ def start(config: ServerConfig) -> RunningServer:
                                          name="refresh", daemon=True)
     running.refresher.start()
     return running
+
+
+def _listen_as(server: grpc.Server, config: ServerConfig, streams: StreamGate,
+               lease: WriterLease | None) -> int:
+    """Bind the port, then take the writer lease of a shared store; the port, or the
+    server closed and OSError (port) or FailedPrecondition (lease) raised."""
+    try:
+        port = _bind(server, config)
+    except RuntimeError:    # grpcio raises "Failed to bind to address ..."
+        port = 0
+    if port == 0:
+        streams.close()
+        raise OSError(errno.EADDRNOTAVAIL,
+                      f"cannot listen on {config.host}:{config.port}: the port is in use or "
+                      f"the address is not this machine's; pick another with --port or "
+                      f"--host")
+    if lease is not None:
+        try:
+            lease.acquire(port)
+        except Exception:
+            server.stop(None)
+            streams.close()
+            raise
+    return port
 
 
 def _bind(server: grpc.Server, config: ServerConfig) -> int:
@@ -179,6 +203,8 @@ def _set_health(running: RunningServer) -> None:
     serving, not_serving = (health_pb2.HealthCheckResponse.SERVING,
                             health_pb2.HealthCheckResponse.NOT_SERVING)
     ready, writable = running.engine.ready, running.engine.writable
+    if running.lease is not None and running.lease.lost:
+        writable = False
     with running.health_lock:
         if not running.stop_event.is_set():
             running.health.set(SERVICE_NAME, serving if ready else not_serving)
@@ -190,6 +216,8 @@ def _refresh_loop(running: RunningServer, metrics: ServerMetrics) -> None:
     while not running.stop_event.wait(interval):
         try:
             return_freed_memory()
+            if running.lease is not None:
+                running.lease.renew()
             running.engine.refresh()
             _set_health(running)
             info = running.engine.info()

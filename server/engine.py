@@ -61,6 +61,7 @@ from envad.server.index import SelfKey
 from envad.server.limits import MAX_NAME_CHARS, check_text, shorten
 from envad.server.remote_dir import RemoteDir
 from envad.server.review import fit_rows
+from envad.server.roles import reader_refusal, takes_writes
 from envad.server.scoring import ScoredRows, ScoreJob
 from envad.server.space import ModelSpace
 from envad.server.store import Row, vectors_of
@@ -134,7 +135,7 @@ class Engine:
         """Whether the active store takes writes (not while a damaged table awaits a
         restore or an accepted loss: `hint` says which)."""
         space = self._active
-        return space is not None and space.store.writable
+        return takes_writes(self.config) and space is not None and space.store.writable
 
     def close(self) -> None:
         with self._lock:
@@ -150,6 +151,8 @@ class Engine:
         """
         self._pull_models()
         models = self.registry.scan()
+        if not takes_writes(self.config):
+            self._follow_active_model()
         if self._active is None:
             for meta in models:
                 if meta.sha256 not in self._refused:
@@ -158,11 +161,30 @@ class Engine:
         space = self._active
         if space is not None:
             space.refresh()
+            if not takes_writes(self.config):
+                space.follow_writer()
         with self._lock:
             spaces = list(self._spaces.values())
         for each in spaces:
             each.save_index()
-            each.push_statistics()
+            if takes_writes(self.config):
+                each.push_statistics()
+
+    def _follow_active_model(self) -> None:
+        """A reader: activate the model the writer activated (the `active_model` object
+        under the data URI), once its file is in the models dir."""
+        assert self.remote is not None     # a reader's store is on object storage
+        wanted = self.remote.read_bytes("active_model")
+        model_id = wanted.decode().strip() if wanted else ""
+        active = self._active.model_id if self._active is not None else ""
+        if not model_id or model_id == active:
+            return
+        if model_id not in {m.model_id for m in self.registry.scan()}:
+            log.warning("the writer activated model %s, whose file is not in %s yet",
+                        model_id, self.config.resolved_models_dir)
+            return
+        log.info("following the writer: model %s", model_id)
+        self._try_activate(model_id)
 
     def _pull_models(self) -> None:
         """For a models dir on object storage, download its new or changed `*.onnx`
@@ -230,7 +252,7 @@ class Engine:
             self._active = space
             self._problem = ""
             self._state_file.write_text(model_id)
-            if self.remote is not None:
+            if self.remote is not None and takes_writes(self.config):
                 self.remote.push_file(self._state_file, "active_model")
         log.info("active model: %s (%s)", model_id, space.encoder.meta.file)
         return Activation(replace(space.encoder.meta, active=True), self.provenance(space))
@@ -255,7 +277,8 @@ class Engine:
             if space is None or space.encoder is not encoder:
                 try:
                     space = ModelSpace(encoder, self.config, self.bundles, self.metrics,
-                                       remote=self.remote)
+                                       remote=self.remote,
+                                       writes=takes_writes(self.config))
                 except EnvadError as exc:
                     raise FailedPrecondition(str(exc)) from exc
                 self._spaces[model_id] = space
@@ -369,6 +392,8 @@ class Engine:
         (the request checked first)."""
         if not images:
             raise InvalidInput("no images in the request")
+        if options.store and not takes_writes(self.config):
+            raise FailedPrecondition(f"Score with store is a write: {reader_refusal(self.config)}")
         space = self.require_space()
         bundle = space.bundle
         if bundle is None:

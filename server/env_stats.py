@@ -145,6 +145,16 @@ class EnvStatistics:
             self._changes += 1
             return sorted(names)
 
+    def reload(self) -> None:
+        """Read the file again, replacing what is held (a reader's statistics, after the
+        writer's newer snapshot was downloaded over the file)."""
+        with self._lock:
+            if self.path is None:
+                return
+            self._counts, self._sums, self._seq = {}, {}, 0
+            self._load()
+            self._changes += 1
+
     def snapshot(self) -> None:
         """Write the whole state now and empty the journal (no-op in memory)."""
         with self._lock:

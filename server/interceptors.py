@@ -100,11 +100,11 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
         if handler is None:
             return None
         # an unauthenticated request is refused before its body is received
-        return _refused_unread(handler, Unauthenticated(
+        return refused_unread(handler, Unauthenticated(
             "missing or wrong bearer token (metadata 'authorization')"))
 
 
-def _refused_unread(handler: grpc.RpcMethodHandler, error: Exception
+def refused_unread(handler: grpc.RpcMethodHandler, error: Exception
                     ) -> grpc.RpcMethodHandler:
     """A handler answering every call to `handler`'s method with `error` before any of
     its request bytes are received.
@@ -210,10 +210,10 @@ class DrainGate(grpc.ServerInterceptor):
         if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
             return handler
         if not self._opened:
-            return _refused_unread(handler, Unavailable(
+            return refused_unread(handler, Unavailable(
                 "server is starting (opening the store and the encoder); retry in a moment"))
         if self._draining:
-            return _refused_unread(handler, Unavailable(
+            return refused_unread(handler, Unavailable(
                 "server is shutting down; retry on another replica or after it restarts"))
         return _rebuild(handler, self._counted)
 

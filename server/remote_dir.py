@@ -93,6 +93,15 @@ class RemoteDir:
         except OSError as exc:
             raise self._failed(f"write {relative} in", exc) from exc
 
+    def delete(self, relative: str) -> None:
+        """Remove one object (none there is fine)."""
+        try:
+            self._fs.delete_file(self._path(relative))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise self._failed(f"delete {relative} in", exc) from exc
+
     def check(self) -> None:
         """Raise FailedPrecondition, in one line saying what to check, when the URI
         cannot be listed: a bucket that does not exist, an endpoint that does not

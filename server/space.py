@@ -9,9 +9,11 @@ encoder never disturbs requests in flight. Spaces stay open until the server sto
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,7 @@ SEED_BATCH_ROWS = 4096
 
 
 def bind_weights(data_dir: Path, model_id: str, sha256: str,
-                 remote: RemoteDir | None = None) -> None:
+                 remote: RemoteDir | None = None, *, writes: bool = True) -> None:
     """Bind `model_id`'s store table and detector bundles to the encoder file's sha256.
 
     Embeddings (and detectors fitted on them) of other weights are not comparable, so a
@@ -61,7 +63,7 @@ def bind_weights(data_dir: Path, model_id: str, sha256: str,
     staging = binding.with_suffix(".tmp")
     staging.write_text(sha256)
     staging.replace(binding)
-    if remote is not None:
+    if remote is not None and writes:
         remote.push_file(binding, remote_name)
 
 
@@ -81,12 +83,16 @@ class ModelSpace:
     """Store, FAISS mirror, single writer, micro-batcher and detector bundle of an encoder."""
 
     def __init__(self, encoder: OnnxEncoder, config: ServerConfig, bundles: BundleStore,
-                 metrics=None, *, remote: RemoteDir | None = None):
+                 metrics=None, *, remote: RemoteDir | None = None, writes: bool = True):
         self.encoder = encoder
+        #: False on a reader: it uploads nothing and follows the writer (follow_writer)
+        self.writes = writes
+        self._bundles = bundles
         self.model_id = encoder.meta.model_id
         self.store = EmbeddingStore(config.lancedb_dir, self.model_id, encoder.dim,
                                     config.storage_options)
-        bind_weights(config.local_dir, self.model_id, encoder.meta.sha256, remote)
+        bind_weights(config.local_dir, self.model_id, encoder.meta.sha256, remote,
+                     writes=writes)
         self.index_dir = config.index_dir / file_name_for(self.model_id)
         opened = open_index(self.index_dir, self.store, ivf_threshold=config.ivf_threshold)
         self.index, self._saved_rows = opened.index, opened.saved_rows
@@ -99,6 +105,7 @@ class ModelSpace:
         #: snapshots of the statistics on object storage (None: local files only)
         self._remote_stats = remote.child("camera_stats") if remote is not None else None
         self._pushed: dict[str, int] = {}   # statistics file -> its `changes` last uploaded
+        self._followed: dict[str, str] = {}  # a reader's statistics file -> upload token
         self._pulled: set[str] = set()           # statistics files downloaded at open
         self.camera_stats = self._opened(EnvStatistics(
             self._cached_stats(f"{self._stats_stem}.npz"), encoder.dim))
@@ -191,10 +198,11 @@ class ModelSpace:
         """On object storage, snapshot the camera and score statistics that changed since
         they were last uploaded (or downloaded) and upload them: at each refresh (a
         kill -9 loses at most one refresh interval of them) and at shutdown."""
-        if self._remote_stats is None:
+        if self._remote_stats is None or not self.writes:
             return
         with self._score_stats_lock:
             held = [self.camera_stats, *self._score_stats.values()]
+        pushed = []
         for stats in held:
             if stats.path is None:
                 continue
@@ -204,6 +212,55 @@ class ModelSpace:
             stats.snapshot()
             self._remote_stats.push_file(stats.path, stats.path.name)
             self._pushed[stats.path.name] = changes
+            pushed.append(stats.path.name)
+        if pushed:     # after the files: a reader that sees a new token finds its file
+            tokens = self._upload_tokens()
+            tokens.update({name: uuid.uuid4().hex for name in pushed})
+            self._remote_stats.write_bytes(self._tokens_name, json.dumps(tokens).encode())
+
+    @property
+    def _tokens_name(self) -> str:
+        """The object naming an upload token per statistics file of this encoder: a
+        reader downloads a file again when its token changed."""
+        return f"{self._stats_stem}.uploads.json"
+
+    def _upload_tokens(self) -> dict[str, str]:
+        assert self._remote_stats is not None
+        data = self._remote_stats.read_bytes(self._tokens_name)
+        try:
+            tokens = json.loads(data) if data else {}
+        except ValueError:
+            tokens = {}
+        return tokens if isinstance(tokens, dict) else {}
+
+    def follow_writer(self) -> None:
+        """A reader, at each refresh: take the bundle the writer activated, and the
+        camera and score statistics it uploaded since the last refresh. A new bundle is
+        built (its statistics included) before it replaces the old one: a Score in
+        flight finishes on the one it took."""
+        if self.writes or self._remote_stats is None:
+            return
+        wanted = self._bundles.active_id(self.model_id)
+        if wanted is not None and wanted != getattr(self.bundle, "bundle_id", None):
+            bundle, problem = _active_bundle(self._bundles, self.model_id)
+            if bundle is not None:
+                self.prepare(bundle)
+                self.bundle, self.bundle_problem = bundle, ""
+                log.info("following the writer: bundle %s of %s", bundle.bundle_id,
+                         self.model_id)
+            elif self.bundle is None:
+                self.bundle_problem = problem
+        with self._score_stats_lock:
+            held = {s.path.name: s for s in [self.camera_stats, *self._score_stats.values()]
+                    if s.path is not None}
+        for name, token in self._upload_tokens().items():
+            stats = held.get(name)
+            if stats is None or self._followed.get(name) == token:
+                continue
+            assert stats.path is not None
+            if self._remote_stats.pull_file(name, stats.path):
+                stats.reload()
+                self._followed[name] = token
 
     def prepare(self, bundle: DetectorBundle) -> None:
         """Build what `bundle` scores with (its score statistics) before it is activated,
@@ -252,16 +309,18 @@ class ModelSpace:
     def refresh(self) -> int:
         """Index rows other processes wrote to the table; returns how many were added."""
         with self._refresh_lock:
-            self.store.refresh()
-            if self.store.count() == len(self.index):
-                return 0
-            stored = self.store.read(with_vectors=False, columns=("id",)).column("id")
-            missing = [i for i in stored.to_pylist() if i not in self.index]
-            if not missing:
-                return 0
-            added = self.index.add_table(self.store.read_ids(missing))
-            log.info("picked up %d rows written by another process to %s", added,
-                     self.model_id)
+            newer = self.store.refresh()
+            added = 0
+            if self.store.count() != len(self.index):
+                stored = self.store.read(with_vectors=False, columns=("id",)).column("id")
+                missing = [i for i in stored.to_pylist() if i not in self.index]
+                if missing:
+                    added = self.index.add_table(self.store.read_ids(missing))
+                    log.info("picked up %d rows written by another process to %s", added,
+                             self.model_id)
+            if newer and not self.writes:       # the writer's SetLabel calls
+                for label, ids in self.store.labelled().items():
+                    self.index.relabel(ids, label)
             return added
 
     def save_index(self, *, force: bool = False) -> bool:

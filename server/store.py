@@ -323,6 +323,17 @@ class EmbeddingStore:
             query = query.where(where)
         return query.to_arrow()
 
+    def labelled(self) -> dict[str, list[str]]:
+        """The ids of the rows that carry a label, by label (a reader's index follows the
+        writer's SetLabel with them)."""
+        table = (self._table.search().select(["id", "label"])
+                 .where("label IS NOT NULL AND label != ''").limit(None).to_arrow())
+        by_label: dict[str, list[str]] = {}
+        for row_id, label in zip(table.column("id").to_pylist(),
+                                 table.column("label").to_pylist(), strict=True):
+            by_label.setdefault(label, []).append(row_id)
+        return by_label
+
     def iter_batches(self, row_filter: RowFilter = RowFilter(), batch_size: int = 4096, *,
                      with_vectors: bool = True) -> Iterator[pa.RecordBatch]:
         """Stream matching rows in record batches of exactly `batch_size` rows (the last

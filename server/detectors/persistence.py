@@ -230,11 +230,16 @@ class BundleStore:
         if self.remote is not None:
             self.remote.push_file(pointer, f"active/{pointer.name}")
 
-    def active(self, model_id: str) -> DetectorBundle | None:
+    def active_id(self, model_id: str) -> str | None:
+        """The id of the encoder's active bundle (None: none), without loading it."""
         pointer = self._pointer(model_id)
         if self.remote is not None:     # the remote pointer decides, the cache follows
             if not self.remote.pull_file(f"active/{pointer.name}", pointer):
                 return None
         if not pointer.is_file():
             return None
-        return self.load(json.loads(pointer.read_text())["bundle_id"])
+        return json.loads(pointer.read_text())["bundle_id"]
+
+    def active(self, model_id: str) -> DetectorBundle | None:
+        bundle_id = self.active_id(model_id)
+        return self.load(bundle_id) if bundle_id is not None else None

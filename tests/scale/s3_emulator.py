@@ -30,11 +30,13 @@ def local_models(tmp_path: Path, tiny_model_path: Path) -> Path:
     return models
 
 
-def in_process(uri: str, models: Path | str, cache: Path,
-               options: dict[str, str]) -> InProcessServer:
-    """An in-process server on `uri`, with `cache` as its local cache."""
-    return InProcessServer(uri, models, extra_env={"ENVAD_STORAGE_OPTIONS": listed(options),
-                                                   "ENVAD_CACHE_DIR": str(cache)})
+def in_process(uri: str, models: Path | str, cache: Path, options: dict[str, str],
+               role: str = "all", **settings: str) -> InProcessServer:
+    """An in-process server on `uri` in `role`, with `cache` as its local cache (and
+    any other setting by name, e.g. writer_address)."""
+    return InProcessServer(uri, models, extra_env={
+        "ENVAD_STORAGE_OPTIONS": listed(options), "ENVAD_CACHE_DIR": str(cache),
+        "ENVAD_ROLE": role, **{f"ENVAD_{k.upper()}": v for k, v in settings.items()}})
 
 
 class UriServer(LocalServer):
@@ -58,7 +60,7 @@ def statistics_uploaded(remote: RemoteDir, rows: int, scores: bool, deadline: fl
     the bundle adapts scores to cameras (`scores`), its score statistics are there (the
     Fit started them from the stored rows at once)."""
     while time.monotonic() < deadline:
-        names = remote.files()
+        names = [n for n in remote.files() if n.endswith(".npz")]
         camera = [_counted(remote, n) for n in names if "-scores-" not in n]
         seeded = [_counted(remote, n) for n in names if "-scores-" in n]
         if camera == [rows] and (not scores or (seeded and seeded[0] > 0)):

@@ -132,7 +132,7 @@ def _answers(handle: InProcessServer, probe: list[bytes]) -> tuple:
 
 def test_a_second_server_on_another_empty_cache_answers_the_same(
         s3_options, s3_uri, tmp_path, tiny_model_path):
-    """While the first server runs, a second one on the same URI and models URI with an
+    """While the first server runs, a reader on the same URI and models URI with an
     empty cache of its own answers Score, Search and Export as the first does."""
     models_uri = f"{s3_uri}-models"
     RemoteDir(models_uri, s3_options).write_bytes(tiny_model_path.name,
@@ -145,7 +145,8 @@ def test_a_second_server_on_another_empty_cache_answers_the_same(
         expected = _answers(first, probe)
         assert statistics_uploaded(RemoteDir(s3_uri, s3_options).child("camera_stats"), 60,
                                    expected[3], time.monotonic() + 60)
-        second = in_process(s3_uri, models_uri, tmp_path / "cache-2", s3_options).start()
+        second = in_process(s3_uri, models_uri, tmp_path / "cache-2", s3_options,
+                            role="reader").start()
         try:
             got = _answers(second, probe)
         finally:

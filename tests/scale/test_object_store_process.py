@@ -72,7 +72,9 @@ def test_a_kill_loses_at_most_one_refresh_of_camera_statistics(s3_options, s3_ur
         assert first.process is not None
         first.process.kill()
         first.process.wait()
-    second = in_process(s3_uri, models, tmp_path / "cache-2", s3_options).start()
+    # a reader: the killed writer's lease is still fresh
+    second = in_process(s3_uri, models, tmp_path / "cache-2", s3_options,
+                        role="reader").start()
     try:
         stub = pb_grpc.AnomalyServiceStub(second.channel())
         after = [r.ensemble for r in stub.Score(request, timeout=60).results]

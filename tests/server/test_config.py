@@ -67,3 +67,13 @@ def test_streams_keep_handler_threads_for_unary_calls():
         load_config(env={"ENVAD_WORKERS": "1"})
     with pytest.raises(InvalidInput, match="stream_idle_seconds"):
         load_config(env={"ENVAD_STREAM_IDLE_SECONDS": "-1"})
+
+
+def test_roles_other_than_all_need_a_shared_store():
+    assert load_config(env={}).role == "all"
+    reader = load_config(env={"ENVAD_ROLE": "reader", "ENVAD_DATA_DIR": "s3://b/p"})
+    assert reader.role == "reader" and reader.remote
+    with pytest.raises(InvalidInput, match="role writer shares a store on object storage"):
+        load_config(env={"ENVAD_ROLE": "writer"})
+    with pytest.raises(InvalidInput, match="role must be one of all, writer, reader"):
+        load_config(env={"ENVAD_ROLE": "replica", "ENVAD_DATA_DIR": "s3://b/p"})
