@@ -300,7 +300,7 @@ class Engine:
         bundle = space.bundle
         return Provenance(model_id=space.model_id, model_sha256=space.encoder.meta.sha256,
                           bundle_id=bundle.bundle_id if bundle else "",
-                          table_version=space.store.seen_version, server_version=__version__,
+                          table_version=space.table_version, server_version=__version__,
                           space=bundle.space.describe() if bundle else "",
                           score_adaptation=bundle.score_adaptation.describe() if bundle else "")
 

@@ -14,6 +14,8 @@ from pyarrow import fs as pafs
 from envad.errors import FailedPrecondition, InvalidInput
 from envad.server.storage_uri import URI_PATTERN, join, redact
 
+#: bytes read or written at a time by `upload` and `download`
+_STREAM_CHUNK = 16 << 20
 #: LanceDB's S3 option keys -> pyarrow S3FileSystem arguments
 _S3_ARGUMENTS = {
     "aws_endpoint": "endpoint_override", "endpoint": "endpoint_override",
@@ -153,6 +155,38 @@ class RemoteDir:
 
     def push_file(self, local: Path, relative: str) -> None:
         self.write_bytes(relative, Path(local).read_bytes())
+
+    def upload(self, local: Path, relative: str) -> None:
+        """`push_file` for large files: streamed in chunks, never whole in memory."""
+        try:
+            with open(local, "rb") as source, \
+                    self._fs.open_output_stream(self._path(relative)) as stream:
+                while chunk := source.read(_STREAM_CHUNK):
+                    stream.write(chunk)
+        except OSError as exc:
+            raise self._failed(f"write {relative} in", exc) from exc
+
+    def download(self, relative: str, local: Path) -> bool:
+        """`pull_file` for large files, streamed in chunks into a temporary file that
+        replaces `local` once whole; False when there is no such object."""
+        local = Path(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=".pull-")
+        try:
+            with os.fdopen(fd, "wb") as target, \
+                    self._fs.open_input_stream(self._path(relative)) as stream:
+                while chunk := stream.read(_STREAM_CHUNK):
+                    target.write(chunk)
+            os.replace(tmp, local)
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            if "not found" in str(exc).lower() or "NoSuchKey" in str(exc):
+                return False
+            raise self._failed(f"read {relative} in", exc) from exc
+        finally:
+            Path(tmp).unlink(missing_ok=True)
 
     def pull_file(self, relative: str, local: Path) -> bool:
         """Copy one object into `local` (replaced atomically); False when there is none."""

@@ -29,6 +29,7 @@ from envad.server.env_stats import JOURNAL_SUFFIX, EnvStatistics
 from envad.server.index_files import due_for_saving, open_index, save_index
 from envad.server.remote_dir import RemoteDir
 from envad.server.scoring import BatchScorer
+from envad.server.shared_index import download_saved_index, upload_saved_index
 from envad.server.store import EmbeddingStore, Row, vectors_of
 from envad.server.writer import StoreWriter
 
@@ -94,12 +95,18 @@ class ModelSpace:
         bind_weights(config.local_dir, self.model_id, encoder.meta.sha256, remote,
                      writes=writes)
         self.index_dir = config.index_dir / file_name_for(self.model_id)
+        #: the saved index on object storage (None: local only): shared_index.py
+        self._remote_index = (remote.child("index", file_name_for(self.model_id))
+                              if remote is not None else None)
+        self._download_index()
         opened = open_index(self.index_dir, self.store, ivf_threshold=config.ivf_threshold)
         self.index, self._saved_rows = opened.index, opened.saved_rows
         self._metrics = metrics
         self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
                                   on_commit=self._committed, stored_ids=opened.stored_ids)
         self.bundle, self.bundle_problem = _active_bundle(bundles, self.model_id)
+        #: a reader's table version whose rows and labels the index holds (refresh)
+        self._indexed_version = self.store.seen_version
         self._stats_stem = f"{file_name_for(self.model_id)}-{encoder.meta.sha256[:12]}"
         self._stats_dir = config.camera_stats_dir
         #: snapshots of the statistics on object storage (None: local files only)
@@ -119,6 +126,7 @@ class ModelSpace:
                                     on_batch=self._batched, name=f"batcher-{self.model_id}",
                                     stage=self.scorer)
         self._refresh_lock = threading.Lock()
+        self._upload_index()
         log.info("model space %s ready: %d rows indexed, bundle %s", self.model_id,
                  len(self.index), getattr(self.bundle, "bundle_id", None))
 
@@ -321,7 +329,14 @@ class ModelSpace:
             if newer and not self.writes:       # the writer's SetLabel calls
                 for label, ids in self.store.labelled().items():
                     self.index.relabel(ids, label)
+            self._indexed_version = self.store.seen_version
             return added
+
+    @property
+    def table_version(self) -> int:
+        """The store version a response reports (provenance): the newest this process
+        wrote or read; on a reader, the newest whose rows and labels the index holds."""
+        return self.store.seen_version if self.writes else self._indexed_version
 
     def save_index(self, *, force: bool = False) -> bool:
         """Save the index next to the store when enough rows were added since the last
@@ -335,7 +350,24 @@ class ModelSpace:
                                       table_version=self.store.version)
         log.info("index of %s saved: %d rows, %.1f s", self.model_id, self._saved_rows,
                  time.monotonic() - started)
+        self._upload_index()
         return True
+
+    def _download_index(self) -> None:
+        """On object storage, fetch the saved index the writer uploaded when it covers
+        more rows than the cache's; an unreachable store leaves the cache as it is."""
+        if self._remote_index is None:
+            return
+        try:
+            download_saved_index(self._remote_index, self.index_dir)
+        except FailedPrecondition as exc:
+            log.warning("saved index not downloaded (%s): the cache's or a rebuild serves", exc)
+
+    def _upload_index(self) -> None:
+        """The writer: upload the index save the remote does not hold yet."""
+        if self._remote_index is not None and self.writes:
+            if upload_saved_index(self.index_dir, self._remote_index):
+                log.info("index of %s uploaded to %s", self.model_id, self._remote_index.uri)
 
     def close(self) -> None:
         self.batcher.close()

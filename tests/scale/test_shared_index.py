@@ -1,0 +1,50 @@
+"""The saved index on object storage: the writer uploads its saves (data files, then
+the manifest; earlier saves' files deleted), and a reader on an empty cache loads the
+download instead of reading every vector from the store."""
+
+from __future__ import annotations
+
+import logging
+
+from s3_emulator import in_process, local_models
+
+from envad.server.remote_dir import RemoteDir
+from envad.v1 import envad_pb2 as pb
+from envad.v1 import envad_pb2_grpc as pb_grpc
+from server_handle import ingest_commit
+from tiny_encoder import synthetic_images
+
+
+def _index_files(s3_uri: str, s3_options: dict[str, str]) -> list[str]:
+    return RemoteDir(s3_uri, s3_options).child("index").files()
+
+
+def test_a_reader_on_an_empty_cache_loads_the_writers_saved_index(
+        s3_options, s3_uri, tmp_path, tiny_model_path, caplog) -> None:
+    models = local_models(tmp_path, tiny_model_path)
+    writer = in_process(s3_uri, models, tmp_path / "cache-w", s3_options, role="writer").start()
+    stub = pb_grpc.AnomalyServiceStub(writer.channel())
+    assert ingest_commit(stub, "first", seed=1, count=24) == 24
+    writer.stop()                       # saves its index at shutdown, and uploads it
+    saved = _index_files(s3_uri, s3_options)
+    assert len(saved) == 3 and sum(n.endswith("/manifest.json") for n in saved) == 1
+
+    writer.start()
+    assert ingest_commit(pb_grpc.AnomalyServiceStub(writer.channel()), "more", seed=2,
+                         count=8) == 8
+    writer.stop()                       # a second save replaces the first on the bucket
+    resaved = _index_files(s3_uri, s3_options)
+    assert len(resaved) == 3 and set(resaved) != set(saved)
+
+    caplog.set_level(logging.INFO, logger="envad")
+    reader = in_process(s3_uri, models, tmp_path / "cache-r", s3_options,
+                        role="reader").start()
+    try:
+        text = caplog.text
+        assert "saved index of 32 rows downloaded" in text
+        assert "loaded: 32 rows" in text and "built from the store" not in text
+        found = pb_grpc.AnomalyServiceStub(reader.channel()).Search(pb.SearchRequest(
+            image=synthetic_images("normal", 8, seed=2)[5], k=1), timeout=30).neighbors
+        assert found[0].id == "more-5"
+    finally:
+        reader.stop()
