@@ -100,3 +100,9 @@ def check_storage(config: ServerConfig) -> None:
 
     for uri in uris:
         RemoteDir(uri, config.storage_options).check()
+    # the lease: pyarrow's file systems again, no more of the server
+    from envad.server.roles import writer_lease
+
+    lease = writer_lease(config)
+    if lease is not None:
+        lease.check(config.port)

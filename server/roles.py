@@ -96,11 +96,9 @@ class WriterLease:
         return (f"writer {lease.get('identity')} (pid {lease.get('pid')} on "
                 f"{lease.get('host')}, renewed {age:.0f} s ago)")
 
-    def acquire(self, port: int) -> None:
-        """Take the lease, or FailedPrecondition naming the writer that holds it. Written,
-        then read back: of two writers starting at once, the one overwritten refuses.
-        The writer's identity is its `writer_address`, else this host and `port`: a
-        writer restarted under the same identity takes its own lease back at once."""
+    def check(self, port: int) -> None:
+        """FailedPrecondition naming the writer that holds the lease, if another does
+        (`envad serve` checks before it loads the engine: the refusal is one line)."""
         self.identity = self.identity or f"{socket.gethostname()}:{port}"
         lease = self._read()
         if self._held_by_another(lease):
@@ -109,6 +107,13 @@ class WriterLease:
                 f"{self.remote.uri} already has a {self._describe(lease)}: one writer per "
                 f"store; stop it, start this server with --role reader, or wait "
                 f"{self.stale_seconds:.0f} s after that writer stopped")
+
+    def acquire(self, port: int) -> None:
+        """Take the lease, or FailedPrecondition naming the writer that holds it. Written,
+        then read back: of two writers starting at once, the one overwritten refuses.
+        The writer's identity is its `writer_address`, else this host and `port`: a
+        writer restarted under the same identity takes its own lease back at once."""
+        self.check(port)
         self._write()
         time.sleep(0.2)
         lease = self._read()

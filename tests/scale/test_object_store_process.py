@@ -21,12 +21,29 @@ from server_handle import fit_normal_rows
 from tiny_encoder import synthetic_images
 
 
-def _serve(uri: str, options: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
+def _serve(uri: str, options: dict[str, str], tmp_path, *flags: str
+           ) -> subprocess.CompletedProcess:
     env = {**os.environ, "ENVAD_STORAGE_OPTIONS": listed(options)}
     return subprocess.run(
         [sys.executable, "-m", "envad.client.cli", "serve", "--port", "0", "--data-dir", uri,
-         "--cache-dir", str(tmp_path / "cache")],
+         "--cache-dir", str(tmp_path / "cache"), *flags],
         capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_second_writer_on_one_store_is_one_line_naming_the_first(
+        s3_options, s3_uri, tmp_path, tiny_model_path):
+    models = local_models(tmp_path, tiny_model_path)
+    first = in_process(s3_uri, models, tmp_path / "cache-1", s3_options, role="writer").start()
+    try:
+        done = _serve(s3_uri, s3_options, tmp_path, "--role", "writer", "--models-dir",
+                      str(models))
+    finally:
+        first.stop()
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0, done.stderr
+    assert len(lines) == 1, done.stderr
+    assert f":{first.port}" in lines[0] and "--role reader" in lines[0]
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("fault", ["missing bucket", "bad endpoint", "wrong credentials"])
