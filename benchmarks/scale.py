@@ -64,12 +64,13 @@ def camera_of(rows: np.ndarray) -> np.ndarray:
     return rows % CAMERAS
 
 
-def write_store(db_dir: Path, rows: int, model_id: str = MODEL_ID) -> None:
+def write_store(db_dir: Path | str, rows: int, model_id: str = MODEL_ID,
+                storage_options: dict[str, str] | None = None) -> None:
     """`rows` seeded rows (`vectors`), 8 cameras, split train, in the server's table of
-    `model_id` under `db_dir`."""
+    `model_id` under `db_dir` (a folder, or a URI with its `storage_options`)."""
     from envad.server.store import EmbeddingStore, make_schema
 
-    store = EmbeddingStore(db_dir, model_id, DIM)
+    store = EmbeddingStore(db_dir, model_id, DIM, storage_options)
     for start in range(0, rows, WRITE_CHUNK):
         count = min(WRITE_CHUNK, rows - start)
         numbers = np.arange(start, start + count)
