@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_DOCS = ["api", "backfill", "client", "detectors", "evaluation", "model-format",
-                  "reliability", "retraining", "ray", "training"]
+                  "reliability", "retraining", "ray", "scaling", "training"]
 GUIDES = ["README.md"] + [f"docs/{name}.md" for name in REFERENCE_DOCS]
 LIMITS = {"README.md": 250, "docs/RESULTS.md": 400, "docs/benchmarks.md": 300}
 
