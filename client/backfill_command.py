@@ -119,6 +119,8 @@ def cmd_backfill(args) -> int:
 
 
     with open_client(args) as client, _summary_on_interrupt(args.json):
+        if options.store:       # before the checkpoint: a run that cannot write starts none
+            client.check_writer("envad backfill")
         info = client.info()
         model_id = info.active_model.model_id if info.active_model else ""
         bundle_id = info.bundle.bundle_id if options.scores and info.bundle else ""

@@ -33,7 +33,8 @@ EXAMPLES: dict[str, str] = {
             "scores.csv\n"
             "envad scan md.json --model encoder.onnx --image-root /data/cams --env-level 1",
     "score": "envad score new/IMG_0001.JPG new/IMG_0002.JPG --env cam-12\n"
-             "envad score new/*.JPG --json --server scoring.internal:50051",
+             "envad score new/*.JPG --json --server scoring.internal:50051\n"
+             "envad score new/*.JPG --server 10.0.0.5,10.0.0.6   # spread over replicas",
     "fit": "envad fit                       # split train if stored, else every stored row\n"
            "envad fit --split archive --detectors KNN,LOF5 --json",
     "reset-camera-stats": "envad reset-camera-stats cam-12 cam-13",
@@ -45,7 +46,8 @@ EXAMPLES: dict[str, str] = {
     "health": "envad health --wait 30 && envad info",
     "backfill": "envad backfill mycams                       # a folder of camera folders\n"
                 "envad backfill mycams --resume              # after a crash or Ctrl-C\n"
-                "envad backfill pkg --scores-out scores.json # Camtrap DP, MegaDetector out",
+                "envad backfill pkg --scores-out scores.json # Camtrap DP, MegaDetector out\n"
+                "envad backfill mycams --server 10.0.0.5,10.0.0.6 --writer 10.0.0.4",
     "retrain": "envad retrain --data var/photodigits --workdir jobs/new --archive /archive",
 }
 

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from envad.client.address import parse_server_address
+from envad.client.address import parse_server_address, parse_server_addresses
 from envad.client.library import EnvadClient
 from envad.client.results import RowFilter
 from envad.defaults import DEFAULT_ADDRESS, DEFAULT_PORT
@@ -22,10 +22,18 @@ def connection_parser(timeout: float | None = 60.0) -> argparse.ArgumentParser:
     argparse parents share their actions, so defaults must not be changed afterwards)."""
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("connection")
-    group.add_argument("--server", metavar="HOST[:PORT]", type=server_address,
+    group.add_argument("--server", metavar="HOST[:PORT][,HOST[:PORT]...]",
+                       type=server_addresses,
                        default=os.environ.get("ENVAD_SERVER") or DEFAULT_ADDRESS,
-                       help=f"server address; the port defaults to {DEFAULT_PORT} (default: "
-                            f"$ENVAD_SERVER, else {DEFAULT_ADDRESS}; now %(default)s)")
+                       help=f"server address, or replicas' addresses joined by commas (calls "
+                            f"are spread over them, and re-sent to another when one fails); "
+                            f"the port defaults to {DEFAULT_PORT} (default: $ENVAD_SERVER, "
+                            f"else {DEFAULT_ADDRESS}; now %(default)s)")
+    group.add_argument("--writer", metavar="HOST[:PORT]", type=writer_address,
+                       default=os.environ.get("ENVAD_WRITER") or None,
+                       help="the server that takes writes (ingest, fit, labels, model "
+                            "activation, score --store); needed when --server lists several "
+                            "(default: $ENVAD_WRITER, else the --server address)")
     group.add_argument("--token", default=None,
                        help="bearer token (default: $ENVAD_TOKEN)")
     group.add_argument("--tls", action="store_true", help="connect with TLS")
@@ -39,17 +47,25 @@ def connection_parser(timeout: float | None = 60.0) -> argparse.ArgumentParser:
     return parent
 
 
-def server_address(text: str) -> str:
-    """argparse type of --server: HOST[:PORT] -> HOST:PORT, URLs refused."""
+def server_addresses(text: str) -> str:
+    """argparse type of --server: HOST[:PORT][,...] -> HOST:PORT[,...], URLs refused."""
     try:
-        return parse_server_address(text)
+        return ",".join(parse_server_addresses(text))
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def writer_address(text: str) -> str:
+    """argparse type of --writer: HOST[:PORT] -> HOST:PORT (one address)."""
+    try:
+        return parse_server_address(text, "--writer")
     except InvalidInput as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def open_client(args):
     return EnvadClient(
-        args.server, timeout=args.timeout, token=args.token, tls=args.tls,
+        args.server, writer=args.writer, timeout=args.timeout, token=args.token, tls=args.tls,
         root_certificates=args.ca_cert, client_certificate=args.client_cert,
         client_key=args.client_key, server_name=args.server_name,
     )

@@ -1,9 +1,11 @@
 """`EnvadClient`: the Python client of the envad.v1 AnomalyService.
 
-One channel per client (thread-safe: share it between threads). Every call has a
-deadline, transient failures (UNAVAILABLE, RESOURCE_EXHAUSTED) are retried with
-exponential backoff within that deadline, results are typed dataclasses
-(envad.client.results), and a failed call raises an envad exception
+One channel per client (thread-safe: share it between threads), balanced over the
+server's replicas when there are several, and a second one to the writer when writes go
+elsewhere. Every call has a deadline, transient failures (UNAVAILABLE,
+RESOURCE_EXHAUSTED) are retried with exponential backoff within that deadline (by gRPC
+for the idempotent calls, by envad.client.retry for the writes), results are typed
+dataclasses (envad.client.results), and a failed call raises an envad exception
 (envad.client.errors.from_rpc_error), never a raw grpc.RpcError.
 """
 
@@ -23,12 +25,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.client import convert
 from envad.client import results as r
-from envad.client.address import parse_server_address
+from envad.client.address import parse_server_address, parse_server_addresses
+from envad.client.channels import make_channel
 from envad.client.errors import error_class_for, from_rpc_error
 from envad.client.fit_options import FitSettings
 from envad.client.retry import RetryPolicy, call_with_retry
 from envad.defaults import DEFAULT_ADDRESS
-from envad.errors import InvalidInput, Unavailable
+from envad.errors import FailedPrecondition, InvalidInput, Unavailable
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 
@@ -36,11 +39,6 @@ T = TypeVar("T")
 
 #: Image bytes packed into one Ingest message (gRPC's default receive limit is 4 MiB).
 DEFAULT_MAX_MESSAGE_BYTES = 3 * 1024 * 1024
-_CHANNEL_OPTIONS: list[tuple[str, int | str]] = [
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-    ("grpc.keepalive_time_ms", 60_000),
-]
 
 
 def default_address() -> str:
@@ -48,46 +46,28 @@ def default_address() -> str:
     return os.environ.get("ENVAD_SERVER") or DEFAULT_ADDRESS
 
 
-def _read_pem(value: str | bytes | Path | None) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    return Path(value).read_bytes()
-
-
-def make_channel(
-    address: str,
-    tls: bool = False,
-    root_certificates: str | bytes | Path | None = None,
-    client_certificate: str | bytes | Path | None = None,
-    client_key: str | bytes | Path | None = None,
-    server_name: str | None = None,
-) -> grpc.Channel:
-    """An insecure or TLS (optionally mutual-TLS) channel to `address` (HOST:PORT)."""
-    options = list(_CHANNEL_OPTIONS)
-    if not tls:
-        return grpc.insecure_channel(address, options=options)
-    if (client_certificate is None) != (client_key is None):
-        raise InvalidInput("mutual TLS needs both a client certificate and a client key")
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=_read_pem(root_certificates),
-        private_key=_read_pem(client_key),
-        certificate_chain=_read_pem(client_certificate),
-    )
-    if server_name:
-        options.append(("grpc.ssl_target_name_override", server_name))
-    return grpc.secure_channel(address, credentials, options=options)
+def default_writer() -> str | None:
+    """`$ENVAD_WRITER`, else None (writes go to the server's one address)."""
+    return os.environ.get("ENVAD_WRITER") or None
 
 
 class EnvadClient:
-    """Client of one envad server; use as a context manager to close the channel.
+    """Client of an envad server or of its replicas; use as a context manager to close
+    the channels.
 
     Parameters
     ----------
-    address : "HOST[:PORT]" of the server (default `$ENVAD_SERVER` or
-        `envad.defaults.DEFAULT_ADDRESS`; the port defaults to `DEFAULT_PORT`; a URL
-        raises InvalidInput).
+    address : "HOST[:PORT]" of the server, or several joined by commas
+        ("h1:50051,h2:50051"), whose calls are spread round-robin and re-sent to another
+        when one fails (default `$ENVAD_SERVER` or `envad.defaults.DEFAULT_ADDRESS`; the
+        port defaults to `DEFAULT_PORT`; a URL raises InvalidInput).
+    writer : "HOST[:PORT]" that takes the writes (Ingest, Fit, SetLabel, ActivateModel,
+        ResetCameraStats, Score with store); default `$ENVAD_WRITER`, else `address`
+        when it is one address. With several and no writer, a write raises
+        FailedPrecondition before anything is sent.
     timeout : default deadline of a call in seconds, retries included (None: no limit).
-    retry : backoff policy for UNAVAILABLE / RESOURCE_EXHAUSTED.
+    retry : backoff policy for UNAVAILABLE / RESOURCE_EXHAUSTED: gRPC's retry policy of
+        the idempotent calls (at most 5 attempts), the client's loop for the writes.
     token : bearer token sent as `authorization: Bearer <token>` (default `$ENVAD_TOKEN`).
     tls, root_certificates, client_certificate, client_key, server_name : TLS settings;
         PEM bytes or file paths. Without root certificates the system roots are used.
@@ -97,6 +77,7 @@ class EnvadClient:
         self,
         address: str | None = None,
         *,
+        writer: str | None = None,
         timeout: float | None = 60.0,
         retry: RetryPolicy = RetryPolicy(),
         token: str | None = None,
@@ -107,16 +88,26 @@ class EnvadClient:
         server_name: str | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
-        self.address = parse_server_address(address or default_address())
+        addresses = parse_server_addresses(address or default_address())
+        self.address = ",".join(addresses)
+        writer = writer or default_writer()
+        self.writer = (parse_server_address(writer, "--writer") if writer
+                       else addresses[0] if len(addresses) == 1 else None)
         self.timeout = timeout
         self.retry = retry
         self.max_message_bytes = max_message_bytes
         token = token if token is not None else os.environ.get("ENVAD_TOKEN") or None
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self._channel = make_channel(
-            self.address, tls, root_certificates, client_certificate, client_key, server_name
-        )
+
+        def channel(target: Sequence[str]) -> grpc.Channel:
+            return make_channel(target, tls, root_certificates, client_certificate,
+                                client_key, server_name, retry)
+
+        self._channel = channel(addresses)
+        self._writer_channel = (self._channel if self.writer in (None, self.address)
+                                else channel([self.writer]))
         self._stub = pb_grpc.AnomalyServiceStub(self._channel)
+        self._writes = pb_grpc.AnomalyServiceStub(self._writer_channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     # ------------------------------------------------------------ plumbing
@@ -129,9 +120,28 @@ class EnvadClient:
 
     def close(self) -> None:
         self._channel.close()
+        if self._writer_channel is not self._channel:
+            self._writer_channel.close()
 
-    def _call(self, method: str, invoke: Callable[[float | None], T], timeout: float | None) -> T:
-        """Run `invoke(remaining)` with the deadline and retry policy, translating errors."""
+    def check_writer(self, what: str) -> None:
+        """FailedPrecondition (as a reader answers a write) when several servers are
+        listed and none is named the writer: `what` writes, and writes are never spread
+        over replicas."""
+        if self.writer is None:
+            raise FailedPrecondition(
+                f"{what} writes, and --server lists {self.address.count(',') + 1} "
+                "addresses: name the one writer with --writer HOST:PORT (or $ENVAD_WRITER; "
+                "EnvadClient(writer=...))")
+
+    def _writer_stub(self, method: str) -> pb_grpc.AnomalyServiceStub:
+        self.check_writer(method)
+        return self._writes
+
+    def _call(self, method: str, invoke: Callable[[float | None], T], timeout: float | None,
+              *, write: bool = False) -> T:
+        """Run `invoke(remaining)` within the deadline, translating errors. gRPC re-sends
+        the idempotent calls itself (envad.client.channels); a write goes through the
+        client's retry loop (envad.client.retry says why)."""
         timeout = self.timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
 
@@ -143,12 +153,21 @@ class EnvadClient:
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc, method) from None
 
+        if not write:
+            return attempt(timeout)
         return call_with_retry(attempt, self.retry, deadline)
 
     def _unary(self, method: str, request, timeout: float | None):
         rpc = getattr(self._stub, method)
         return self._call(
             method, lambda t: rpc(request, timeout=t, metadata=self._metadata), timeout
+        )
+
+    def _write(self, method: str, request, timeout: float | None):
+        rpc = getattr(self._writer_stub(method), method)
+        return self._call(
+            method, lambda t: rpc(request, timeout=t, metadata=self._metadata), timeout,
+            write=True,
         )
 
     # ------------------------------------------------------------ health
@@ -218,12 +237,16 @@ class EnvadClient:
         )
         if threshold is not None:
             request.threshold = threshold
+        # storing is a write: it goes to the writer (gRPC re-sends it: idempotent by id)
+        stub = self._writer_stub("Score with store") if store else self._stub
         if not per_item_errors:
-            return convert.score_result_from_pb(self._unary("Score", request, timeout))
+            return convert.score_result_from_pb(self._call(
+                "Score", lambda t: stub.Score(request, timeout=t, metadata=self._metadata),
+                timeout))
 
         def invoke(remaining: float | None) -> pb.ScoreResponse:
-            (response,) = list(self._stub.ScoreStream(iter([request]), timeout=remaining,
-                                                      metadata=self._metadata))
+            (response,) = list(stub.ScoreStream(iter([request]), timeout=remaining,
+                                                metadata=self._metadata))
             return response
 
         response = self._call("ScoreStream", invoke, timeout)
@@ -235,8 +258,9 @@ class EnvadClient:
         self, batches: Iterable[Sequence[r.ImageInput]], timeout: float | None = None
     ) -> Iterator[r.ScoreResult]:
         """Score a stream of batches over one ScoreStream call (one result per batch, in
-        order). Not retried: a broken stream, or a batch the server refused (its
-        response's `error`: no images, a bad option), raises and the caller resumes."""
+        order). Re-sent by gRPC only until its first result: a stream broken later, or a
+        batch the server refused (its response's `error`: no images, a bad option),
+        raises and the caller resumes."""
         requests = (
             pb.ScoreRequest(images=[convert.image_to_pb(as_image(i)) for i in batch])
             for batch in batches
@@ -270,14 +294,17 @@ class EnvadClient:
     def ingest(self, items: Sequence[r.IngestInput],
                timeout: float | None = None) -> r.IngestSummary:
         """Store items (idempotent by id) in one Ingest stream; the summary counts what
-        became durable. Retried as a whole on transient failures (safe: idempotent)."""
+        became durable. Sent to the writer, and retried as a whole on transient failures
+        (safe: idempotent)."""
         items = list(items)
+        stub = self._writer_stub("Ingest")
 
         def invoke(remaining: float | None) -> pb.IngestSummary:
             requests = convert.ingest_requests(items, self.max_message_bytes)
-            return self._stub.Ingest(requests, timeout=remaining, metadata=self._metadata)
+            return stub.Ingest(requests, timeout=remaining, metadata=self._metadata)
 
-        return convert.ingest_summary_from_pb(self._call("Ingest", invoke, timeout))
+        return convert.ingest_summary_from_pb(self._call("Ingest", invoke, timeout,
+                                                         write=True))
 
     def search(
         self,
@@ -386,7 +413,7 @@ class EnvadClient:
             score_adaptation=settings.score_adaptation,
             event_gap_s=settings.event_gap_s,
         )
-        return convert.fit_result_from_pb(self._unary("Fit", request, timeout))
+        return convert.fit_result_from_pb(self._write("Fit", request, timeout))
 
     def reset_camera_stats(self, envs: Sequence[str] = (), timeout: float | None = None
                            ) -> tuple[str, ...]:
@@ -394,7 +421,7 @@ class EnvadClient:
         returns the cameras that were forgotten."""
         request = pb.ResetCameraStatsRequest(envs=list(envs))
         return convert.camera_stats_reset_from_pb(
-            self._unary("ResetCameraStats", request, timeout)
+            self._write("ResetCameraStats", request, timeout)
         )
 
     def set_label(self, ids: Sequence[str], label: str, timeout: float | None = None
@@ -403,7 +430,7 @@ class EnvadClient:
         refit honours (docs/client.md, "Review loop"). Ids not stored come back in
         `missing`."""
         request = pb.SetLabelRequest(ids=list(ids), label=label)
-        return convert.label_result_from_pb(self._unary("SetLabel", request, timeout))
+        return convert.label_result_from_pb(self._write("SetLabel", request, timeout))
 
     def list_models(self, timeout: float | None = None) -> r.ModelList:
         response = self._unary("ListModels", pb.ListModelsRequest(), timeout)
@@ -411,7 +438,7 @@ class EnvadClient:
 
     def activate_model(self, model_id: str, timeout: float | None = None) -> r.ModelInfo:
         request = pb.ActivateModelRequest(model_id=model_id)
-        return convert.model_info_from_pb(self._unary("ActivateModel", request, timeout).model)
+        return convert.model_info_from_pb(self._write("ActivateModel", request, timeout).model)
 
     def info(self, timeout: float | None = None) -> r.ServerInfo:
         return convert.server_info_from_pb(self._unary("GetInfo", pb.GetInfoRequest(), timeout))

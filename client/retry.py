@@ -1,9 +1,21 @@
 """Retry with exponential backoff and jitter, bounded by attempts and by the deadline.
 
+Two layers use a RetryPolicy. gRPC itself re-sends the idempotent calls (Score, Search,
+Embed, ...; envad.client.channels turns the policy into the channel's retry policy), to
+the next replica when there are several. `call_with_retry`, the loop below, is kept only
+for the writes (Ingest, Fit, SetLabel, ActivateModel, ResetCameraStats), for what gRPC's
+policy cannot do there:
+
+* writes go to one writer, with no replica to fail over to, so they must outwait its
+  restart; gRPC caps its attempts at 5, this loop makes as many as the policy says;
+* Ingest is a client stream: gRPC re-sends only what fits in its retry buffer, this loop
+  builds the stream again from the items, whatever their size.
+
 Only transient status codes are retried (UNAVAILABLE: server starting, restarting or
-unreachable; RESOURCE_EXHAUSTED: queue full). Every envad RPC is safe to repeat: Ingest
-and Score(store=true) are idempotent by id, Fit and ActivateModel converge to the same
-state.
+unreachable; RESOURCE_EXHAUSTED: queue full). The writes are safe to repeat: Ingest is
+idempotent by id, Fit, SetLabel, ActivateModel and ResetCameraStats converge to the same
+state. `backoff_delays` also paces a backfill's retries of whole batches
+(envad.client.backfill).
 """
 
 from __future__ import annotations
@@ -27,12 +39,14 @@ class RetryPolicy:
 
     Parameters
     ----------
-    max_attempts : total tries including the first (1 disables retries).
+    max_attempts : total tries including the first (1 disables retries); gRPC's
+        retries of the idempotent calls stop at 5.
     initial_backoff, max_backoff : seconds before the 2nd try, and the cap on the wait
         before jitter.
     multiplier : growth of the wait from one try to the next.
-    jitter : each wait is scaled by a random factor in [1 - jitter, 1 + jitter], so many
-        clients that failed together do not come back together.
+    jitter : each wait of this loop is scaled by a random factor in [1 - jitter,
+        1 + jitter], so many clients that failed together do not come back together
+        (gRPC's own retries use 0.2).
     retry_codes : status code names worth another try.
     """
 

@@ -84,3 +84,20 @@ def test_a_backfill_that_would_do_nothing_says_so(envad_server, tmp_path) -> Non
     assert_one_line_error(envad("backfill", str(tmp_path / "cams"), "--only-split", "train",
                                 "--no-progress", "--server", envad_server.address),
                           "no item", "splits ['archive']")
+
+
+def test_writes_to_listed_replicas_need_a_writer(envad_server, tmp_path) -> None:
+    """With several --server addresses and no --writer, a backfill that stores stops
+    with one line naming --writer, before it starts a checkpoint."""
+    (tmp_path / "cams" / "camA").mkdir(parents=True)
+    (tmp_path / "cams" / "camA" / "IMG_0001.JPG").write_bytes(synthetic_images("normal", 1)[0])
+    replicas = f"{envad_server.address},{envad_server.address}"
+    assert_one_line_error(envad("backfill", str(tmp_path / "cams"), "--no-progress",
+                                "--server", replicas, "--checkpoint", str(tmp_path / "ck")),
+                          "FAILED_PRECONDITION", "envad backfill writes", "--writer HOST:PORT")
+    assert not (tmp_path / "ck").exists()
+    written = envad("backfill", str(tmp_path / "cams"), "--no-progress", "--server",
+                    replicas, "--writer", envad_server.address, "--checkpoint",
+                    str(tmp_path / "ck"))
+    assert written.returncode == 0, written.stderr
+    assert "ingested     1" in written.stdout

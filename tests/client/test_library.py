@@ -14,7 +14,7 @@ import pytest
 from envad.client import EnvadClient, RetryPolicy
 from envad.client.errors import DeadlineExceeded
 from envad.client.results import ImageInput, IngestInput
-from envad.errors import InvalidInput, NotFound, ResourceExhausted, Unavailable
+from envad.errors import FailedPrecondition, InvalidInput, NotFound, ResourceExhausted, Unavailable
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 
@@ -102,6 +102,37 @@ def test_retries_give_up_with_the_last_error(scripted) -> None:
     with EnvadClient(address, retry=FAST) as client, pytest.raises(ResourceExhausted):
         client.list_models()
     assert servicer.calls["ListModels"] == FAST.max_attempts
+
+
+def test_reads_are_retried_by_grpc_at_most_five_times_writes_by_the_loop(scripted) -> None:
+    """gRPC caps its attempts at 5 (gRFC A6); the client's loop, which the writes go
+    through, makes as many as the policy says (envad.client.retry)."""
+    servicer, address = scripted
+    patient = RetryPolicy(max_attempts=8, initial_backoff=0.01, max_backoff=0.05)
+    servicer.script["GetInfo"] = [grpc.StatusCode.UNAVAILABLE] * 10
+    servicer.script["Ingest"] = [grpc.StatusCode.UNAVAILABLE] * 6
+    with EnvadClient(address, retry=patient) as client:
+        with pytest.raises(Unavailable):
+            client.info()
+        summary = client.ingest([IngestInput(ImageInput(data=b"x", id="a"))])
+    assert servicer.calls["GetInfo"] == 5
+    assert servicer.calls["Ingest"] == 7 and summary.inserted == 1
+
+
+def test_writes_need_a_writer_when_several_servers_are_listed(scripted) -> None:
+    servicer, address = scripted
+    with EnvadClient(f"{address},{address}") as client:
+        assert client.info().server_version == "9.9"        # reads are served
+        for write in (lambda: client.ingest([IngestInput(ImageInput(data=b"x"))]),
+                      lambda: client.fit(), lambda: client.set_label(["a"], "normal"),
+                      lambda: client.activate_model("m"), lambda: client.reset_camera_stats(),
+                      lambda: client.score([b"x"], store=True)):
+            with pytest.raises(FailedPrecondition, match="lists 2 addresses: name the one "
+                                                         "writer with --writer HOST:PORT"):
+                write()
+    assert "Ingest" not in servicer.calls and "Fit" not in servicer.calls
+    with EnvadClient(f"{address},{address}", writer=address) as client:
+        assert client.ingest([IngestInput(ImageInput(data=b"x"))]).inserted == 1
 
 
 def test_permanent_errors_are_not_retried(scripted) -> None:

@@ -10,6 +10,7 @@ from envad.client import EnvadClient, FitSettings
 from envad.client.results import ImageInput, IngestInput, RowFilter, sha256_hex
 from envad.errors import FailedPrecondition, InvalidInput, NotFound
 from envad.records import MIN_FIT_ROWS
+from server_handle import InProcessServer, models_dir_in
 
 ENVS = ("cam0", "cam1")
 
@@ -127,3 +128,26 @@ def test_fit_refuses_fewer_rows_than_the_minimum_unless_allowed(envad_server) ->
         fit = client.fit(RowFilter(splits=("train",)), settings, allow_few_rows=True)
         assert fit.n_samples == 40 and [s.detector for s in fit.stats] == ["KNN"]
         assert client.info().bundle.bundle_id == fit.bundle_id
+
+
+def test_writes_go_to_the_writer_and_reads_to_the_server(envad_server, tmp_path,
+                                                         tiny_model_path) -> None:
+    """`writer=`: Ingest, SetLabel, Fit and Score with store reach the writer only;
+    reads stay on the server, which here has no rows and no bundle."""
+    root = tmp_path / "writer"
+    writer = InProcessServer(root / "data", models_dir_in(root, tiny_model_path)).start()
+    try:
+        with EnvadClient(envad_server.address, writer=writer.address) as client:
+            ids = ingest_some(client)
+            assert client.set_label(ids[:1], "normal").updated == (ids[0],)
+            client.fit(RowFilter(splits=("train",)), detectors=("KNN",), allow_few_rows=True)
+            stored = client.score([ImageInput(png_bytes(500, 32), env="cam0")], store=True)
+            assert stored.results[0].ok
+            with pytest.raises(FailedPrecondition):      # read: the server, unfitted
+                client.score([png_bytes(500, 32)])
+            assert client.info().total_rows == 0
+        with EnvadClient(writer.address) as at_writer:
+            info = at_writer.info()
+        assert info.total_rows == len(ids) + 1 and info.bundle is not None
+    finally:
+        writer.stop()
