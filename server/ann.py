@@ -1,7 +1,11 @@
 """Approximate neighbour search for large tables: an IVF index, trained once, calibrated.
 
-The index mirror (index.py) searches exactly (flat) up to its `ivf_threshold` rows and
-through an inverted-file index (IVF) above it, chosen here by row count:
+The index mirror (index.py) searches exactly (flat) up to its `ivf_threshold` rows,
+through an inverted-file index (IVF, float32 vectors in its lists) above it, and from
+`compressed_threshold` rows through an IVF index whose lists hold 8-bit codes instead of
+the vectors (`COMPRESSED`: each row's residual to its list's centroid, scalar-quantized,
+one byte a dimension: a quarter of the memory; distances are computed from the codes).
+`kind_for` picks the kind by row count; the rest is common to both IVF kinds:
 
 - **Lists**: `nlist = 4 * sqrt(n)` at training time.
 - **Training**: k-means on a seeded sample of at most `TRAIN_POINTS_PER_LIST` points a
@@ -17,7 +21,11 @@ through an inverted-file index (IVF) above it, chosen here by row count:
   on, so the lists keep about the same length as the table grows.
 
 Every IVF index keeps a direct map (8 bytes a row) so rows can be read back from it for
-retraining and for the check that a saved index still matches its store.
+retraining and for the check that a saved index still matches its store. Rows read back
+from a compressed index are decoded (within about half a quantization step of the
+stored vector): its retraining re-encodes decoded rows, and the check allows for that
+(`COMPRESSED_TOLERANCE`). Why 8-bit codes and not product quantization with re-ranking:
+docs/benchmarks.md ("A compressed index for large stores").
 """
 
 from __future__ import annotations
@@ -43,6 +51,21 @@ EXACT_FILTER_ROWS = 32_768
 SEED = 1234
 #: rows read back from an index at a time while moving them into a retrained one
 COPY_CHUNK = 65_536
+#: the index kinds, smallest store first (an index only ever moves up this list)
+FLAT, IVF, COMPRESSED = "flat", "ivf", "ivf-sq8"
+KINDS = (FLAT, IVF, COMPRESSED)
+#: largest distance between a decoded row and the vector it encodes, relative to the
+#: vector's norm, taken for the same row (8-bit codes of clustered rows: at most 0.004
+#: measured, a little more after retrainings; another row of its cluster is 0.3-0.5
+#: norms away in the tests' and benchmark's rows, a random one 1.4)
+COMPRESSED_TOLERANCE = 0.1
+
+
+def kind_for(rows: int, ivf_threshold: int, compressed_threshold: int) -> str:
+    """The index kind for a table of `rows` rows under the two thresholds."""
+    if rows >= compressed_threshold:
+        return COMPRESSED
+    return IVF if rows >= ivf_threshold else FLAT
 
 
 def nlist_for(rows: int) -> int:
@@ -55,17 +78,20 @@ def needs_retraining(rows: int, trained_rows: int) -> bool:
 
 
 def rows_of(index: faiss.Index, positions: np.ndarray) -> np.ndarray:
-    """The vectors at `positions` of a flat or IVF (direct-mapped) index."""
+    """The vectors at `positions` of a flat or IVF (direct-mapped) index (decoded from a
+    compressed one)."""
     return index.reconstruct_batch(np.ascontiguousarray(positions, dtype=np.int64))
 
 
-def build_ivf(source: faiss.Index, extra: np.ndarray) -> faiss.IndexIVFFlat:
-    """An IVF index holding the rows of `source` (flat or IVF) followed by `extra`,
-    trained on a seeded sample and calibrated; positions are kept."""
+def build_ivf(source: faiss.Index, extra: np.ndarray, *, compressed: bool = False
+              ) -> faiss.IndexIVF:
+    """An IVF index (8-bit codes when `compressed`) holding the rows of `source` (any
+    kind) followed by `extra`, trained on a seeded sample and calibrated; positions are
+    kept."""
     started = time.monotonic()
     total = source.ntotal + len(extra)
     sample = training_sample(source, extra)
-    ivf = trained_ivf(sample, nlist_for(total))
+    ivf = (trained_compressed if compressed else trained_ivf)(sample, nlist_for(total))
     for start in range(0, source.ntotal, COPY_CHUNK):
         ivf.add(rows_of(source, np.arange(start, min(start + COPY_CHUNK, source.ntotal))))
     if len(extra):
@@ -90,10 +116,21 @@ def training_sample(source: faiss.Index, extra: np.ndarray | None = None) -> np.
                       extra[chosen[chosen >= held] - held]])
 
 
-def trained_ivf(sample: np.ndarray, nlist: int) -> faiss.IndexIVFFlat:
+def trained_ivf(sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
     """An empty IVF index with `nlist` lists trained (k-means, seeded) on `sample`."""
     dim = sample.shape[1]
-    ivf = faiss.IndexIVFFlat(faiss.IndexFlatL2(dim), dim, nlist)
+    return _trained(faiss.IndexIVFFlat(faiss.IndexFlatL2(dim), dim, nlist), sample)
+
+
+def trained_compressed(sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
+    """`trained_ivf` whose lists hold 8-bit codes of each row's residual to its list's
+    centroid (the quantizer's per-dimension ranges trained on the same sample)."""
+    dim = sample.shape[1]
+    return _trained(faiss.IndexIVFScalarQuantizer(faiss.IndexFlatL2(dim), dim, nlist,
+                                                  faiss.ScalarQuantizer.QT_8bit), sample)
+
+
+def _trained(ivf: faiss.IndexIVF, sample: np.ndarray) -> faiss.IndexIVF:
     ivf.cp.niter = TRAIN_ITERATIONS
     ivf.cp.seed = SEED
     ivf.train(sample)
@@ -101,7 +138,7 @@ def trained_ivf(sample: np.ndarray, nlist: int) -> faiss.IndexIVFFlat:
     return ivf
 
 
-def calibrate_nprobe(ivf: faiss.IndexIVFFlat, *, target: float = CALIBRATION_RECALL,
+def calibrate_nprobe(ivf: faiss.IndexIVF, *, target: float = CALIBRATION_RECALL,
                      queries: int = CALIBRATION_QUERIES) -> int:
     """The smallest power-of-two nprobe with recall@10 >= target against exact search
     (all lists probed), on stored rows as queries, each query's own row left out."""
@@ -121,7 +158,7 @@ def calibrate_nprobe(ivf: faiss.IndexIVFFlat, *, target: float = CALIBRATION_REC
     return ivf.nlist
 
 
-def _others(ivf: faiss.IndexIVFFlat, x: np.ndarray, positions: np.ndarray,
+def _others(ivf: faiss.IndexIVF, x: np.ndarray, positions: np.ndarray,
             nprobe: int) -> np.ndarray:
     """Each query's 10 nearest rows other than its own, found with `nprobe` lists."""
     params = faiss.SearchParametersIVF(nprobe=nprobe)  # type: ignore[call-arg]
@@ -143,7 +180,7 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
     return hits / total if total else 1.0
 
 
-def probes_for(ivf: faiss.IndexIVFFlat, allowed: int) -> int:
+def probes_for(ivf: faiss.IndexIVF, allowed: int) -> int:
     """nprobe for a search restricted to `allowed` rows. Up to `EXACT_FILTER_ROWS` rows,
     every list (exact: distances are computed for the allowed rows only, so the cost
     follows `allowed`); above, a filter that leaves a fraction f of the rows probes 1/f

@@ -37,6 +37,12 @@ ENV_PREFIX = "ENVAD_"
 #: writes: at 20,000 the writer fell to 0.35-0.42x lancedb's append over 100k rows, at
 #: 200,000 it holds 0.50-0.60x (docs/benchmarks.md)
 DEFAULT_IVF_THRESHOLD = 200_000
+#: stored rows from which the IVF index's lists hold 8-bit codes of each row (512 bytes a
+#: row at 512 dims) instead of its float32 vector (2,048): at 1M rows the server held
+#: 2.80 GiB, 2 GiB of it vectors. Codes cost recall (0.98-0.99 at 10 against exact search
+#: on the benchmark's clustered rows, where IVF-flat gives 1.00) and distances are
+#: approximate, so stores smaller than this keep float32 vectors (docs/benchmarks.md)
+DEFAULT_COMPRESSED_THRESHOLD = 1_000_000
 #: what a server does with a shared store: "all" serves and writes (one process, the
 #: default); "writer" is the one process that writes; "reader" serves Score, Search,
 #: Export and Info, and follows what the writer stores (docs/scaling.md)
@@ -78,6 +84,7 @@ class ServerConfig:
     refresh_seconds: float = 2.0            # how often external writes/models are picked up
     optimize_every: int = 100               # compact the store every N commits
     ivf_threshold: int = DEFAULT_IVF_THRESHOLD  # rows from which the index is IVF
+    compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD  # rows from which IVF holds codes
     fit_max_samples: int = FIT_MAX_SAMPLES  # default sample cap for Fit
     grace_seconds: float = 10.0             # drain time on SIGTERM
     auth_token: str = ""                    # require "authorization: Bearer <token>"

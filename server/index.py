@@ -7,11 +7,14 @@ split dictionary-coded as int32 numpy codes), so a structured filter becomes a F
 bitmap selector. The bitmap of a filter is kept and extended only over rows added since,
 so a search never passes over every row to build it. Flat (exact) L2 search below
 `ivf_threshold` rows; an IVF index above it (ann.py: trained on a sample, calibrated,
-extended without retraining, retrained only after the table has grown 4x). When written
-rows make a switch or a retraining due, it runs in a background thread while searches
-go on with the current index and rows keep being added; the new index takes every row
-in and replaces it under the lock. The index can be saved next to the store and loaded
-at start (index_files.py).
+extended without retraining, retrained only after the table has grown 4x), whose lists
+hold 8-bit codes instead of float32 vectors from `compressed_threshold` rows. Rows added
+after a training are encoded into the trained lists at once (found by the next search;
+no side index). When written rows make a switch or a retraining due, it runs in a
+background thread while searches go on with the current index and rows keep being added;
+the new index takes every row in and replaces it under the lock. An index only moves to
+a larger kind. The index can be saved next to the store and loaded at start
+(index_files.py).
 
 Evidence rules (`search`'s `exclude_labels` and `exclude_self`): rows whose label is
 excluded are left out through the same bitmap; a query's own row (same id, or same
@@ -36,7 +39,7 @@ import pyarrow as pa
 from envad.errors import InvalidInput
 from envad.records import Neighbor, RowFilter
 from envad.server import ann
-from envad.server.config import DEFAULT_IVF_THRESHOLD
+from envad.server.config import DEFAULT_COMPRESSED_THRESHOLD, DEFAULT_IVF_THRESHOLD
 from envad.server.id_positions import IdPositions, StringColumn
 from envad.server.store import vectors_of
 from envad.server.threads import limit_faiss_in_this_thread
@@ -121,9 +124,11 @@ class Snapshot:
 class VectorIndex:
     """FAISS index + metadata columns; thread-safe add and search."""
 
-    def __init__(self, dim: int, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD):
+    def __init__(self, dim: int, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
+                 compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD):
         self.dim = dim
         self.ivf_threshold = ivf_threshold
+        self.compressed_threshold = compressed_threshold
         self._lock = threading.RLock()         # searches, adds, relabels
         self._growing = threading.Lock()       # adds and saves: rows held still, searches go on
         self._index: faiss.Index = faiss.IndexFlatL2(dim)
@@ -132,7 +137,7 @@ class VectorIndex:
         self._hashes = StringColumn()
         self._coded = {name: CodedColumn() for name in ("env", "label", "split")}
         self._bitmaps: dict[tuple, _Bitmap] = {}
-        self.kind = "flat"
+        self.kind = ann.FLAT            # ann.KINDS
         self.trained_rows = 0           # rows the IVF index was trained on (0: flat)
         self._pending = 0               # tables handed to `add_table_soon`, not yet added
         self._caught_up = threading.Condition()
@@ -200,9 +205,20 @@ class VectorIndex:
         for batch in batches:
             table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
             added += self._add(table, switch=False)
+        self.settle()
+        return added
+
+    def wanted_kind(self, rows: int | None = None) -> str:
+        """The kind the thresholds call for at `rows` rows (default: the rows held)."""
+        held = len(self._ids) if rows is None else rows
+        return ann.kind_for(held, self.ivf_threshold, self.compressed_threshold)
+
+    def settle(self) -> None:
+        """Switch to the kind the rows held call for, or retrain, here and now when due
+        (after a rebuild, or a load under other thresholds than the save's)."""
+        self.flush()
         with self._growing, self._lock:
             self._grow(len(self._ids), np.zeros((0, self.dim), np.float32))
-        return added
 
     def _add(self, table: pa.Table, *, switch: bool = True, background: bool = False) -> int:
         """Add the new rows of `table`; `switch` False: a flat index stays flat (the caller
@@ -248,13 +264,15 @@ class VectorIndex:
 
     @classmethod
     def restored(cls, saved: Snapshot, metadata: pa.Table, *,
-                 ivf_threshold: int = DEFAULT_IVF_THRESHOLD) -> VectorIndex:
+                 ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
+                 compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD) -> VectorIndex:
         """An index around a saved FAISS index; `metadata` holds the store's metadata
         columns of its rows, row i for position i (labels may have changed since)."""
         if metadata.num_rows != saved.faiss_index.ntotal:
             raise ValueError(f"{metadata.num_rows} metadata rows for an index of "
                              f"{saved.faiss_index.ntotal}")
-        index = cls(saved.faiss_index.d, ivf_threshold=ivf_threshold)
+        index = cls(saved.faiss_index.d, ivf_threshold=ivf_threshold,
+                    compressed_threshold=compressed_threshold)
         index._index, index.kind, index.trained_rows = (saved.faiss_index, saved.kind,
                                                         saved.trained_rows)
         index._append_metadata(metadata)
@@ -271,17 +289,26 @@ class VectorIndex:
             yield Snapshot(self._index, ids, self.kind, self.trained_rows)
 
     def vectors_at(self, positions: np.ndarray) -> np.ndarray:
-        """The indexed vectors at `positions` (as FAISS holds them)."""
+        """The indexed vectors at `positions` (as FAISS holds them: decoded from 8-bit
+        codes in a compressed index)."""
         self.flush()
         with self._lock:
             return ann.rows_of(self._index, positions)
 
+    def _kind_after(self, total: int) -> str:
+        """The kind the index takes at `total` rows: the thresholds' kind, or its own
+        when that is larger (an index never moves back to a kind it has left)."""
+        wanted = self.wanted_kind(total)
+        return max(wanted, self.kind, key=ann.KINDS.index)
+
     def _training_due(self, total: int) -> bool:
-        """True (and logged) when `total` rows call for the switch to IVF or a retraining."""
-        if self.kind == "flat" and total >= self.ivf_threshold:
-            log.info("index reaches %d rows (ivf_threshold %d): switching from flat to IVF",
-                     total, self.ivf_threshold)
-        elif self.kind == "ivf" and ann.needs_retraining(total, self.trained_rows):
+        """True (and logged) when `total` rows call for a larger kind or a retraining."""
+        kind = self._kind_after(total)
+        if kind != self.kind:
+            log.info("index reaches %d rows (ivf_threshold %d, compressed_threshold %d): "
+                     "switching from %s to %s", total, self.ivf_threshold,
+                     self.compressed_threshold, self.kind, kind)
+        elif kind != ann.FLAT and ann.needs_retraining(total, self.trained_rows):
             log.info("index grew from %d rows at training to %d (%dx): retraining IVF",
                      self.trained_rows, total, ann.RETRAIN_GROWTH)
         else:
@@ -289,13 +316,15 @@ class VectorIndex:
         return True
 
     def _grow(self, total: int, new_vectors: np.ndarray) -> bool:
-        """Switch from flat to IVF once the table is large, and retrain the IVF index once
-        it has grown `ann.RETRAIN_GROWTH` times, here and now; True when `new_vectors` went
-        in with it."""
+        """Switch to a larger kind once the table calls for it, and retrain an IVF index
+        once it has grown `ann.RETRAIN_GROWTH` times, here and now; True when
+        `new_vectors` went in with it."""
         if not self._training_due(total):
             return False
-        self._index = ann.build_ivf(self._index, new_vectors)
-        self.kind, self.trained_rows = "ivf", total
+        kind = self._kind_after(total)
+        self._index = ann.build_ivf(self._index, new_vectors,
+                                    compressed=kind == ann.COMPRESSED)
+        self.kind, self.trained_rows = kind, total
         return True
 
     def _training_running(self) -> bool:
@@ -309,7 +338,7 @@ class VectorIndex:
         self._training.start()
 
     def wait_for_training(self, timeout: float | None = None) -> None:
-        """Wait until a background switch to IVF (or retraining) has finished."""
+        """Wait until a background switch to a larger kind (or retraining) has finished."""
         if self._training is not None:
             self._training.join(timeout)
 
@@ -317,14 +346,17 @@ class VectorIndex:
         """Train an IVF index for the rows held now and move every row into it while
         searches go on with the current index and rows keep being added to it: k-means
         and the copying run without the locks (the copying takes the lock per chunk read);
-        only the rows added since and the swap itself hold them."""
+        only the rows added since and the swap itself hold them. Rows that came in
+        meanwhile may call for a larger kind still: it is trained next, in this thread."""
         limit_faiss_in_this_thread()
         started = time.monotonic()
         try:
             with self._lock:
                 sample = ann.training_sample(self._index)
                 rows = self._index.ntotal
-            ivf = ann.trained_ivf(sample, ann.nlist_for(rows))
+                kind = self._kind_after(rows)
+            train = ann.trained_compressed if kind == ann.COMPRESSED else ann.trained_ivf
+            ivf = train(sample, ann.nlist_for(rows))
             copied = 0
             while True:
                 with self._lock:
@@ -339,12 +371,16 @@ class VectorIndex:
                 end = self._index.ntotal
                 if copied < end:
                     ivf.add(ann.rows_of(self._index, np.arange(copied, end)))
-                self._index, self.kind, self.trained_rows = ivf, "ivf", end
-            log.info("IVF index trained beside the writes on %d of %d rows: %d lists, "
-                     "nprobe %d, %.1f s", len(sample), end, ivf.nlist, ivf.nprobe,
+                self._index, self.kind, self.trained_rows = ivf, kind, end
+                larger_due = self._kind_after(end) != kind
+            log.info("%s index trained beside the writes on %d of %d rows: %d lists, "
+                     "nprobe %d, %.1f s", kind, len(sample), end, ivf.nlist, ivf.nprobe,
                      time.monotonic() - started)
         except Exception:
             log.exception("training the IVF index failed; the index stays %s", self.kind)
+            return
+        if larger_due:
+            self._train_and_swap()
 
     def _bitmap(self, row_filter: RowFilter, exclude_labels: tuple[str, ...]) -> _Bitmap:
         """The filter's bitmap, extended over the rows added since it was last used."""
@@ -403,7 +439,7 @@ class VectorIndex:
                 selector = faiss.IDSelectorBitmap(len(bitmap.mask),
                                                   faiss.swig_ptr(bitmap.packed))
                 # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe
-                if self.kind == "ivf":
+                if self.kind != ann.FLAT:
                     probes = ann.probes_for(self._index, allowed)  # type: ignore[arg-type]
                     params = faiss.SearchParametersIVF(sel=selector,  # type: ignore[call-arg]
                                                        nprobe=probes)

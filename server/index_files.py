@@ -2,9 +2,9 @@
 
 `<data_dir>/index/<model>/` holds three files:
 
-- `manifest.json`: format, model id, dim, kind (flat or ivf), rows covered, rows the IVF
-  lists were trained on, nprobe, the store table version at save, and the name, size and
-  CRC-32 of each data file;
+- `manifest.json`: format, model id, dim, kind (flat, ivf or ivf-sq8: ann.KINDS), rows
+  covered, rows the IVF lists were trained on, nprobe, the store table version at save,
+  and the name, size and CRC-32 of each data file;
 - `index-<n>.faiss`: the FAISS index (`faiss.write_index`);
 - `ids-<n>.arrow`: the store id at each index position (Arrow IPC).
 
@@ -17,6 +17,13 @@ holds, or a saved vector that differs from the store's is a rebuild from the sto
 one log line saying why; it never stops the server. A saved index that covers fewer rows
 than the store is loaded and only the rows stored after it are read and added (and saved
 again at once only when they are many: `due_for_saving`).
+
+Kinds: a saved index of a smaller kind than the thresholds call for at the store's row
+count (the store crossed `compressed_threshold` since, or the setting was lowered) is
+loaded and switched at once (flat and IVF hold the exact vectors), then saved. A saved
+compressed index where the thresholds call for a smaller kind is rebuilt from the store,
+since its codes cannot give back the vectors. A compressed index's vectors are compared
+with the store's within `ann.COMPRESSED_TOLERANCE` (codes decode to near the vector).
 
 Loading at a million rows reads 2 GB of saved index and a million rows of store metadata:
 the files are checked and read in a thread of their own while the metadata is read
@@ -45,7 +52,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from envad.server.config import DEFAULT_IVF_THRESHOLD
+from envad.server import ann
+from envad.server.config import DEFAULT_COMPRESSED_THRESHOLD, DEFAULT_IVF_THRESHOLD
 from envad.server.durable import fsync_path
 from envad.server.freed_memory import return_freed_memory
 from envad.server.id_positions import IdPositions
@@ -128,18 +136,21 @@ def _save(directory: Path, index: VectorIndex, model_id: str, table_version: int
 
 
 def open_index(directory: Path, store: EmbeddingStore, *,
-               ivf_threshold: int = DEFAULT_IVF_THRESHOLD) -> Opened:
+               ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
+               compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD) -> Opened:
     """The index of `store`: the saved one plus the rows stored since, or, when there is
     no usable saved index, one built from the whole table (saved right away)."""
     started = time.monotonic()
+    empty = VectorIndex(store.dim, ivf_threshold=ivf_threshold,
+                        compressed_threshold=compressed_threshold)
     try:
-        index, added, stored_ids = _load(directory, store, ivf_threshold)
+        index, added, stored_ids, switched = _load(directory, store, empty)
     except StaleIndex as exc:
         reason = str(exc)
         log.log(logging.INFO if exc.nothing_saved else logging.WARNING,
                 "index of %s not loaded, building it from the store: %s", store.model_id,
                 reason)
-        index = VectorIndex(store.dim, ivf_threshold=ivf_threshold)
+        index = empty
         with every_core_for_bulk_work():      # k-means and list assignment of every row
             added = index.add_batches(store.iter_batches(batch_size=BUILD_BATCH_ROWS))
         saved = _save_quietly(directory, index, store)
@@ -148,7 +159,7 @@ def open_index(directory: Path, store: EmbeddingStore, *,
                  len(index), index.kind, time.monotonic() - started)
         return Opened(index, loaded=False, added=added, saved_rows=saved, reason=reason)
     saved = len(index) - added
-    if due_for_saving(len(index), saved):
+    if switched or due_for_saving(len(index), saved):
         saved = _save_quietly(directory, index, store) or saved
     return_freed_memory()
     log.info("index of %s loaded: %d rows (%s), %d added from the store, %.1f s",
@@ -173,8 +184,10 @@ def _save_quietly(directory: Path, index: VectorIndex, store: EmbeddingStore) ->
         return 0
 
 
-def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int
-          ) -> tuple[VectorIndex, int, StoredIds]:
+def _load(directory: Path, store: EmbeddingStore, settings: VectorIndex
+          ) -> tuple[VectorIndex, int, StoredIds, bool]:
+    """The saved index plus the rows stored since, the rows added, the store's ids, and
+    whether its kind changed on the way (`settings`: an empty index with the thresholds)."""
     manifest = _manifest(directory, store)
     _remove_unlisted(directory, {manifest["index_file"], manifest["ids_file"], MANIFEST})
     # the saved files are checked and read (zlib and FAISS, outside the GIL) while the
@@ -189,18 +202,30 @@ def _load(directory: Path, store: EmbeddingStore, ivf_threshold: int
     if faiss_index.ntotal != rows or len(ids) != rows or faiss_index.d != store.dim:
         raise StaleIndex(f"saved index holds {faiss_index.ntotal} rows of {faiss_index.d} "
                          f"dims and {len(ids)} ids; the manifest says {rows} of {store.dim}")
-    if manifest["kind"] == "ivf":
+    if manifest["kind"] != ann.FLAT:
         faiss_index.nprobe = manifest["nprobe"]  # type: ignore[attr-defined]
     stored_ids = metadata.column("id").combine_chunks()
+    _check_kind(manifest["kind"], settings.wanted_kind(len(stored_ids)))
     where, missing = _match_saved_rows(ids, stored_ids)
     saved = Snapshot(faiss_index, ids, manifest["kind"], manifest["trained_rows"])
     in_index = metadata.slice(0, len(ids)) if where is None else metadata.take(where)
-    index = VectorIndex.restored(saved, in_index, ivf_threshold=ivf_threshold)
+    index = VectorIndex.restored(saved, in_index, ivf_threshold=settings.ivf_threshold,
+                                 compressed_threshold=settings.compressed_threshold)
     _spot_check(index, ids, store)
     added = index.add_table(store.read_ids(missing.to_pylist())) if len(missing) else 0
+    index.settle()              # thresholds lowered since the save: the kind they call for
     # the index holds distinct store ids of this version: as many means the same ones
     held = index.id_positions() if len(index) == len(stored_ids) else IdPositions(stored_ids)
-    return index, added, StoredIds(held, version)
+    return index, added, StoredIds(held, version), index.kind != manifest["kind"]
+
+
+def _check_kind(saved: str, wanted: str) -> None:
+    """A saved compressed index cannot become a smaller kind (its codes are not the
+    vectors): the thresholds calling for one mean a rebuild."""
+    if saved == ann.COMPRESSED and wanted != ann.COMPRESSED:
+        raise StaleIndex(f"saved index is {saved} but the thresholds call for {wanted} at "
+                         "the store's rows (compressed_threshold raised): rebuilt to hold "
+                         "the vectors")
 
 
 def _read_saved(directory: Path, manifest: dict) -> tuple[faiss.Index, pa.Array]:
@@ -237,7 +262,7 @@ def _manifest(directory: Path, store: EmbeddingStore) -> dict:
         raise StaleIndex(f"no saved index in {directory}", nothing_saved=True)
     try:
         manifest = json.loads(path.read_text())
-        checks = (manifest["format"] == FORMAT, manifest["kind"] in ("flat", "ivf"),
+        checks = (manifest["format"] == FORMAT, manifest["kind"] in ann.KINDS,
                   isinstance(manifest["files"], dict), int(manifest["rows"]) >= 0)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StaleIndex(f"unreadable manifest {path}: {exc}") from exc
@@ -270,8 +295,15 @@ def _spot_check(index: VectorIndex, ids: pa.Array, store: EmbeddingStore) -> Non
     stored = store.read_ids(wanted, columns=("id",))
     by_id = dict(zip(stored.column("id").to_pylist(), vectors_of(stored), strict=True))
     saved = index.vectors_at(positions)
+    decoded = index.kind == ann.COMPRESSED
     for row_id, vector in zip(wanted, saved, strict=True):
-        if not np.array_equal(by_id[row_id], vector):
+        stored = by_id[row_id]
+        if decoded:
+            same = (np.linalg.norm(stored - vector)
+                    <= ann.COMPRESSED_TOLERANCE * np.linalg.norm(stored))
+        else:
+            same = np.array_equal(stored, vector)
+        if not same:
             raise StaleIndex(f"saved vector of row {row_id!r} differs from the store's")
 
 
