@@ -99,7 +99,8 @@ class ModelSpace:
         self._remote_index = (remote.child("index", file_name_for(self.model_id))
                               if remote is not None else None)
         self._download_index()
-        opened = open_index(self.index_dir, self.store, ivf_threshold=config.ivf_threshold)
+        opened = open_index(self.index_dir, self.store, ivf_threshold=config.ivf_threshold,
+                            compressed_threshold=config.compressed_threshold)
         self.index, self._saved_rows = opened.index, opened.saved_rows
         self._metrics = metrics
         self.writer = StoreWriter(self.store, self.index, optimize_every=config.optimize_every,
