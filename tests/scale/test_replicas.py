@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from s3_emulator import in_process, local_models
 
-from envad.errors import FailedPrecondition
+from envad.client.library import EnvadClient
+from envad.errors import EnvadError, FailedPrecondition
+from envad.records import ImageInput, IngestInput
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 from server_handle import InProcessServer, fit_normal_rows, ingest_commit, writes_health
@@ -168,3 +170,60 @@ def test_a_second_writer_refuses_to_start_and_names_the_first(
         assert ingest_commit(_stub(second), "after", seed=6) == 8
     finally:
         second.stop()
+
+
+def _score_calls(server: InProcessServer) -> float:
+    """Score calls the server answered with OK (its envad_requests_total metric)."""
+    registry = server.running.engine.metrics.registry      # type: ignore[union-attr]
+    return registry.get_sample_value("envad_requests_total",
+                                     {"method": "Score", "code": "OK"}) or 0.0
+
+
+def test_readers_serve_a_scoring_load_while_the_writer_ingests_2000_images(replicas) -> None:
+    """Two clients score through both readers (round robin) while a third ingests 2,000
+    images through the writer: no Score fails, both readers answer, and every
+    acknowledged row is in both readers' indexes within refresh_seconds + 5 s of the
+    last acknowledgement."""
+    writer, readers = replicas
+    fit_normal_rows(_stub(writer), count=60)
+    _until(lambda: all(_stub(r).GetInfo(pb.GetInfoRequest(), timeout=30).bundle.bundle_id
+                       for r in readers), "the first bundle")
+    probe = [ImageInput(d, env="cam-a") for d in synthetic_images("odd", 2, seed=3)]
+    failures: list[Exception] = []
+    stop = threading.Event()
+    addresses = ",".join(r.address for r in readers)
+
+    def scoring_client() -> None:
+        with EnvadClient(addresses, timeout=60) as client:
+            while not stop.is_set():
+                try:
+                    client.score(probe)
+                except EnvadError as exc:
+                    failures.append(exc)
+
+    clients = [threading.Thread(target=scoring_client) for _ in range(2)]
+    for thread in clients:
+        thread.start()
+    images = synthetic_images("normal", 2000, seed=21)
+    try:
+        with EnvadClient(writer.address, timeout=120) as ingesting:
+            for start in range(0, len(images), 200):
+                summary = ingesting.ingest([
+                    IngestInput(ImageInput(d, id=f"load-{start + i}", env=f"cam-{i % 4}"))
+                    for i, d in enumerate(images[start:start + 200])])
+                assert summary.inserted == 200
+        acknowledged = time.monotonic()
+        expected = 60 + len(images)
+        deadline = acknowledged + writer.running.engine.config.refresh_seconds + 5  # type: ignore[union-attr]
+        while time.monotonic() < deadline:
+            infos = [_stub(r).GetInfo(pb.GetInfoRequest(), timeout=30) for r in readers]
+            if all(i.index_rows == expected for i in infos):
+                break
+            time.sleep(0.05)
+        assert [i.index_rows for i in infos] == [expected, expected]
+    finally:
+        stop.set()
+        for thread in clients:
+            thread.join(60)
+    assert failures == []
+    assert all(_score_calls(r) > 0 for r in readers)
