@@ -18,7 +18,13 @@ from envad.errors import EnvadError, FailedPrecondition
 from envad.records import ImageInput, IngestInput
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import InProcessServer, fit_normal_rows, ingest_commit, writes_health
+from server_handle import (
+    TEST_SETTINGS,
+    InProcessServer,
+    fit_normal_rows,
+    ingest_commit,
+    writes_health,
+)
 from tiny_encoder import synthetic_images
 
 SERVING, NOT_SERVING = 1, 2
@@ -214,7 +220,8 @@ def test_readers_serve_a_scoring_load_while_the_writer_ingests_2000_images(repli
                 assert summary.inserted == 200
         acknowledged = time.monotonic()
         expected = 60 + len(images)
-        deadline = acknowledged + writer.running.engine.config.refresh_seconds + 5  # type: ignore[union-attr]
+        refresh = float(TEST_SETTINGS["ENVAD_REFRESH_SECONDS"])
+        deadline = acknowledged + refresh + 5
         while time.monotonic() < deadline:
             infos = [_stub(r).GetInfo(pb.GetInfoRequest(), timeout=30) for r in readers]
             if all(i.index_rows == expected for i in infos):
