@@ -226,7 +226,8 @@ def quantized(records: list[dict]) -> list[str]:
 def scale(records: list[dict]) -> list[str]:
     lines = ["| rows | index | search p50 ms (÷ first size) | with a camera filter | "
              "recall@10 / filtered | restart: rebuilt s / loaded s (ratio) | save s | "
-             "RSS bytes per row (per added row) |", "| --- |" + " --- |" * 7]
+             "RSS bytes per row (per added row) | index bytes per row |",
+             "| --- |" + " --- |" * 8]
     for r in sorted(records, key=lambda r: (r["rows"], r["kind"])):
         lines.append(
             f"| {r['rows']:,} | {r['kind']} | {_f(r['search_p50_ms'], 2)} "
@@ -236,7 +237,20 @@ def scale(records: list[dict]) -> list[str]:
             f"(x{_f(r['ratio_restart_loaded_over_rebuilt'], 2)}) | {_f(r['save_s'], 2)} | "
             f"{r['rss_bytes_per_row']:,.0f}"
             + (f" ({r['rss_bytes_per_added_row']:,.0f})" if "rss_bytes_per_added_row" in r
-               else "") + " |")
+               else "") + " | " + (f"{r['index_bytes_per_row']:,.0f}" if "index_bytes_per_row"
+                                   in r else "–") + " |")
+    return lines
+
+
+def compressed_candidates(records: list[dict]) -> list[str]:
+    lines = ["| rows | index | lists probed | re-rank factor | recall@10 | search p50 ms | "
+             "index bytes per row | train s / build s |", "| --- |" + " --- |" * 7]
+    for r in records:
+        lines.append(f"| {r['rows']:,} | {r['index']} | {r['nprobe']} | "
+                     f"{r['rerank_factor'] if r['rerank_factor'] > 1 else '–'} | "
+                     f"{_f(r['recall_at_10'], 3)} | {_f(r['search_p50_ms'], 2)} | "
+                     f"{r['index_bytes_per_row']:,.0f} | {_f(r['train_s'])} / "
+                     f"{_f(r['build_s'])} |")
     return lines
 
 
@@ -360,6 +374,7 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "one_image_floor": serving_all, "one_image_cpu_floor": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
              "threads": threads, "rpc_pool": rpc_pool, "scale": scale, "server_scale": server_scale,
+             "compressed_candidates": compressed_candidates,
              "store_write": store_write,
              "export_rows": store_write, "camera_stats": camera_stats,
              "rows_encode": rows_export, "rows_export_rpc": rows_export,

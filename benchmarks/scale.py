@@ -1,4 +1,5 @@
-"""Neighbour search as the store grows: flat and IVF, search latency, recall, restart, RSS.
+"""Neighbour search as the store grows: flat, IVF and compressed IVF (8-bit codes),
+search latency, recall, restart, memory.
 
 Synthetic 512-d float32 vectors (seeded Gaussian clusters, 8 cameras) are written to a
 real LanceDB store; for each size and index kind a fresh process opens the index the
@@ -16,12 +17,15 @@ against exact search on held-out queries. One JSON line per size and kind (`scal
   index (FAISS vectors, ids and metadata, and the store's fixed caches), per stored row;
   rss_bytes_per_added_row: the same gain minus the first size's, per row added since (the
   cost of one more stored row, without the fixed part);
-- ratio_search_over_flat (IVF rows): this size's IVF p50 ÷ its flat p50.
+- index_bytes_per_row: the saved FAISS index's bytes per row (what the index itself
+  holds in memory: vectors or codes, list ids, direct map, centroids);
+- ratio_search_over_flat (IVF kinds): this size's p50 ÷ its flat p50.
 
-    python -m benchmarks.scale --rows 10000 100000 [1000000]
+    python -m benchmarks.scale --rows 10000 100000 [1000000] [--kinds ivf ivf-sq8]
 
-The IVF row at a size below the server's `ivf_threshold` (200,000) forces IVF
-(threshold 1) so its recall and cost are seen at every size.
+Every kind is forced at every size (thresholds 1 or rows + 1) so its recall and cost are
+seen at each; the server's own thresholds pick IVF from 200,000 rows and compressed IVF
+from 1,000,000 (server/config.py).
 """
 
 from __future__ import annotations
@@ -117,6 +121,17 @@ def rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def thresholds(kind: str, rows: int) -> tuple[int, int]:
+    """(ivf_threshold, compressed_threshold) under which the index is `kind` at `rows`."""
+    return {"flat": (rows + 1, rows + 1), "ivf": (1, rows + 1), "ivf-sq8": (1, 1)}[kind]
+
+
+def index_file_bytes(directory: Path) -> int:
+    """Bytes of the FAISS file of the index saved in `directory`."""
+    manifest = json.loads((directory / "manifest.json").read_text())
+    return manifest["files"][manifest["index_file"]]["bytes"]
+
+
 def child(args: argparse.Namespace) -> None:
     """One start of the index: open it (build or load), then measure it."""
     from envad.records import RowFilter
@@ -130,12 +145,15 @@ def child(args: argparse.Namespace) -> None:
     queries = np.load(args.dir / "queries.npy")
     before = rss_bytes()
     started = time.perf_counter()
-    opened = open_index(args.dir / f"index-{args.kind}", store, ivf_threshold=args.threshold)
+    ivf_threshold, compressed_threshold = thresholds(args.kind, store.count())
+    opened = open_index(args.dir / f"index-{args.kind}", store, ivf_threshold=ivf_threshold,
+                        compressed_threshold=compressed_threshold)
     seconds = time.perf_counter() - started
     index = opened.index
     record = {"loaded": opened.loaded, "open_s": seconds, "kind": index.kind,
               "rows": len(index), "rss_bytes": rss_bytes() - before,
-              "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
+              "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20,
+              "index_bytes": index_file_bytes(args.dir / f"index-{args.kind}")}
     if opened.loaded:
         started = time.perf_counter()
         save_index(args.dir / f"index-{args.kind}", index, model_id=MODEL_ID,
@@ -157,14 +175,14 @@ def child(args: argparse.Namespace) -> None:
     print(json.dumps(record), flush=True)
 
 
-def run_child(directory: Path, kind: str, threshold: int) -> dict:
+def run_child(directory: Path, kind: str) -> dict:
     out = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--child", "--dir",
-                          str(directory), "--kind", kind, "--threshold", str(threshold)],
+                          str(directory), "--kind", kind],
                          check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(rows: int, work: Path, first: dict[str, dict]) -> None:
+def measure(rows: int, work: Path, first: dict[str, dict], kinds: list[str]) -> None:
     directory = work / f"rows-{rows}"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -176,9 +194,9 @@ def measure(rows: int, work: Path, first: dict[str, dict]) -> None:
     np.save(directory / "exact.npy", exact_neighbours(rows, queries, None))
     np.save(directory / "exact_cam1.npy", exact_neighbours(rows, queries, 1))
     flat_p50 = None
-    for kind, threshold in (("flat", rows + 1), ("ivf", 1)):
-        built = run_child(directory, kind, threshold)
-        loaded = run_child(directory, kind, threshold)
+    for kind in kinds:
+        built = run_child(directory, kind)
+        loaded = run_child(directory, kind)
         assert not built["loaded"] and loaded["loaded"] and loaded["kind"] == kind
         reference = first.setdefault(kind, {"rows": rows, **loaded})
         record = {"benchmark": "scale", "rows": rows, "kind": kind, "dim": DIM,
@@ -189,6 +207,7 @@ def measure(rows: int, work: Path, first: dict[str, dict]) -> None:
                   "build_s": built["open_s"], "restart_loaded_s": loaded["open_s"],
                   "save_s": loaded["save_s"],
                   "rss_bytes_per_row": loaded["rss_bytes"] / rows,
+                  "index_bytes_per_row": loaded["index_bytes"] / rows,
                   "peak_rss_gb_build": built["peak_rss_gb"],
                   "peak_rss_gb_loaded": loaded["peak_rss_gb"],
                   "ratio_restart_loaded_over_rebuilt": loaded["open_s"] / built["open_s"],
@@ -208,12 +227,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000],
                         help="store sizes, smallest first (the first is the reference)")
+    parser.add_argument("--kinds", nargs="+", default=["flat", "ivf", "ivf-sq8"],
+                        choices=["flat", "ivf", "ivf-sq8"], help="index kinds to measure")
     parser.add_argument("--work", type=Path, default=None,
                         help="folder for the stores (default: a temporary folder)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)
-    parser.add_argument("--threshold", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args)
@@ -221,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     first: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for rows in sorted(args.rows):
-            measure(rows, Path(work), first)
+            measure(rows, Path(work), first, args.kinds)
 
 
 if __name__ == "__main__":

@@ -196,13 +196,29 @@ def test_scale_table_has_a_row_per_size_and_index_kind(tmp_path):
               "rss_bytes_per_row": 2500.0}
     path = _write(tmp_path, "scale.jsonl", [
         {**common, "rows": 100000, "kind": "ivf", "search_p50_ms": 0.4,
-         "ratio_search_over_first_size": 1.1, "rss_bytes_per_added_row": 2100.0},
+         "ratio_search_over_first_size": 1.1, "rss_bytes_per_added_row": 2100.0,
+         "index_bytes_per_row": 2070.4},
         {**common, "rows": 10000, "kind": "flat", "search_p50_ms": 1.5,
          "ratio_search_over_first_size": 1.0}])
     rows = report.render(path).splitlines()[-2:]
     assert rows[0].startswith("| 10,000 | flat | 1.50 (x1.00) | 0.50 | 1.000 / 1.000 |")
+    assert rows[0].endswith("| 2,500 | – |")              # before index bytes were measured
     assert rows[1] == ("| 100,000 | ivf | 0.40 (x1.10) | 0.50 | 1.000 / 1.000 | "
-                       "10.00 / 2.00 (x0.20) | 1.00 | 2,500 (2,100) |")
+                       "10.00 / 2.00 (x0.20) | 1.00 | 2,500 (2,100) | 2,070 |")
+
+
+def test_compressed_candidates_table_has_a_row_per_index_and_factor(tmp_path):
+    common = {"benchmark": "compressed_candidates", "rows": 100000, "dim": 512,
+              "nprobe": 16, "recall_at_10": 0.98, "search_p50_ms": 0.3, "train_s": 3.0,
+              "build_s": 5.0}
+    path = _write(tmp_path, "compressed_candidates.jsonl", [
+        {**common, "index": "ivf-sq8", "rerank_factor": 1, "index_bytes_per_row": 546.2},
+        {**common, "index": "ivf-pq64 + sq8 re-rank", "rerank_factor": 8,
+         "index_bytes_per_row": 615.0}])
+    rows = report.render(path).splitlines()[-2:]
+    assert rows == ["| 100,000 | ivf-sq8 | 16 | – | 0.980 | 0.30 | 546 | 3.0 / 5.0 |",
+                    "| 100,000 | ivf-pq64 + sq8 re-rank | 16 | 8 | 0.980 | 0.30 | 615 | "
+                    "3.0 / 5.0 |"]
 
 
 def test_server_scale_table_has_a_row_per_size_with_its_ratios(tmp_path):
