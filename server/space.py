@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import sklearn
 
 from envad.errors import FailedPrecondition
@@ -99,6 +100,9 @@ class ModelSpace:
         self._remote_index = (remote.child("index", file_name_for(self.model_id))
                               if remote is not None else None)
         self._download_index()
+        # before the index reads the table: a fragment committed in between is read
+        # again at the first refresh, whose add skips the rows already indexed
+        self._fragments = self.store.fragment_ids()
         opened = open_index(self.index_dir, self.store, ivf_threshold=config.ivf_threshold,
                             compressed_threshold=config.compressed_threshold)
         self.index, self._saved_rows = opened.index, opened.saved_rows
@@ -316,22 +320,39 @@ class ModelSpace:
         self.observe_stored(rows)
 
     def refresh(self) -> int:
-        """Index rows other processes wrote to the table; returns how many were added."""
+        """Index rows other processes wrote to the table; returns how many were added.
+
+        Only the data fragments that appeared since the last refresh are read: appended
+        rows land in new fragments, and so do rows another process relabelled (an
+        update rewrites them) or compacted; of those rows the index adds the ones it
+        lacks and, on a reader, takes the labels of the others (the writer's SetLabel)."""
         with self._refresh_lock:
-            newer = self.store.refresh()
+            # (whether the version moved is not enough: a read such as GetInfo's may
+            # have seen the new version first)
+            self.store.refresh()
+            current = self.store.fragment_ids()
+            fresh, self._fragments = current - self._fragments, current
             added = 0
-            if self.store.count() != len(self.index):
-                stored = self.store.read(with_vectors=False, columns=("id",)).column("id")
-                missing = [i for i in stored.to_pylist() if i not in self.index]
-                if missing:
-                    added = self.index.add_table(self.store.read_ids(missing))
+            if fresh:
+                rows = self.store.read_fragments(fresh)
+                added = self.index.add_table(rows)
+                if added:
                     log.info("picked up %d rows written by another process to %s", added,
                              self.model_id)
-            if newer and not self.writes:       # the writer's SetLabel calls
-                for label, ids in self.store.labelled().items():
-                    self.index.relabel(ids, label)
+                if not self.writes:
+                    self._follow_labels(rows)
             self._indexed_version = self.store.seen_version
             return added
+
+    def _follow_labels(self, rows: pa.Table) -> None:
+        """Give indexed rows the labels the table now has for them (a reader's index
+        follows the writer's SetLabel)."""
+        labels = rows.column("label").to_pylist()
+        by_label: dict[str, list[str]] = {}
+        for row_id, label in zip(rows.column("id").to_pylist(), labels, strict=True):
+            by_label.setdefault(label or "", []).append(row_id)
+        for label, ids in by_label.items():
+            self.index.relabel(ids, label)
 
     @property
     def table_version(self) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -323,16 +323,23 @@ class EmbeddingStore:
             query = query.where(where)
         return query.to_arrow()
 
-    def labelled(self) -> dict[str, list[str]]:
-        """The ids of the rows that carry a label, by label (a reader's index follows the
-        writer's SetLabel with them)."""
-        table = (self._table.search().select(["id", "label"])
-                 .where("label IS NOT NULL AND label != ''").limit(None).to_arrow())
-        by_label: dict[str, list[str]] = {}
-        for row_id, label in zip(table.column("id").to_pylist(),
-                                 table.column("label").to_pylist(), strict=True):
-            by_label.setdefault(label, []).append(row_id)
-        return by_label
+    def fragment_ids(self) -> frozenset[int]:
+        """The data fragments of the table's newest version this process has read: rows
+        appended, and rows rewritten by an update (a relabel) or a compaction, land in
+        fragments that were not there before."""
+        return frozenset(f.fragment_id for f in self._table.to_lance().get_fragments())
+
+    def read_fragments(self, fragment_ids: Iterable[int]) -> pa.Table:
+        """The rows of those fragments as they are now (deleted rows left out), with
+        every column of the store schema."""
+        wanted = set(fragment_ids)
+        columns = [*METADATA_COLUMNS, "vector"]
+        tables = [fragment.to_table(columns=columns)
+                  for fragment in self._table.to_lance().get_fragments()
+                  if fragment.fragment_id in wanted]
+        if not tables:
+            return make_schema(self.dim).empty_table().select(columns)
+        return pa.concat_tables(tables)
 
     def iter_batches(self, row_filter: RowFilter = RowFilter(), batch_size: int = 4096, *,
                      with_vectors: bool = True) -> Iterator[pa.RecordBatch]:

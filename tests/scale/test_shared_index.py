@@ -1,6 +1,7 @@
 """The saved index on object storage: the writer uploads its saves (data files, then
 the manifest; earlier saves' files deleted), and a reader on an empty cache loads the
-download instead of reading every vector from the store."""
+download of a trained (IVF) index instead of reading every vector from the store and
+training it again; a flat one it builds from the store."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from envad.v1 import envad_pb2_grpc as pb_grpc
 from server_handle import ingest_commit
 from tiny_encoder import synthetic_images
 
+#: rows from which the test servers' index is IVF (trained): the kind a reader downloads
+IVF_FROM = "16"
+
 
 def _index_files(s3_uri: str, s3_options: dict[str, str]) -> list[str]:
     return RemoteDir(s3_uri, s3_options).child("index").files()
@@ -22,7 +26,8 @@ def _index_files(s3_uri: str, s3_options: dict[str, str]) -> list[str]:
 def test_a_reader_on_an_empty_cache_loads_the_writers_saved_index(
         s3_options, s3_uri, tmp_path, tiny_model_path, caplog) -> None:
     models = local_models(tmp_path, tiny_model_path)
-    writer = in_process(s3_uri, models, tmp_path / "cache-w", s3_options, role="writer").start()
+    writer = in_process(s3_uri, models, tmp_path / "cache-w", s3_options, role="writer",
+                        ivf_threshold=IVF_FROM).start()
     stub = pb_grpc.AnomalyServiceStub(writer.channel())
     assert ingest_commit(stub, "first", seed=1, count=24) == 24
     writer.stop()                       # saves its index at shutdown, and uploads it
@@ -38,7 +43,7 @@ def test_a_reader_on_an_empty_cache_loads_the_writers_saved_index(
 
     caplog.set_level(logging.INFO, logger="envad")
     reader = in_process(s3_uri, models, tmp_path / "cache-r", s3_options,
-                        role="reader").start()
+                        role="reader", ivf_threshold=IVF_FROM).start()
     try:
         text = caplog.text
         assert "saved index of 32 rows downloaded" in text
@@ -48,3 +53,17 @@ def test_a_reader_on_an_empty_cache_loads_the_writers_saved_index(
         assert found[0].id == "more-5"
     finally:
         reader.stop()
+
+
+def test_a_flat_saved_index_is_built_from_the_store_not_downloaded(
+        s3_options, s3_uri, tmp_path, tiny_model_path, caplog) -> None:
+    models = local_models(tmp_path, tiny_model_path)
+    writer = in_process(s3_uri, models, tmp_path / "cache-w", s3_options, role="writer").start()
+    assert ingest_commit(pb_grpc.AnomalyServiceStub(writer.channel()), "flat", seed=1) == 8
+    writer.stop()
+    assert len(_index_files(s3_uri, s3_options)) == 3
+    caplog.set_level(logging.INFO, logger="envad")
+    reader = in_process(s3_uri, models, tmp_path / "cache-r", s3_options,
+                        role="reader").start()
+    reader.stop()
+    assert "downloaded" not in caplog.text and "built from the store: 8 rows" in caplog.text
