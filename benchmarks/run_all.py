@@ -39,7 +39,6 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
                            "IsoForest", "INNE", "LODA", "OCSVM", "PCA", "KNN", "KDE",
                            "--no-reference", "OCSVM", "KNN", "KDE"],
         "scale": ["benchmarks.scale", "--rows", "10000", "100000"],
-        "compressed_candidates": ["benchmarks.compressed_candidates", "--rows", "100000"],
         "server_scale": ["benchmarks.server_scale", "--rows", "10000", "100000"],
         "store_write": ["benchmarks.store_write", "--rows", "100000"],
         "rows_export": ["benchmarks.rows_export", "--rows", "50000", "--rounds", "3"],

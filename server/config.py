@@ -39,9 +39,11 @@ ENV_PREFIX = "ENVAD_"
 DEFAULT_IVF_THRESHOLD = 200_000
 #: stored rows from which the IVF index's lists hold 8-bit codes of each row (512 bytes a
 #: row at 512 dims) instead of its float32 vector (2,048): at 1M rows the server held
-#: 2.80 GiB, 2 GiB of it vectors. Codes cost recall (0.98-0.99 at 10 against exact search
-#: on the benchmark's clustered rows, where IVF-flat gives 1.00) and distances are
-#: approximate, so stores smaller than this keep float32 vectors (docs/benchmarks.md)
+#: 2.80 GiB, 2 GiB of it vectors; with codes the index's process holds 768 bytes a row
+#: instead of 2,301. Codes cost recall (at 10 against exact search on the benchmark's
+#: clustered rows: 0.986 at 100k rows, where IVF-flat gives 1.000; 0.958 at 1M, IVF-flat
+#: 0.979) and distances are approximate, so smaller stores keep float32 vectors
+#: (docs/neighbour-index.md)
 DEFAULT_COMPRESSED_THRESHOLD = 1_000_000
 #: what a server does with a shared store: "all" serves and writes (one process, the
 #: default); "writer" is the one process that writes; "reader" serves Score, Search,
