@@ -86,8 +86,14 @@ def _add_ray_arguments(g) -> None:
                    help="Ray cluster address (default: start a local Ray)")
     g.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray")
     g.add_argument("--workers", type=int, default=2, help="embedding actors")
-    g.add_argument("--data-dir", type=Path,
-                   help="the server's data dir (default: from the server's GetInfo)")
+    g.add_argument("--data-dir",
+                   help="the server's data dir: a local path or a URI on object storage "
+                        "such as s3://bucket/prefix (default: from the server's GetInfo)")
+    g.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                   help="object-storage option of a URI data dir, as `envad serve` takes "
+                        "it (aws_endpoint, aws_region, allow_http, aws_access_key_id, "
+                        "...); repeatable (default: ENVAD_STORAGE_OPTIONS). The AWS_* "
+                        "variables are honoured too. Values of secret keys are never shown")
     g.add_argument("--model-file", type=Path,
                    help="ONNX encoder to embed with (default: the server's active model)")
     g.add_argument("--chunk-size", type=int, default=4096,

@@ -46,32 +46,21 @@ from envad.client.backfill_plan import (
 )
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
-from envad.client.command_line import open_client
 from envad.client.content_index import ContentIndex, duplicate_outcome
+from envad.client.ray_target import (  # noqa: F401  (target_for, resolve_target: the API)
+    RayTarget,
+    commit_append,
+    open_store,
+    resolve_target,
+    target_for,
+)
 from envad.client.sources import Source, SourceItem, read_uri
 from envad.client.sources.exif import exif_timestamp
-from envad.errors import EnvadError, FailedPrecondition, InvalidInput
+from envad.errors import EnvadError, InvalidInput
 from envad.records import sha256_hex
 
 log = logging.getLogger(__name__)
 ID_QUERY_CHUNK = 1000
-
-
-@dataclass(frozen=True)
-class RayTarget:
-    """Where the rows go and which encoder makes them."""
-
-    data_dir: Path
-    model_file: Path
-    model_id: str
-    dim: int
-    input_size: int
-
-    @property
-    def table_uri(self) -> str:
-        from envad.server.store import table_name  # the server's code: the server extra
-
-        return str(self.data_dir / "lancedb" / f"{table_name(self.model_id)}.lance")
 
 
 @dataclass(frozen=True)
@@ -86,32 +75,6 @@ class RayOptions:
     batch_size: int = 64
     chunk_size: int = 4096
     intra_op_threads: int = 1
-
-
-def target_for(data_dir: str | Path, model_file: str | Path) -> RayTarget:
-    """Read the encoder's metadata (model id, dimension, input size) from its file."""
-    from envad.server.encoder import OnnxEncoder  # the server's code: the server extra
-
-    encoder = OnnxEncoder(Path(model_file), intra_op_threads=1)
-    return RayTarget(Path(data_dir).resolve(), Path(model_file).resolve(), encoder.meta.model_id,
-                     encoder.dim, encoder.input_size)
-
-
-def resolve_target(args) -> RayTarget:
-    """--data-dir / --model-file, else ask the server (GetInfo, ListModels) where they are.
-
-    The server reports its own paths; they must be visible from here and from the Ray
-    workers (shared file system or the same machine)."""
-    data_dir, model_file = args.data_dir, args.model_file
-    if data_dir is None or model_file is None:
-        with open_client(args) as client:
-            info = client.info()
-            listing = client.list_models()
-        if info.active_model is None:
-            raise FailedPrecondition(f"the server has no active encoder: {info.hint}")
-        data_dir = data_dir or Path(info.data_dir)
-        model_file = model_file or Path(listing.models_dir) / info.active_model.file
-    return target_for(data_dir, model_file)
 
 
 def run_ray_backfill(
@@ -134,7 +97,7 @@ def run_ray_backfill(
     summary = BackfillSummary(model_id=target.model_id, engine="ray")
     started_ray = _init_ray(ray_options)
     try:
-        _ensure_table(target)
+        store = open_store(target)
         content = _content_index(target) if options.skip_duplicates else None
         with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
             with tqdm(total=count_wanted(source, options), unit="img", desc="backfill (ray)",
@@ -143,8 +106,8 @@ def run_ray_backfill(
                                             ray_options.chunk_size):
                     summary.already_done += planned.already_done
                     bar.update(planned.already_done)
-                    outcomes, inserted = _process_chunk(planned.items, target, ray_options,
-                                                        content)
+                    outcomes, inserted = _process_chunk(planned.items, target, store,
+                                                        ray_options, content)
                     outcomes += planned.skipped
                     checkpoint.record(outcomes)
                     n_ok = sum(o.status == "ok" for o in outcomes)
@@ -178,27 +141,19 @@ def _init_ray(ray_options: RayOptions) -> bool:
     return True
 
 
-def _ensure_table(target: RayTarget) -> None:
-    """Create the model's table with the server's schema when it does not exist yet."""
-    import lancedb  # LanceDB: the server extra
-
-    from envad.server.store import open_table  # the server's code: the server extra
-
-    open_table(lancedb.connect(str(target.data_dir / "lancedb")), target.model_id, target.dim)
-
-
 def _content_index(target: RayTarget) -> ContentIndex:
     """The content hashes of the rows in the target's table."""
     import lance  # pylance: the ray extra
 
-    return ContentIndex.from_lance(lance.dataset(target.table_uri))
+    return ContentIndex.from_lance(lance.dataset(target.table_uri,
+                                                 storage_options=target.lance_options))
 
 
-def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayOptions,
+def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, ray_options: RayOptions,
                    content: ContentIndex | None = None) -> tuple[list[Outcome], int]:
     """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows
-    added. `content`: the stored content hashes, for the duplicate rule (None: keep
-    duplicates)."""
+    added. `store`: the target's EmbeddingStore (ray_target.open_store); `content`: the
+    stored content hashes, for the duplicate rule (None: keep duplicates)."""
     import lance  # pylance: the ray extra
     import ray  # Ray: the ray extra
 
@@ -218,7 +173,7 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayO
     # the chunk's ids and errors (blocks are already computed: no new execution)
     meta = pa.concat_tables(ray.get(embedded.to_arrow_refs()))
     meta = meta.select(["key", "id", "sha256", "error"]).to_pylist()
-    dataset = lance.dataset(target.table_uri)
+    dataset = lance.dataset(target.table_uri, storage_options=target.lance_options)
     stored = _stored_ids(dataset, [m["id"] for m in meta if not m["error"]])
     keep, outcomes, seen = set(), [], set()
     by_key = {i.key: i for i in chunk}
@@ -240,11 +195,11 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, ray_options: RayO
         fragments = embedded.map_batches(
             write_fragments_batch, batch_format="pyarrow", batch_size=None,
             fn_kwargs={"uri": target.table_uri, "dim": target.dim,
-                       "model_id": target.model_id, "keep": keep},
+                       "model_id": target.model_id, "keep": keep,
+                       "storage_options": target.lance_options},
         ).select_columns(["fragment"]).take_all()
         metadata = [_fragment_from_json(f["fragment"]) for f in fragments]
-        lance.LanceDataset.commit(target.table_uri, lance.LanceOperation.Append(metadata),
-                                  read_version=dataset.version)
+        commit_append(target, store, metadata, dataset.version)
     return outcomes, len(keep)
 
 
@@ -314,7 +269,8 @@ class Embedder:
 
 
 def write_fragments_batch(batch: pa.Table, uri: str, dim: int, model_id: str,
-                          keep: set[str]) -> pa.Table:
+                          keep: set[str], storage_options: dict[str, str] | None = None
+                          ) -> pa.Table:
     """Ray task: write the kept rows of a block as Lance fragments (no commit), built by
     the store's own row-table builder so the rows match what the server writes."""
     from lance.fragment import write_fragments  # pylance: the ray extra
@@ -332,6 +288,7 @@ def write_fragments_batch(batch: pa.Table, uri: str, dim: int, model_id: str,
                 uri=r["uri"], sha256=r["sha256"], event=r["event"])
             for r, vector in zip(kept.drop_columns(["vector"]).to_pylist(), vectors,
                                      strict=True)]
-    fragments = write_fragments(rows_table(rows, model_id, dim), uri, schema=make_schema(dim))
+    fragments = write_fragments(rows_table(rows, model_id, dim), uri, schema=make_schema(dim),
+                                storage_options=storage_options)
     return pa.table({"fragment": pa.array([json.dumps(f.to_json()) for f in fragments],
                                           pa.string())})
