@@ -15,10 +15,13 @@ materialize -> the driver drops ids already stored or repeated in the chunk, and
 whose content is stored under another id (the service engine's rule,
 `content_index.duplicate_outcome`, unless --keep-duplicates) -> workers
 write Lance fragments -> the driver commits all of the chunk's fragments as ONE Append
-(never one commit per row) -> the chunk's outcomes go to the checkpoint. A crash before
-the commit leaves unreferenced fragment files and nothing visible; a crash after it is
-harmless on resume because stored ids are skipped. Do not ingest the same images through
-the server at the same time (the id key is unenforced across writers).
+(never one commit per row) and records it as acknowledged (ray_target.py) -> the
+chunk's outcomes go to the checkpoint. A crash before the commit leaves unreferenced
+fragment files and nothing visible; a crash after it is harmless on resume because
+stored ids are skipped. The store may be on object storage (`s3://...` with storage
+options), beside the service's single writer (docs/ray.md, "Beside the writer"). Do not
+ingest the same images through the server at the same time (the id key is unenforced
+across writers).
 """
 
 from __future__ import annotations
