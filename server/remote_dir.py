@@ -124,32 +124,43 @@ class RemoteDir:
                 f"cannot reach {self.uri}: the bucket {bucket!r} does not exist -- check "
                 "the bucket's name and region, or create it")
 
-    def sizes(self, relative: str = "") -> dict[str, int]:
-        """Every object below `relative` (paths relative to it) and its size in bytes."""
+    def listing(self, relative: str = "") -> dict[str, tuple[int, int]]:
+        """Every object below `relative` (paths relative to it): its size in bytes and
+        its modification time in nanoseconds (0 where the store gives none)."""
         base = self._path(relative)
         try:
             found = self._fs.get_file_info(
                 pafs.FileSelector(base, recursive=True, allow_not_found=True))
         except OSError as exc:
             raise self._failed("list", exc) from exc
-        return {info.path[len(base) + 1:]: info.size for info in found
+        return {info.path[len(base) + 1:]: (info.size, info.mtime_ns or 0) for info in found
                 if info.type == pafs.FileType.File}
+
+    def sizes(self, relative: str = "") -> dict[str, int]:
+        """Every object below `relative` (paths relative to it) and its size in bytes."""
+        return {name: size for name, (size, _) in self.listing(relative).items()}
 
     def files(self, relative: str = "") -> list[str]:
         """Every object below `relative`, as paths relative to it (sorted)."""
-        return sorted(self.sizes(relative))
+        return sorted(self.listing(relative))
 
     def mirror(self, suffix: str, local_dir: Path) -> list[str]:
         """Download the objects at the top of this folder whose names end in `suffix`
-        into `local_dir` when the copy there is missing or of another size (each
-        replaced atomically); returns the names downloaded."""
+        into `local_dir` when the copy there is missing, of another size, or older than
+        the object (a file replaced under its name by one of the same size); each copy
+        is replaced atomically and takes the object's time. Returns the names
+        downloaded."""
         pulled = []
-        for name, size in sorted(self.sizes().items()):
+        for name, (size, mtime_ns) in sorted(self.listing().items()):
             if "/" in name or not name.endswith(suffix):
                 continue
             local = Path(local_dir) / name
-            if not local.is_file() or local.stat().st_size != size:
+            held = local.stat() if local.is_file() else None
+            if (held is None or held.st_size != size
+                    or (mtime_ns and held.st_mtime_ns < mtime_ns)):
                 if self.pull_file(name, local):
+                    if mtime_ns:
+                        os.utime(local, ns=(mtime_ns, mtime_ns))
                     pulled.append(name)
         return pulled
 

@@ -79,6 +79,20 @@ def test_remote_dir_reads_what_it_wrote(s3_options, s3_uri, tmp_path):
     assert not remote.pull_tree("b2", tmp_path / "copy" / "b2")
 
 
+def test_a_model_file_replaced_by_one_of_the_same_size_is_downloaded_again(
+        s3_options, s3_uri, tmp_path):
+    remote = RemoteDir(f"{s3_uri}-models", s3_options)
+    local = tmp_path / "models"
+    remote.write_bytes("m.onnx", b"weights-1")
+    assert remote.mirror(".onnx", local) == ["m.onnx"]
+    assert remote.mirror(".onnx", local) == []              # unchanged: not downloaded
+    time.sleep(1.1)                   # object times have a resolution of one second
+    remote.write_bytes("m.onnx", b"weights-2")
+    assert remote.mirror(".onnx", local) == ["m.onnx"]
+    assert (local / "m.onnx").read_bytes() == b"weights-2"
+    assert remote.mirror(".onnx", local) == []
+
+
 def test_settings_take_storage_options_in_every_form(tmp_path):
     toml = tmp_path / "envad.toml"
     toml.write_text('[server]\ndata_dir = "s3://bucket/prefix/"\n'
