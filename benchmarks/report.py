@@ -254,6 +254,23 @@ def compressed_candidates(records: list[dict]) -> list[str]:
     return lines
 
 
+def scale_out(records: list[dict]) -> list[str]:
+    lines = ["| rows | saved index | reader start to SERVING s (÷ building it from the store) "
+             "| Score/s, 1 reader / 2 readers (ratio) | staleness p50 / p99 ms (refresh s) "
+             "| S3 requests per Score |", "| --- |" + " --- |" * 5]
+    for r in sorted(records, key=lambda r: (r["rows"], r.get("ivf_threshold") or 0)):
+        kind = ("ivf" if r.get("ivf_threshold") and r["rows"] >= r["ivf_threshold"]
+                else "flat")
+        lines.append(
+            f"| {r['rows']:,} | {kind} | {_f(r['reader_start_s'])} "
+            f"(x{_f(r['ratio_reader_start_over_rebuild'], 2)}) | "
+            f"{_f(r['score_per_s_one_reader'])} / {_f(r['score_per_s_two_readers'])} "
+            f"(x{_f(r['ratio_two_over_one'], 2)}) | {_f(r['staleness_p50_ms'], 0)} / "
+            f"{_f(r['staleness_p99_ms'], 0)} ({_f(r['refresh_s'])}) | "
+            f"{_f(r['requests_per_score'], 2)} |")
+    return lines
+
+
 def server_scale(records: list[dict]) -> list[str]:
     lines = ["| rows | first start to SERVING s | Fit s (rows fitted) | Score p50 ms (÷ first "
              "size) | Search p50 ms (÷ first size) | restart to SERVING s (÷ first size) | "
@@ -374,6 +391,7 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "one_image_floor": serving_all, "one_image_cpu_floor": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
              "threads": threads, "rpc_pool": rpc_pool, "scale": scale, "server_scale": server_scale,
+             "scale_out": scale_out,
              "compressed_candidates": compressed_candidates,
              "store_write": store_write,
              "export_rows": store_write, "camera_stats": camera_stats,

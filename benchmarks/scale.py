@@ -69,9 +69,10 @@ def camera_of(rows: np.ndarray) -> np.ndarray:
 
 
 def write_store(db_dir: Path | str, rows: int, model_id: str = MODEL_ID,
-                storage_options: dict[str, str] | None = None) -> None:
-    """`rows` seeded rows (`vectors`), 8 cameras, split train, in the server's table of
-    `model_id` under `db_dir` (a folder, or a URI with its `storage_options`)."""
+                storage_options: dict[str, str] | None = None, label: str = "normal") -> None:
+    """`rows` seeded rows (`vectors`), 8 cameras, split train, each with `label`, in the
+    server's table of `model_id` under `db_dir` (a folder, or a URI with its
+    `storage_options`)."""
     from envad.server.store import EmbeddingStore, make_schema
 
     store = EmbeddingStore(db_dir, model_id, DIM, storage_options)
@@ -82,7 +83,7 @@ def write_store(db_dir: Path | str, rows: int, model_id: str = MODEL_ID,
         table = pa.table({
             "id": [f"r{i}" for i in numbers],
             "env": [f"cam-{c}" for c in camera_of(numbers)],
-            "label": ["normal"] * count, "split": ["train"] * count,
+            "label": [label] * count, "split": ["train"] * count,
             "timestamp": [None] * count, "uri": [f"file:///archive/{i}.jpg" for i in numbers],
             "sha256": [f"{i:064x}" for i in numbers], "model_id": [model_id] * count,
             "ingested_at": [None] * count,

@@ -350,3 +350,18 @@ def test_rpc_pool_table_has_a_row_per_server_and_no_burst_figures_for_the_quiet_
     assert "1 client images/s (best of 3)" in lines[2]
     assert lines[4] == "| standard | never more than 1 client | 170.0 | 5.88 | 1.13 | – | – |"
     assert lines[6] == "| envad | a burst of 16 clients | 175.0 | 5.71 | 1.17 | 300.0 | 1.03 |"
+
+
+def test_scale_out_table_has_a_row_per_saved_index_kind(tmp_path):
+    common = {"benchmark": "scale_out", "rows": 100000, "reader_start_s": 6.0,
+              "ratio_reader_start_over_rebuild": 0.5, "score_per_s_one_reader": 20.0,
+              "score_per_s_two_readers": 26.0, "ratio_two_over_one": 1.3,
+              "staleness_p50_ms": 900.0, "staleness_p99_ms": 2100.0, "refresh_s": 2.0,
+              "requests_per_score": 0.0}
+    path = _write(tmp_path, "scale_out.jsonl", [{**common, "ivf_threshold": 50000},
+                                                {**common, "ivf_threshold": None}])
+    rows = report.render(path).splitlines()[-2:]
+    assert rows == ["| 100,000 | flat | 6.0 (x0.50) | 20.0 / 26.0 (x1.30) | 900 / 2100 (2.0) "
+                    "| 0.00 |",
+                    "| 100,000 | ivf | 6.0 (x0.50) | 20.0 / 26.0 (x1.30) | 900 / 2100 (2.0) "
+                    "| 0.00 |"]
