@@ -333,6 +333,8 @@ class ModelSpace:
             current = self.store.fragment_ids()
             fresh, self._fragments = current - self._fragments, current
             added = 0
+            if fresh and self.writes and self.store.count() == len(self.index):
+                fresh = frozenset()     # only its own commits, indexed as they were made
             if fresh:
                 rows = self.store.read_fragments(fresh)
                 added = self.index.add_table(rows)
