@@ -4,9 +4,10 @@ its visibility on a reader, a reader's start on a `--rows` store, and the object
 requests a Score makes.
 
 - reader_start: a reader on an empty cache, from start to SERVING, on a store of
-  `--rows` seeded 512-d rows whose index the writer saved and uploaded (the reader
-  downloads it, then loads it) — and, as the reference, the same reader building its
-  index from the store (no saved index on the bucket);
+  `--rows` seeded 512-d rows whose index the writer saved and uploaded (a trained IVF
+  index, below `--ivf-threshold` rows, the reader downloads and loads; a flat one it
+  builds from the store) — and, as the reference, the same reader building its index
+  from the store (no saved index on the bucket);
 - throughput: `--clients` threads sending one-image Score calls for `--seconds` through
   a client with one reader's address, then with both readers' (gRPC round_robin); every
   process shares this machine's cores, so the second reader adds no cores here;
@@ -17,6 +18,7 @@ requests a Score makes.
   reader whose refresh is paused, divided by the calls (reads come from memory: 0).
 
     python -m benchmarks.scale_out --rows 100000
+    python -m benchmarks.scale_out --rows 100000 --ivf-threshold 50000
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ SIZE = 32
 MODEL_ID = "bench-scale-out"
 BUCKET = "envad-bench"
 REFRESH_S = 2.0
+#: ENVAD_* settings of every server of the run (--ivf-threshold)
+SETTINGS: dict[str, str] = {}
 
 
 class Replica(LocalServer):
@@ -55,7 +59,8 @@ class Replica(LocalServer):
                  role: str, refresh_s: float = REFRESH_S):
         listed = ",".join(f"{k}={v}" for k, v in options.items())
         super().__init__(cache, models, env={"ENVAD_STORAGE_OPTIONS": listed,
-                                             "ENVAD_LOG_LEVEL": "WARNING"})
+                                             "ENVAD_LOG_LEVEL": "WARNING",
+                                             **SETTINGS})
         self.uri, self.cache, self.role, self.refresh_s = uri, cache, role, refresh_s
 
     def serve_args(self) -> list[str]:
@@ -142,7 +147,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="per throughput run")
     parser.add_argument("--calls", type=int, default=200, help="Score calls counted")
     parser.add_argument("--ingests", type=int, default=40, help="staleness samples")
+    parser.add_argument("--ivf-threshold", type=int, default=None,
+                        help="the servers' ivf_threshold (default the server's): below the "
+                             "rows, the saved index is a trained IVF one, which a reader "
+                             "downloads; a flat one it builds from the store")
     args = parser.parse_args(argv)
+    if args.ivf_threshold is not None:
+        SETTINGS["ENVAD_IVF_THRESHOLD"] = str(args.ivf_threshold)
     s3, options, counter = start_s3()
     try:
         with tempfile.TemporaryDirectory(prefix="envad-scale-out-") as tmp:
@@ -154,13 +165,16 @@ def main(argv: list[str] | None = None) -> None:
 def measure(work: Path, options: dict[str, str], counter: RequestCounter, args) -> dict:
     uri = f"s3://{BUCKET}/store"
     started = time.perf_counter()
-    write_store(f"{uri}/lancedb", args.rows, MODEL_ID, storage_options=options)
+    # unlabelled, as a backfill stores them (a row labelled "normal" is a reviewer's
+    # mark: the bundle keeps those rows, and a reader downloads them)
+    write_store(f"{uri}/lancedb", args.rows, MODEL_ID, storage_options=options, label="")
     log(f"scale_out: {args.rows:,} rows written to {uri} in {time.perf_counter() - started:.1f} s")
     models = build_resnet18_onnx(SIZE, work / "models" / "encoder.onnx",
                                  model_id=MODEL_ID).parent
     jpegs = camera_jpegs(args.ingests + 1, 640, 480)
     record: dict = {"benchmark": "scale_out", "rows": args.rows, "size": SIZE,
-                    "clients": args.clients, "refresh_s": REFRESH_S}
+                    "clients": args.clients, "refresh_s": REFRESH_S,
+                    "ivf_threshold": args.ivf_threshold}
     # the reference: a reader building its index from the store (nothing saved yet)
     rebuilt = Replica(uri, models, work / "cache-0", options, "reader")
     record["reader_start_rebuild_s"] = timed_start(rebuilt)
@@ -173,6 +187,13 @@ def measure(work: Path, options: dict[str, str], counter: RequestCounter, args) 
             client.fit(allow_few_rows=True)
         uploaded = RemoteDir(uri, options).child("index").files()
         record["index_uploaded"] = any(name.endswith("manifest.json") for name in uploaded)
+        # a reader joining a running deployment finds the bundle's score statistics the
+        # writer uploaded (else it would start them from the stored rows itself)
+        statistics = RemoteDir(uri, options).child("camera_stats")
+        deadline = time.monotonic() + 120
+        while (not any("-scores-" in name for name in statistics.files())
+               and time.monotonic() < deadline):
+            time.sleep(0.5)
         record["reader_start_s"] = timed_start(readers[0])
         readers[1].start(timeout=600)
         record["ratio_reader_start_over_rebuild"] = (record["reader_start_s"]
