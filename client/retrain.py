@@ -77,12 +77,13 @@ class RetrainSpec:
     allow_few_rows: bool = False
     batch_size: int = 64
     concurrency: int = 4
-    #: where the train step runs (cpu, cuda[:N], auto): not part of what the job does,
-    #: so not of its fingerprint
+    #: where the train step runs (cpu, cuda[:N], auto) and on how many processes: not part
+    #: of what the job does, so not of its fingerprint
     device: str = "auto"
+    workers: int = 1
 
     def fingerprint(self) -> str:
-        what = {k: v for k, v in asdict(self).items() if k != "device"}
+        what = {k: v for k, v in asdict(self).items() if k not in ("device", "workers")}
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
@@ -147,7 +148,7 @@ def _train(client, spec: RetrainSpec, state: RetrainState, progress: bool) -> di
                             epochs=spec.epochs, seed=spec.seed, image_size=spec.image_size,
                             model_id=spec.model_id or None, task=spec.task,
                             augment=spec.augment, aux=spec.aux, hparams=spec.hparams,
-                            progress=progress, device=spec.device)
+                            progress=progress, device=spec.device, workers=spec.workers)
     return {"run_dir": str(run_dir)}
 
 
@@ -267,6 +268,9 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("--seed", type=int, default=RetrainSpec.seed, help="training seed")
     p.add_argument("--device", default=RetrainSpec.device,
                    help="where the encoder trains: " + DEVICE_HELP)
+    p.add_argument("--workers", type=int, default=RetrainSpec.workers,
+                   help="processes the encoder trains on, data-parallel (envad train "
+                        "--workers, docs/training.md)")
     p.add_argument("--image-size", type=int, default=RetrainSpec.image_size,
                    help="encoder input size in pixels")
     p.add_argument("--model-id", default="",
@@ -304,6 +308,7 @@ def cmd_retrain(args) -> int:
         archive=str(args.archive.resolve()) if args.archive else "",
         fit_splits=tuple(args.fit_split) or (FIT_SPLIT,), **fit_keywords(args),
         batch_size=args.batch_size, concurrency=args.concurrency, device=args.device,
+        workers=args.workers,
     )
     with open_client(args) as client:
         state = run_retrain(client, spec, until=args.until, progress=not args.no_progress)

@@ -15,16 +15,17 @@ def train_encoder(dataset: str | Path, out_dir: str | Path, *, algorithm: str = 
                   epochs: int = 5, seed: int = 0, image_size: int = 32,
                   model_id: str | None = None, task: str = "bucket", augment: str = "none",
                   aux: str = "none", hparams: dict | None = None,
-                  progress: bool = True, device: str = "auto") -> Path:
+                  progress: bool = True, device: str = "auto", workers: int = 1) -> Path:
     """Pretrain an encoder on a folder-format dataset and export it (training's own
     `run_dir/encoder.onnx`); an unfinished run in `out_dir` is resumed. Returns run_dir.
-    `device`: cpu, cuda[:N], or auto (the GPU when torch sees one)."""
+    `device`: cpu, cuda[:N], or auto (the GPU when torch sees one); `workers`: training
+    processes (data-parallel)."""
     from envad.training.run import TrainConfig, train  # envad.training: the train extra
 
     config = TrainConfig(data=str(dataset), algorithm=algorithm, out=Path(out_dir),
                          size=image_size, epochs=epochs, seed=seed, model_id=model_id,
                          task=task, augment=augment, aux=aux, hparams=dict(hparams or {}),
-                         device=device)
+                         device=device, workers=workers)
     return Path(train(config, progress=progress, resume=True))
 
 

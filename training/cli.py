@@ -80,6 +80,11 @@ def register_train(subparsers) -> None:
                    help="environments sampled per step")
     p.add_argument("--seed", type=int, default=0, help="seed (init, sampling, augmentation)")
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes training data-parallel (torch.distributed: gloo on "
+                        "the CPU, NCCL on CUDA with one GPU each); each takes an equal "
+                        "share of every camera's images of a step, so it must divide "
+                        "batch-size / envs-per-step")
     p.add_argument("--task", choices=TASKS, default="bucket",
                    help="what supervised algorithms learn: the paper's two normal buckets, "
                         "or every normal class label")
@@ -160,7 +165,8 @@ def cmd_train(args) -> int:
                 epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                 device=args.device, envs_per_step=args.envs_per_step, hparams=hparams,
                 weights=args.weights, keep_checkpoints=args.keep_checkpoints,
-                model_id=args.model_id, task=args.task, augment=args.augment, aux=args.aux)
+                model_id=args.model_id, task=args.task, augment=args.augment, aux=args.aux,
+                workers=args.workers)
             run_dir = train(config, progress=not args.quiet, resume=args.resume, ahead=ahead)
         except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
             raise InvalidInput(str(exc)) from exc

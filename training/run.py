@@ -33,6 +33,7 @@ from envad.training.algorithms.base import AUX_LOSSES, make_hparams
 from envad.training.augment import STYLE_AUGMENTS
 from envad.training.batches import TASKS, EnvBalancedSampler, TrainData, class_targets
 from envad.training.curves import training_curves
+from envad.training.distributed import join, leave, mean_over_workers, shard_step
 from envad.training.export import export_algorithm
 from envad.training.models import EncoderConfig
 from envad.training.multienv import MultiEnvDataset
@@ -51,6 +52,7 @@ from envad.training.run_images import (
     validation_draws,
 )
 from envad.training.validation import validate
+from envad.training.workers import run_workers, worker_device
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,9 @@ class TrainConfig:
     predict which of 4 right-angle turns each image took, weight 0.5).
     exclude_envs, exclude_labels: cameras and content labels left out of the run
     entirely (pipeline selection trains on the rest and tests on what was left out).
+    workers: processes training data-parallel (training/distributed.py), each on an
+    equal shard of every environment's minibatch; how the run is computed, not what it
+    computes, so not part of its identity: a run resumes with another worker count.
     """
 
     data: str
@@ -101,6 +106,7 @@ class TrainConfig:
     aux: str = "none"
     exclude_envs: tuple[str, ...] = ()
     exclude_labels: tuple[str, ...] = ()
+    workers: int = 1
 
     def check(self) -> None:
         """Raise InvalidInput naming the first bad setting."""
@@ -122,6 +128,21 @@ class TrainConfig:
                                f"{self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise FailedPrecondition("--device cuda but torch sees no CUDA device")
+        self._check_workers()
+
+    def _check_workers(self) -> None:
+        per_env = self.batch_size // self.envs_per_step
+        if self.workers < 1 or per_env % self.workers:
+            raise InvalidInput(f"workers must be at least 1 and divide the images per "
+                               f"environment of a step (batch_size // envs_per_step = "
+                               f"{per_env}), got {self.workers}")
+        if self.workers > 1 and self.device.startswith("cuda:"):
+            raise InvalidInput("several workers on CUDA take one GPU each (cuda:0, cuda:1, "
+                               "...): give --device cuda")
+        if (self.workers > 1 and self.device.startswith("cuda")
+                and self.workers > torch.cuda.device_count()):
+            raise FailedPrecondition(f"{self.workers} workers on CUDA need as many GPUs; "
+                                     f"torch sees {torch.cuda.device_count()}")
 
     @classmethod
     def for_pipeline(cls, pipeline: Pipeline, *, data: str, out: Path, size: int, seed: int,
@@ -135,9 +156,11 @@ class TrainConfig:
                    hparams=dict(pipeline.hparams), **settings)
 
     def identity(self) -> dict:
-        """Everything that determines the result (all fields but `out`), as JSON data."""
+        """Everything that determines the result (all fields but `out` and `workers`), as
+        JSON data."""
         data = dataclasses.asdict(self)
         data.pop("out")
+        data.pop("workers")
         return json.loads(json.dumps(data))
 
 
@@ -213,62 +236,107 @@ def train(config: TrainConfig, *, progress: bool = True, resume: bool = False,
           ahead: DecodeAhead | None = None) -> Path:
     """Run (or resume, or return the cached result of) a training run; returns its dir.
     `ahead`: a child decoding this run's images since before torch was imported
-    (`envad train`), whose groups the run takes instead of decoding them."""
-    config.check()
+    (`envad train`), whose groups the run takes instead of decoding them.
+    `config.workers` > 1: this process is worker 0 of a data-parallel run
+    (training/workers.py)."""
     config = dataclasses.replace(config, device=resolve_device(config.device))
+    config.check()
     run_dir = Path(config.out)
     run = read_run_if_any(run_dir)
     if _finished(run, run_dir, config, resume):
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
+    if config.workers == 1:
+        train_worker(0, config, run, progress, ahead=ahead)
+    else:
+        run_workers(train_worker, (config, run, progress), config.workers, config.device,
+                    ahead=ahead)
+    return run_dir
 
+
+def train_worker(rank: int, config: TrainConfig, run: dict | None, progress: bool,
+                 ahead: DecodeAhead | None = None) -> None:
+    """Worker `rank`'s part of a run (with one worker, all of it): the same data,
+    sampler and algorithm in every worker, each training on its shard of every step;
+    worker 0 alone validates and writes run.json, the checkpoints, the curves and the
+    export."""
+    main = rank == 0
+    config = dataclasses.replace(config, device=worker_device(config.device, rank,
+                                                              config.workers))
+    run_dir = Path(config.out)
     phases = PhaseClock()
     seed_everything(config.seed)
-    dataset = run_dataset(config.data, config.exclude_envs, config.exclude_labels)
-    dataset.decoded_ahead = ahead
-    train_envs = dataset.envs("train")
-    data = TrainData(dataset, train_positions(dataset), config.size,
-                     train_envs, task=config.task, progress=progress)
+    dataset, data = _train_data(config, progress and main, ahead)
     phases.lap("data")
     sampler = EnvBalancedSampler(data.envs, config.batch_size, config.envs_per_step,
                                  config.seed)
     cls = get(config.algorithm)
-    algorithm = _new_algorithm(cls, config, sampler, data, len(train_envs))
+    algorithm = _new_algorithm(cls, config, sampler, data, len(data.env_names))
     start_epoch, epochs_log = _resume(run_dir, run, algorithm)
     algorithm.place(config.device)
     phases.lap("model")
-    run = _running_record(config, dataset.name, train_envs, data, epochs_log,
+    run = _running_record(config, dataset.name, data.env_names, data, epochs_log,
                           sampler.steps_per_epoch if cls.trains else 0)
-    write_run(run_dir, run)
-    reference, reference_y, val, val_y = _validation_sets(dataset, data, config)
+    validation = _validation_sets(dataset, data, config) if main else None
+    if main:
+        write_run(run_dir, run)
     phases.lap("data")
-    meta = {"dataset": dataset.name, "train_envs": train_envs, "input_size": config.size,
-            "seed": config.seed, "epochs": config.epochs}
+    meta = {"dataset": dataset.name, "train_envs": data.env_names,
+            "input_size": config.size, "seed": config.seed, "epochs": config.epochs}
     # `random` (trains nothing): one evaluation, no steps
     todo = (list(range(start_epoch, config.epochs + 1)) if cls.trains
             else [] if epochs_log else [0])
     if todo:
-        algorithm.prepare(data, progress=progress)
+        algorithm.prepare(data, progress=progress and main)
         phases.lap("prepare")
-    for epoch in todo:
-        entry = _epoch(algorithm, sampler, data, epoch, config, progress, phases,
-                       (reference, reference_y, val, val_y))
-        ckpt.save_checkpoint(ckpt.checkpoint_path(run_dir, epoch), algorithm, epoch=epoch,
-                             meta=meta, resumable=epoch < config.epochs)
-        ckpt.prune_checkpoints(run_dir, config.keep_checkpoints)
-        run["epochs"].append(entry)
-        write_run(run_dir, run)
-        phases.lap("checkpoints")
-
+    _train_epochs(algorithm, todo, sampler, data, config, progress and main, phases,
+                  validation, run, meta)
+    if not main:
+        return
     training_curves(run_dir / CURVES_FILE, run["epochs"],
                     f"{config.algorithm} on {dataset.name}, seed {config.seed}")
     phases.lap("curves")
-
-    parity = val[:32] if len(val) else data.uint8(np.arange(min(32, len(data))))
+    parity = (validation[2][:32] if validation is not None and len(validation[2])
+              else data.uint8(np.arange(min(32, len(data)))))
     # the algorithm as its newest checkpoint holds it, exported without reading it back
     _export(algorithm, meta, todo[-1] if todo else start_epoch - 1, run_dir, run, parity,
             config, phases)
-    return run_dir
+
+
+def _train_data(config: TrainConfig, progress: bool, ahead: DecodeAhead | None
+                ) -> tuple[MultiEnvDataset, TrainData]:
+    """The run's dataset and its training images (decoded, or taken from `ahead`)."""
+    dataset = run_dataset(config.data, config.exclude_envs, config.exclude_labels)
+    dataset.decoded_ahead = ahead
+    data = TrainData(dataset, train_positions(dataset), config.size,
+                     dataset.envs("train"), task=config.task, progress=progress)
+    return dataset, data
+
+
+def _train_epochs(algorithm: Algorithm, todo: list[int], sampler: EnvBalancedSampler,
+                  data: TrainData, config: TrainConfig, progress: bool, phases: PhaseClock,
+                  validation: tuple | None, run: dict, meta: dict) -> None:
+    """The epochs `todo`, on every worker (joined in one process group for the
+    epochs when there are several); with `validation` (worker 0) each is validated,
+    checkpointed and logged in run.json."""
+    if config.workers > 1:
+        join(algorithm)
+    try:
+        for epoch in todo:
+            entry = _epoch(algorithm, sampler, data, epoch, config, progress, phases,
+                           validation)
+            if validation is None:
+                continue
+            run_dir = Path(config.out)
+            ckpt.save_checkpoint(ckpt.checkpoint_path(run_dir, epoch), algorithm,
+                                 epoch=epoch, meta=meta, resumable=epoch < config.epochs)
+            ckpt.prune_checkpoints(run_dir, config.keep_checkpoints)
+            run["epochs"].append(entry)
+            write_run(run_dir, run)
+            phases.lap("checkpoints")
+    finally:
+        if config.workers > 1:
+            leave(algorithm)
 
 
 def _running_record(config: TrainConfig, dataset_name: str, train_envs: list[str], data,
@@ -345,19 +413,24 @@ def _resume(run_dir: Path, run: dict | None, algorithm) -> tuple[int, list[dict]
 
 def _epoch(algorithm, sampler, data, epoch: int, config: TrainConfig, progress: bool,
            phases: PhaseClock,
-           validation: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> dict:
-    """Train one epoch (epoch 0: none, `random`) and validate: its run.json entry."""
+           validation: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None) -> dict:
+    """Train one epoch (epoch 0: none, `random`) and validate (worker 0, which gets
+    `validation`): its run.json entry."""
     started = time.monotonic()
     losses = _train_epoch(algorithm, sampler, data, epoch, config, progress) \
         if epoch > 0 else {}
     seconds = time.monotonic() - started
     phases.lap("epochs")
+    if validation is None:
+        return {}
     metrics = validate(algorithm, *validation, config.device, config.knn_k)
     phases.lap("validation")
     entry = {"epoch": epoch, "train": losses, **metrics, "seconds": round(seconds, 2)}
     if epoch > 0:
         entry["images_per_s"] = round(sampler.steps_per_epoch * sampler.per_env *
                                       sampler.envs_per_step / max(seconds, 1e-9), 1)
+    if config.workers > 1:
+        entry["workers"] = config.workers
     log.info("epoch %d: %s", epoch, _format(entry))
     return entry
 
@@ -383,22 +456,25 @@ class PhaseClock:
 
 def _train_epoch(algorithm: Algorithm, sampler: EnvBalancedSampler, data: TrainData,
                  epoch: int, config: TrainConfig, progress: bool) -> dict[str, float]:
-    """One epoch of updates; returns the mean of each logged loss."""
+    """One epoch of updates (this worker's shard of each step); returns the mean of each
+    logged loss over the steps and the workers."""
     sums: dict[str, float] = defaultdict(float)
     steps = 0
     per_step = sampler.per_env * sampler.envs_per_step
+    replicas = algorithm.replicas
     with tqdm(total=sampler.steps_per_epoch * per_step, unit="img", disable=not progress,
               desc=f"{config.algorithm} epoch {epoch}/{config.epochs}",
               dynamic_ncols=True) as bar:
         for step in sampler.epoch(epoch):
-            batches = [data.batch(env, rows, config.device) for env, rows in step]
+            batches = [data.batch(env, rows, config.device)
+                       for env, rows in shard_step(step, replicas.rank, replicas.world_size)]
             logs = algorithm.update(batches)
             steps += 1
             for key, value in logs.items():
                 sums[key] += float(value)
             bar.update(per_step)
             bar.set_postfix({k: f"{v / steps:.4f}" for k, v in sums.items()}, refresh=False)
-    means = {k: v / max(steps, 1) for k, v in sums.items()}
+    means = mean_over_workers({k: v / max(steps, 1) for k, v in sums.items()}, replicas)
     bad = [k for k, v in means.items() if not np.isfinite(v)]
     if bad:
         raise FloatingPointError(f"epoch {epoch}: non-finite training loss {bad}; lower the "

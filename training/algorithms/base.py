@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from envad.training import aux_losses
+from envad.training.algorithms.replicas import SINGLE_PROCESS, Replicas
 from envad.training.augment import STYLE_AUGMENTS, style_augment
 from envad.training.heads import check_head, make_head
 from envad.training.mixstyle import MixStyle
@@ -157,6 +158,8 @@ class Algorithm(nn.Module):
         self.encoder = Encoder(encoder, load_weights=load_weights)
         self.register_buffer("step", torch.zeros((), dtype=torch.long))
         self.optimizer: torch.optim.Adam | None = None
+        #: the other workers of a data-parallel run (training/distributed.py)
+        self.replicas: Replicas = SINGLE_PROCESS
         self._aux_batch: tuple[torch.Tensor, torch.Generator] | None = None
         self._aux_loss: float | None = None
 
@@ -263,6 +266,16 @@ class Algorithm(nn.Module):
         return torch.optim.Adam(params, lr=self.current_lr(),
                                 weight_decay=self.hparams.weight_decay, fused=True)
 
+    def _optimizer_step(self, loss: torch.Tensor) -> None:
+        """Backward, the gradients averaged over the workers (`replicas`), one step of
+        the optimizer."""
+        assert self.optimizer is not None
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.replicas.average_gradients(
+            p for group in self.optimizer.param_groups for p in group["params"])
+        self.optimizer.step()
+
 
 class SupervisedAlgorithm(Algorithm):
     """Encoder + linear classifier on the training targets (the two normal buckets, or
@@ -300,9 +313,7 @@ class SupervisedAlgorithm(Algorithm):
             loss = loss + aux_losses.CONTRASTIVE_WEIGHT * term
             self._aux_loss = term.item()
         assert self.optimizer is not None, "the subclass builds its optimizer in __init__"
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self._optimizer_step(loss)
 
 
 def concat(env_batches: list[EnvBatch]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

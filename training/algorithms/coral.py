@@ -39,7 +39,9 @@ class CORAL(SupervisedAlgorithm):
         x, y, _ = concat(env_batches)
         features = self.encoder(x)
         nll = F.cross_entropy(self.classifier(features), y)
-        chunks = torch.split(features, [len(b.y) for b in env_batches])
+        # each env's features over the whole minibatch (every worker's shard)
+        chunks = [self.replicas.gather(chunk)
+                  for chunk in torch.split(features, [len(b.y) for b in env_batches])]
         pairs = list(combinations(range(len(chunks)), 2))
         penalty = (torch.stack([coral_penalty(chunks[i], chunks[j]) for i, j in pairs]).mean()
                    if pairs else features.new_zeros(()))

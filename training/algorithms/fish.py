@@ -67,9 +67,7 @@ class Fish(SupervisedAlgorithm):
         for k in torch.randperm(len(env_batches), generator=generator).tolist():
             batch = env_batches[k]
             loss = F.cross_entropy(self.inner(batch.x), batch.y)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
+            self._optimizer_step(loss)
             losses.append(loss.item())
         fish_meta_update(outer, self.inner, self.hparams.meta_lr)
         return {"loss": sum(losses) / len(losses)}

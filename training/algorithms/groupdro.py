@@ -41,7 +41,10 @@ class GroupDRO(SupervisedAlgorithm):
         x, _, _ = concat(env_batches)
         losses = torch.stack(per_env_losses(self.predict(x), env_batches))
         envs = [b.env for b in env_batches]
-        self.q.copy_(update_group_weights(self.q, envs, losses, self.hparams.eta))
+        # the weights follow each env's loss over the whole minibatch (every worker's
+        # shard), so that they stay identical on every worker
+        whole = self.replicas.mean(losses.detach())
+        self.q.copy_(update_group_weights(self.q, envs, whole, self.hparams.eta))
         loss = (self.q[envs] * losses).sum()
         self._step(loss)
-        return {"loss": loss.item(), "worst_env_loss": losses.max().item()}
+        return {"loss": loss.item(), "worst_env_loss": whole.max().item()}

@@ -26,12 +26,17 @@ class IRMHparams(OptimHparams):
     anneal_fraction: float = 0.1
 
 
-def irm_penalty(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """IRMv1: squared gradient of the risk w.r.t. a dummy classifier scale at 1.0."""
-    scale = torch.ones((), device=logits.device, requires_grad=True)
+def scale_gradient(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Gradient of the risk w.r.t. a dummy classifier scale at 1.0 (differentiable)."""
+    scale = torch.ones((), device=logits.device, dtype=logits.dtype, requires_grad=True)
     loss = F.cross_entropy(logits * scale, y)
     (grad,) = torch.autograd.grad(loss, [scale], create_graph=True)
-    return grad.pow(2)
+    return grad
+
+
+def irm_penalty(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """IRMv1: squared gradient of the risk w.r.t. a dummy classifier scale at 1.0."""
+    return scale_gradient(logits, y).pow(2)
 
 
 @register
@@ -55,8 +60,11 @@ class IRM(SupervisedAlgorithm):
         logits = self.predict(x)
         sizes = [len(b.y) for b in env_batches]
         nll = torch.stack(per_env_losses(logits, env_batches)).mean()
-        penalty = torch.stack([irm_penalty(chunk, b.y) for chunk, b in
-                               zip(torch.split(logits, sizes), env_batches, strict=True)]).mean()
+        grads = torch.stack([scale_gradient(chunk, b.y) for chunk, b in
+                             zip(torch.split(logits, sizes), env_batches, strict=True)])
+        # each env's gradient over its whole minibatch (the mean of the workers' equal
+        # shards), squared: the penalty one process computes
+        penalty = self.replicas.mean(grads).pow(2).mean()
         loss = nll + weight * penalty
         if weight > 1.0:
             loss = loss / weight   # keeps gradients' scale (the IRM reference code)

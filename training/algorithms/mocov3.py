@@ -46,11 +46,14 @@ def moco_momentum(progress: float, base: float, cosine: bool = True) -> float:
     return 1.0 - 0.5 * (1.0 + math.cos(math.pi * progress)) * (1.0 - base)
 
 
-def contrastive_loss(q: torch.Tensor, k: torch.Tensor, temperature: float) -> torch.Tensor:
-    """InfoNCE: row i of k is q_i's positive, the other rows its negatives (x 2T)."""
+def contrastive_loss(q: torch.Tensor, k: torch.Tensor, temperature: float,
+                     first: int = 0) -> torch.Tensor:
+    """InfoNCE: row `first` + i of k is q_i's positive, the other rows its negatives
+    (x 2T). `first` > 0: `q` holds one worker's rows of the minibatch, `k` every row."""
     q, k = F.normalize(q, dim=1), F.normalize(k, dim=1)
     logits = q @ k.T / temperature
-    return F.cross_entropy(logits, torch.arange(len(q), device=q.device)) * (2 * temperature)
+    targets = torch.arange(first, first + len(q), device=q.device)
+    return F.cross_entropy(logits, targets) * (2 * temperature)
 
 
 def build_mlp(layers: int, in_dim: int, hidden: int, out_dim: int,
@@ -110,9 +113,10 @@ class MoCoV3(Algorithm):
         with torch.no_grad():
             self._momentum_update(m)
             k = self.momentum_encoder(torch.cat([v1, v2]))
-        loss = (contrastive_loss(q[:n], k[n:], hp.temperature)
-                + contrastive_loss(q[n:], k[:n], hp.temperature))
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+            # the negatives are every worker's keys, as one process would hold them
+            k1, k2 = self.replicas.gather(k[:n]), self.replicas.gather(k[n:])
+        first = self.replicas.rank * n
+        loss = (contrastive_loss(q[:n], k2, hp.temperature, first)
+                + contrastive_loss(q[n:], k1, hp.temperature, first))
+        self._optimizer_step(loss)
         return {"loss": loss.item(), "momentum": m}
