@@ -11,11 +11,17 @@ timed with contiguous weights in the same rounds, the reference of `relative_to_
 
     nice python -m benchmarks.train_speed --sizes 32 64 --rounds 5
     python -m benchmarks.train_speed --sizes 32 64 --rounds 20 --device cuda
+
+`--workers N` instead times each algorithm's step on N data-parallel processes
+(`envad train --workers N`: every worker's shard of the same global batch, gradients
+and batch norm synchronised) against the same code on one process, in the same run:
+one JSON line per (algorithm, size, workers).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -115,6 +121,60 @@ def measure(names: list[str], data, batch_size: int, rounds: int, ae_steps: int,
     return records
 
 
+def worker_rates(rank: int, root: str, size: int, names: list[str], batch_size: int,
+                 rounds: int, device: str) -> dict[str, float]:
+    """Images/s of each algorithm's step on this worker's shards (best of `rounds`,
+    after one warm-up step), as `envad train --workers` takes them; with no process
+    group, one process takes whole steps."""
+    import torch.distributed as dist  # only inside a worker's group
+
+    from envad.training.batches import EnvBalancedSampler, TrainData
+    from envad.training.data import load_folder
+    from envad.training.distributed import join, shard_step
+
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    ds = load_folder(Path(root))
+    data = TrainData(ds, ds.indices("train", normal_only=True), size, ds.envs("train"))
+    steps = [[data.batch(e, r, device) for e, r in shard_step(step, rank, world)]
+             for step in EnvBalancedSampler(data.envs, batch_size, 4, seed=0).epoch(0)]
+    images = sum(len(b.y) for b in steps[0]) * world
+    rates = {}
+    for name in names:
+        algorithm, _ = build(name, data, 20, device)
+        if world > 1:
+            join(algorithm)
+        algorithm.update(steps[0])
+        best = float("inf")
+        for r in range(rounds):
+            if world > 1:
+                dist.barrier()
+            synchronize(device)
+            started = time.perf_counter()
+            algorithm.update(steps[(r + 1) % len(steps)])
+            synchronize(device)
+            best = min(best, time.perf_counter() - started)
+        rates[name] = round(images / best, 1)
+    return rates
+
+
+def compare_workers(names: list[str], root: Path, size: int, args) -> None:
+    """One JSON line per algorithm and worker count (1 and `args.workers`)."""
+    from envad.training.algorithms import get
+    from envad.training.workers import run_workers
+
+    trained = [n for n in names if get(n).trains]
+    work = (str(root), size, trained, args.batch_size, args.rounds, args.device)
+    one = worker_rates(0, *work)
+    several = run_workers(worker_rates, work, args.workers, args.device)
+    for name in trained:
+        for workers, rate in ((1, one[name]), (args.workers, several[name])):
+            emit({"benchmark": "train_speed_workers", "algorithm": name, "size": size,
+                  "workers": workers, "images_per_s": rate,
+                  "relative_to_one": round(rate / one[name], 3),
+                  "batch_size": args.batch_size, "rounds": args.rounds,
+                  "device": args.device, "cpu_count": os.cpu_count()})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
@@ -125,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ae-steps", type=int, default=20,
                         help="autoencoder steps for EA-MoCo's timed preparation")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="above 1: compare N data-parallel workers with one process")
     args = parser.parse_args(argv)
 
     from envad.training.algorithms import names
@@ -138,6 +200,9 @@ def main(argv: list[str] | None = None) -> None:
         for size in args.sizes:
             root = generate(Path(tmp) / f"pd{size}", size, 0, progress=False,
                             train_per_camera=100, test_per_camera=5)
+            if args.workers > 1:
+                compare_workers(args.algorithms or names(), root, size, args)
+                continue
             ds = load_folder(root)
             data = TrainData(ds, ds.indices("train", normal_only=True), size,
                              ds.envs("train"))
