@@ -81,10 +81,8 @@ class RemoteDir:
         try:
             with self._fs.open_input_stream(self._path(relative)) as stream:
                 return stream.read()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            if "not found" in str(exc).lower() or "NoSuchKey" in str(exc):
+        except OSError as exc:      # FileNotFoundError included
+            if _missing(exc):
                 return None
             raise self._failed(f"read {relative} in", exc) from exc
 
@@ -190,10 +188,8 @@ class RemoteDir:
                     target.write(chunk)
             os.replace(tmp, local)
             return True
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            if "not found" in str(exc).lower() or "NoSuchKey" in str(exc):
+        except OSError as exc:      # FileNotFoundError included
+            if _missing(exc):
                 return False
             raise self._failed(f"read {relative} in", exc) from exc
         finally:
@@ -238,6 +234,13 @@ class RemoteDir:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return True
+
+
+def _missing(exc: OSError) -> bool:
+    """Whether a read failed because the object is not there (a local file system says
+    FileNotFoundError, S3 an OSError naming NoSuchKey or "not found")."""
+    return (isinstance(exc, FileNotFoundError) or "not found" in str(exc).lower()
+            or "NoSuchKey" in str(exc))
 
 
 def _advice(cause: str, options: Mapping[str, str]) -> str:
