@@ -100,7 +100,10 @@ def register_train(subparsers) -> None:
     p.add_argument("--hparam", action="append", default=[], metavar="KEY=VALUE",
                    help="override an algorithm hyperparameter (repeatable), e.g. lr=1e-4, "
                         "schedule=cosine, warmup_fraction=0.05")
-    p.add_argument("--weights", help="local torchvision ResNet-18 state_dict to start from")
+    p.add_argument("--weights", help="torchvision ResNet-18 state_dict to start from: a "
+                                      "local file, or `imagenet` for torchvision's ImageNet "
+                                      "weights (downloaded once into $TORCH_HOME; offline, "
+                                      "copy the file there or pass a FILE)")
     p.add_argument("--model-id", help="id of the exported model (default derived)")
     p.add_argument("--keep-checkpoints", type=int, default=2,
                    help="newest checkpoints to keep (0: all)")
@@ -155,6 +158,7 @@ def cmd_train(args) -> int:
         if ahead_enabled() else None
     try:
         # torch ([train]), imported while the child process decodes
+        from envad.training.pretrained import resolve_weights
         from envad.training.run import ENCODER_FILE, TrainConfig, read_run, train
         from envad.training.run_files import last_val_metrics
 
@@ -164,7 +168,7 @@ def cmd_train(args) -> int:
                 data=args.data, algorithm=args.algorithm, out=args.out, size=args.size,
                 epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                 device=args.device, envs_per_step=args.envs_per_step, hparams=hparams,
-                weights=args.weights, keep_checkpoints=args.keep_checkpoints,
+                weights=resolve_weights(args.weights), keep_checkpoints=args.keep_checkpoints,
                 model_id=args.model_id, task=args.task, augment=args.augment, aux=args.aux,
                 workers=args.workers)
             run_dir = train(config, progress=not args.quiet, resume=args.resume, ahead=ahead)
