@@ -80,6 +80,8 @@ class Engine:
 
     def __init__(self, config: ServerConfig, metrics=None):
         self.config = config
+        #: False on a reader: it refuses writes and follows the writer (server/roles.py)
+        self.writes = takes_writes(config)
         self.metrics = metrics
         self.threads = ThreadBudget.from_config(config)
         self.threads.apply()
@@ -135,7 +137,7 @@ class Engine:
         """Whether the active store takes writes (not while a damaged table awaits a
         restore or an accepted loss: `hint` says which)."""
         space = self._active
-        return takes_writes(self.config) and space is not None and space.store.writable
+        return self.writes and space is not None and space.store.writable
 
     def close(self) -> None:
         with self._lock:
@@ -151,8 +153,8 @@ class Engine:
         """
         self._pull_models()
         models = self.registry.scan()
-        if not takes_writes(self.config):
-            self._follow_active_model()
+        if not self.writes:
+            self._follow_active_model({m.model_id for m in models})
         if self._active is None:
             for meta in models:
                 if meta.sha256 not in self._refused:
@@ -161,25 +163,26 @@ class Engine:
         space = self._active
         if space is not None:
             space.refresh()
-            if not takes_writes(self.config):
+            if not self.writes:
                 space.follow_writer()
         with self._lock:
             spaces = list(self._spaces.values())
         for each in spaces:
             each.save_index()
-            if takes_writes(self.config):
+            if self.writes:
                 each.push_statistics()
 
-    def _follow_active_model(self) -> None:
+    def _follow_active_model(self, found: set[str]) -> None:
         """A reader: activate the model the writer activated (the `active_model` object
-        under the data URI), once its file is in the models dir."""
+        under the data URI), once its file is among the models `found` in the models
+        dir."""
         assert self.remote is not None     # a reader's store is on object storage
         wanted = self.remote.read_bytes("active_model")
         model_id = wanted.decode().strip() if wanted else ""
         active = self._active.model_id if self._active is not None else ""
         if not model_id or model_id == active:
             return
-        if model_id not in {m.model_id for m in self.registry.scan()}:
+        if model_id not in found:
             log.warning("the writer activated model %s, whose file is not in %s yet",
                         model_id, self.config.resolved_models_dir)
             return
@@ -252,7 +255,7 @@ class Engine:
             self._active = space
             self._problem = ""
             self._state_file.write_text(model_id)
-            if self.remote is not None and takes_writes(self.config):
+            if self.remote is not None and self.writes:
                 self.remote.push_file(self._state_file, "active_model")
         log.info("active model: %s (%s)", model_id, space.encoder.meta.file)
         return Activation(replace(space.encoder.meta, active=True), self.provenance(space))
@@ -278,7 +281,7 @@ class Engine:
                 try:
                     space = ModelSpace(encoder, self.config, self.bundles, self.metrics,
                                        remote=self.remote,
-                                       writes=takes_writes(self.config))
+                                       writes=self.writes)
                 except EnvadError as exc:
                     raise FailedPrecondition(str(exc)) from exc
                 self._spaces[model_id] = space
@@ -392,7 +395,7 @@ class Engine:
         (the request checked first)."""
         if not images:
             raise InvalidInput("no images in the request")
-        if options.store and not takes_writes(self.config):
+        if options.store and not self.writes:
             raise FailedPrecondition(f"Score with store is a write: {reader_refusal(self.config)}")
         space = self.require_space()
         bundle = space.bundle
