@@ -70,6 +70,14 @@ def ingest_commit(stub, prefix: str, seed: int, count: int = 8) -> int:
     return stub.Ingest(iter([pb.IngestRequest(items=items)]), timeout=60).inserted
 
 
+def score_calls(server: InProcessServer) -> float:
+    """Score calls the in-process `server` answered with OK (its envad_requests metric)."""
+    assert server.running is not None
+    registry = server.running.engine.metrics.registry
+    return registry.get_sample_value("envad_requests_total",
+                                     {"method": "Score", "code": "OK"}) or 0.0
+
+
 def writes_health(handle) -> int:
     """The health status of the service's writes on the server `handle`."""
     return health_pb2_grpc.HealthStub(handle.channel()).Check(

@@ -22,7 +22,13 @@ from envad.client.channels import GRPC_MAX_ATTEMPTS, channel_target, service_con
 from envad.client.retry import NO_RETRY
 from envad.errors import EnvadError, InvalidInput, Unavailable
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import InProcessServer, ServerHandle, fit_normal_rows, models_dir_in
+from server_handle import (
+    InProcessServer,
+    ServerHandle,
+    fit_normal_rows,
+    models_dir_in,
+    score_calls,
+)
 from tiny_encoder import synthetic_images
 
 #: training rows of each replica (fewer than a real fit takes: allowed for the test)
@@ -124,14 +130,6 @@ def replicas(tmp_path_factory, tiny_model_path) -> Iterator[list[InProcessServer
     finally:
         for server in servers:
             server.stop()
-
-
-def score_calls(server: InProcessServer) -> float:
-    """Score calls `server` answered with OK (its envad_requests metric)."""
-    assert server.running is not None
-    registry = server.running.engine.metrics.registry
-    return registry.get_sample_value("envad_requests_total",
-                                     {"method": "Score", "code": "OK"}) or 0.0
 
 
 def test_calls_are_spread_over_the_listed_servers(replicas) -> None:

@@ -23,6 +23,7 @@ from server_handle import (
     InProcessServer,
     fit_normal_rows,
     ingest_commit,
+    score_calls,
     writes_health,
 )
 from tiny_encoder import synthetic_images
@@ -178,13 +179,6 @@ def test_a_second_writer_refuses_to_start_and_names_the_first(
         second.stop()
 
 
-def _score_calls(server: InProcessServer) -> float:
-    """Score calls the server answered with OK (its envad_requests_total metric)."""
-    registry = server.running.engine.metrics.registry      # type: ignore[union-attr]
-    return registry.get_sample_value("envad_requests_total",
-                                     {"method": "Score", "code": "OK"}) or 0.0
-
-
 def test_readers_serve_a_scoring_load_while_the_writer_ingests_2000_images(replicas) -> None:
     """Two clients score through both readers (round robin) while a third ingests 2,000
     images through the writer: no Score fails, both readers answer, and every
@@ -233,4 +227,4 @@ def test_readers_serve_a_scoring_load_while_the_writer_ingests_2000_images(repli
         for thread in clients:
             thread.join(60)
     assert failures == []
-    assert all(_score_calls(r) > 0 for r in readers)
+    assert all(score_calls(r) > 0 for r in readers)
