@@ -70,6 +70,17 @@ def ingest_commit(stub, prefix: str, seed: int, count: int = 8) -> int:
     return stub.Ingest(iter([pb.IngestRequest(items=items)]), timeout=60).inserted
 
 
+def self_signed_certificate(folder: Path, alt_names: str) -> tuple[Path, Path]:
+    """(key, certificate) PEM files in `folder` made by openssl: CN localhost, the
+    subjectAltName `alt_names` (e.g. "DNS:localhost,IP:127.0.0.1"), valid one day."""
+    key, cert = folder / "key.pem", folder / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+                    "-addext", f"subjectAltName={alt_names}"],
+                   check=True, capture_output=True)
+    return key, cert
+
+
 def score_calls(server: InProcessServer) -> float:
     """Score calls the in-process `server` answered with OK (its envad_requests metric)."""
     assert server.running is not None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from server_handle import (
     fit_normal_rows,
     models_dir_in,
     score_calls,
+    self_signed_certificate,
 )
 from tiny_encoder import synthetic_images
 
@@ -76,11 +76,7 @@ def tls_health_servers(tmp_path) -> Iterator[tuple[list[int], bytes]]:
     certificate (returned) for the names localhost and scoring.test, not for the IP."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make a test certificate")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,DNS:scoring.test"],
-                   check=True, capture_output=True)
+    key, cert = self_signed_certificate(tmp_path, "DNS:localhost,DNS:scoring.test")
     credentials = grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
     servers, ports = [], []
     for _ in range(2):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 from envad.client import EnvadClient
 from envad.client.cli import main
 from envad.errors import Unauthenticated, Unavailable
-from server_handle import ServerHandle
+from server_handle import ServerHandle, self_signed_certificate
 
 TOKEN = "s3cret-token"
 
@@ -19,11 +18,7 @@ TOKEN = "s3cret-token"
 def secure_server(tmp_path, tiny_model_path):
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make a test certificate")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    key, cert = self_signed_certificate(tmp_path, "DNS:localhost,IP:127.0.0.1")
     models = tmp_path / "models"
     models.mkdir()
     shutil.copy(tiny_model_path, models / tiny_model_path.name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import threading
 import time
 import urllib.request
@@ -14,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import ServerHandle, wait_for_health
+from server_handle import ServerHandle, self_signed_certificate, wait_for_health
 from tiny_encoder import synthetic_images
 
 
@@ -87,11 +86,7 @@ def test_metrics_endpoint_counts_requests(tmp_path, tiny_model_path, unused_port
 
 
 def test_tls(tmp_path, tiny_model_path):
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    key, cert = self_signed_certificate(tmp_path, "DNS:localhost,IP:127.0.0.1")
     handle = _server_with(tmp_path, tiny_model_path, ENVAD_TLS_CERT_FILE=str(cert),
                           ENVAD_TLS_KEY_FILE=str(key)).start(wait_service=False)
     try:
