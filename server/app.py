@@ -240,7 +240,11 @@ def serve(config: ServerConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    stop.wait()
+    # woken each second: a signal that lands on another thread (gRPC's, ONNX Runtime's)
+    # runs its handler only once the main thread returns to Python, which a wait without
+    # a timeout may never do
+    while not stop.wait(1.0):
+        pass
     # A shutdown that stalls (here or in the exit that follows) leaves every thread's stack
     # in the log before whoever waits for it gives up; a prompt exit ends the timer.
     faulthandler.dump_traceback_later(config.grace_seconds + SHUTDOWN_STALL_SECONDS)
