@@ -4,10 +4,10 @@ Each benchmark runs as its own process, one after the other (they measure ratios
 same machine, so they must not overlap); its JSON lines go to OUT/NAME.jsonl and its
 log to OUT/NAME.log. Every ratio a benchmark measured (each against its reference, in
 the same run) is printed as it finishes. Then the JSON lines of the benchmarks that
-succeeded are copied to docs/results/bench/ and the page's tables are rendered from
-them (`--no-docs`: leave the docs alone). The int8 benchmark needs a trained encoder
-and PhotoDigits; by default it takes the demo's (`make demo` first), otherwise pass
---model and --data.
+succeeded are copied to docs/results/bench/ and the tables of docs/benchmarks.md and of
+the detail pages it links are rendered from them (`--no-docs`: leave the docs alone).
+The int8 benchmark needs a trained encoder and PhotoDigits; by default it takes the
+demo's (`make demo` first), otherwise pass --model and --data.
 
     python -m benchmarks.run_all [--out var/bench] [--only serving detectors_10k]
 """
@@ -25,6 +25,8 @@ from pathlib import Path
 DEMO_MODEL = Path("var/demo/models/encoder.onnx")
 DEMO_DATA = Path("var/demo/photodigits")
 DOCS_PAGE = Path("docs/benchmarks.md")
+#: the page and the detail pages it links, each with tables rendered from DOCS_RESULTS
+DOCS_PAGES = (DOCS_PAGE, Path("docs/results/train-overhead.md"))
 DOCS_RESULTS = Path("docs/results/bench")
 
 
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, default=DEMO_MODEL)
     parser.add_argument("--data", type=Path, default=DEMO_DATA)
     parser.add_argument("--no-docs", action="store_true",
-                        help=f"do not copy the results to {DOCS_RESULTS} nor rewrite {DOCS_PAGE}")
+                        help=f"do not copy the results to {DOCS_RESULTS} nor rewrite the pages")
     args = parser.parse_args(argv)
     benchmarks = plan(args.model, args.data)
     unknown = set(args.only or []) - set(benchmarks)
@@ -106,9 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         DOCS_RESULTS.mkdir(parents=True, exist_ok=True)
         for name in succeeded:
             shutil.copyfile(args.out / f"{name}.jsonl", DOCS_RESULTS / f"{name}.jsonl")
-        done = write_docs(DOCS_PAGE, DOCS_RESULTS)
-        print(f"[bench] {DOCS_PAGE}: tables rendered from {', '.join(done) or 'nothing'}",
-              flush=True)
+        for page in DOCS_PAGES:
+            done = write_docs(page, DOCS_RESULTS)
+            print(f"[bench] {page}: tables rendered from {', '.join(done) or 'nothing'}",
+                  flush=True)
     if failed:
         print(f"[bench] failed: {failed} (see their .log files)", file=sys.stderr)
     return 1 if failed else 0

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_DOCS = ["api", "backfill", "client", "detectors", "evaluation", "model-format",
                   "reliability", "retraining", "ray", "scaling", "training"]
 GUIDES = ["README.md"] + [f"docs/{name}.md" for name in REFERENCE_DOCS]
-LIMITS = {"README.md": 250, "docs/RESULTS.md": 400, "docs/benchmarks.md": 320}
+LIMITS = {"README.md": 250, "docs/RESULTS.md": 400, "docs/benchmarks.md": 300}
 
 #: a commit-hash-like word: 7 to 40 hex characters with at least one digit and one
 #: letter a-f (so neither a number nor a word such as "deface"); a full sha256 (64 hex

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from benchmarks import report
+from benchmarks.run_all import DOCS_PAGES
 
 MACHINE = {"cpu_count": 2, "machine": "x86_64", "python": "3.11.7"}
 
@@ -87,14 +89,14 @@ def test_one_image_rows_name_their_detector_set_when_recorded(tmp_path):
 
 
 def test_docs_tables_are_the_rendered_committed_results():
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[2]
-    doc = (root / "docs" / "benchmarks.md").read_text()
+    pages = {page: (root / page).read_text() for page in DOCS_PAGES}
     files = sorted((root / "docs" / "results" / "bench").glob("*.jsonl"))
     assert len(files) >= 5
     for path in files:
-        assert report.render(path) in doc, path.name
+        assert any(report.render(path) in text for text in pages.values()), path.name
+    for page in DOCS_PAGES[1:]:               # each detail page is linked from the first
+        assert page.name in pages[DOCS_PAGES[0]], page
 
 
 def test_one_image_rows_follow_the_serving_table(tmp_path):
