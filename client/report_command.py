@@ -44,12 +44,12 @@ def register(subparsers, connection_parser) -> None:
     p.add_argument("scores", type=Path, metavar="SCORES.jsonl",
                    help="scores written by `envad backfill --scores-out`")
     p.add_argument("--out", type=Path, default=Path("envad-report"),
-                   help="folder to write the page into (default: envad-report)")
+                   help="folder to write the page into")
     p.add_argument("--top", type=int, default=10,
-                   help="images shown per camera (default: 10)")
+                   help="images shown per camera")
     p.add_argument("--neighbours", type=int, default=4,
                    help="nearest normal neighbours per image, from the server "
-                        "(default: 4; 0: no server needed)")
+                        "(0: no server needed)")
     p.add_argument("--data-dir", type=Path, metavar="DIR",
                    help="take the neighbours from the store of `envad scan --data-dir DIR` "
                         "(no server to run)")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from envad.defaults import MEGADETECTOR_ENV_LEVEL, MEGADETECTOR_MIN_CONF
+
 #: --source-format's choices: "auto" and the names of envad.client.sources.SOURCES
 #: (written out so that building the parser imports no source; a test compares them)
 FORMATS = ("auto", "camtrap-dp", "coco-camera-traps", "folder", "image-tree", "manifest",
@@ -35,12 +37,13 @@ def add_source_arguments(parser, *, set_split: bool = True) -> None:
                    help="MegaDetector, COCO Camera Traps: folder the 'file' / 'file_name' "
                         "paths are relative to (default: the JSON's folder)")
     g.add_argument("--env-level", type=int,
-                   help="MegaDetector: folder level of 'file' that is the environment (0)")
+                   help="MegaDetector: folder level of 'file' that is the environment "
+                        f"(default: {MEGADETECTOR_ENV_LEVEL})")
     g.add_argument("--skip-empty", action="store_true",
                    help="MegaDetector: skip images without a detection >= --min-conf")
     g.add_argument("--min-conf", type=float,
                    help="MegaDetector: detection confidence for --skip-empty (default: the "
-                        "file's typical_detection_threshold, else 0.2)")
+                        f"file's typical_detection_threshold, else {MEGADETECTOR_MIN_CONF:g})")
     g.add_argument("--crops", action="store_true",
                    help="MegaDetector: score each animal detection's crop instead of the "
                         "whole image (one record per crop, joined back to its image)")

@@ -6,10 +6,11 @@ on Windows writes `cam\\IMG_0001.JPG`), and an absolute `file` (`/data/cams/...`
 `D:\\cams\\...`) that does not exist on this machine is found under `image_root` by its
 longest trailing part that does (`D:\\cams\\cam1\\IMG.JPG` -> `IMAGE_ROOT/cam1/IMG.JPG`).
 The environment is a folder level of the path relative to the image root (`env_level`,
-default 0 = the first folder, as camera-trap archives are usually laid out one folder per
-camera). Entries with a `failure` are skipped; with `skip_empty`, so are
-images without a detection of at least `min_conf` (default: the file's
-typical_detection_threshold, else 0.2) in an "animal", "person" or "vehicle" category.
+default envad.defaults' 0 = the first folder, as camera-trap archives are usually laid
+out one folder per camera). Entries with a `failure` are skipped; with `skip_empty`, so
+are images without a detection of at least `min_conf` (default: the file's
+typical_detection_threshold, else envad.defaults' MEGADETECTOR_MIN_CONF) in an
+"animal", "person" or "vehicle" category.
 The detections are kept in `extra` so a MegaDetector-format output can carry them on.
 
 With `crops`, the items are the image's "animal" detections of at least `crop_min_conf`
@@ -27,9 +28,9 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from envad.client.sources.base import Source, SourceItem, json_head, register_source
 from envad.client.sources.crops import CropItem, parse_bbox
+from envad.defaults import MEGADETECTOR_ENV_LEVEL, MEGADETECTOR_MIN_CONF
 from envad.errors import InvalidInput
 
-DEFAULT_MIN_CONF = 0.2
 DETECTION_NAMES = frozenset({"animal", "person", "vehicle"})
 
 
@@ -50,7 +51,7 @@ class MegaDetectorSource(Source):
         *,
         split: str | None = None,
         image_root: str | Path | None = None,
-        env_level: int = 0,
+        env_level: int = MEGADETECTOR_ENV_LEVEL,
         skip_empty: bool = False,
         min_conf: float | None = None,
         crops: bool = False,
@@ -72,7 +73,7 @@ class MegaDetectorSource(Source):
         metadata = (self.results.get("info") or {}).get("detector_metadata") or {}
         self.min_conf = float(
             min_conf if min_conf is not None
-            else metadata.get("typical_detection_threshold", DEFAULT_MIN_CONF)
+            else metadata.get("typical_detection_threshold", MEGADETECTOR_MIN_CONF)
         )
         categories = (self.results.get("detection_categories")
                       or {"1": "animal", "2": "person", "3": "vehicle"})

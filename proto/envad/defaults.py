@@ -1,8 +1,9 @@
-"""Defaults that the client and the server both state: each has its one owner here.
+"""Defaults stated in more than one place: each has its one owner here.
 
-The server applies them (a 0 or "" in a request means "the server's default"); the
-client's help text and documentation render them from here. Plain Python, so the client
-can import it without loading the server.
+The server applies most of them (a 0 or "" in a request means "the server's default");
+the client's sources apply the MegaDetector ones. Help text and documentation render
+them from here. Plain Python, so the client can import it without loading the server
+or a source.
 """
 
 from __future__ import annotations
@@ -24,3 +25,8 @@ DEFAULT_CONTAMINATION = 0.05
 DEFAULT_MIN_CAMERA_ROWS = 32
 #: frames of one camera at most this many seconds apart (each to the next) are one event
 DEFAULT_EVENT_GAP_S = 60.0
+#: MegaDetector files: the folder level of an image's 'file' path that names its camera
+MEGADETECTOR_ENV_LEVEL = 0
+#: MegaDetector files: the least detection confidence that counts as a detection when the
+#: file states no typical_detection_threshold
+MEGADETECTOR_MIN_CONF = 0.2

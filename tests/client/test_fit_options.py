@@ -114,7 +114,11 @@ OWNED = {
     "DEFAULT_MIN_CAMERA_ROWS": defaults.DEFAULT_MIN_CAMERA_ROWS,
     "DEFAULT_EVENT_GAP_S": defaults.DEFAULT_EVENT_GAP_S,
     "MIN_FIT_ROWS": MIN_FIT_ROWS,
+    "MEGADETECTOR_MIN_CONF": defaults.MEGADETECTOR_MIN_CONF,
 }
+#: a default written out in help text: "(default: 10)", "(default 4;" ("default 0:" is
+#: what a flag's sentinel 0 means, not a default owned elsewhere)
+WRITTEN_OUT_DEFAULT = re.compile(r"\bdefault:? (?!0:)-?\d")
 
 
 def spellings(value: float) -> set[str]:
@@ -149,6 +153,13 @@ def test_no_help_text_writes_out_an_owned_default(name) -> None:
                 "it from the constant")
 
 
+def test_no_help_text_writes_out_a_number_as_its_default() -> None:
+    found = [f"{path.relative_to(ROOT)}: {part!r}" for path in client_sources()
+             for part in literal_help_parts(path) if WRITTEN_OUT_DEFAULT.search(part)]
+    assert not found, ("help text writing out a default (let the formatter show the "
+                       "flag's default, or render it from its owner):\n" + "\n".join(found))
+
+
 def test_the_literal_default_check_sees_a_written_out_default(tmp_path) -> None:
     source = tmp_path / "bad.py"
     source.write_text('p.add_argument("--top-k", help="neighbours (default: the '
@@ -156,6 +167,8 @@ def test_the_literal_default_check_sees_a_written_out_default(tmp_path) -> None:
     parts = literal_help_parts(source)
     assert "neighbours (default: the server's, 5)" in parts
     assert any(re.search(r"(?<![\w.])5(?![\w]|\.\d)", p) for p in parts)
+    assert WRITTEN_OUT_DEFAULT.search("images shown per camera (default: 10)")
+    assert not WRITTEN_OUT_DEFAULT.search("(default 0: the server's, ")
 
 
 def test_the_service_name_is_the_protos() -> None:
