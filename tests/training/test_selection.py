@@ -14,6 +14,7 @@ from envad.training.selection import (
     ARCHIVE_MIXES,
     BURST_JITTER,
     ENSEMBLE_PREFIX,
+    ORDER_SETS,
     POOLED_MIXES,
     SCORE_ADAPTATION_CANDIDATES,
     SPACE_CANDIDATES,
@@ -236,6 +237,10 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path):
     assert fold["n_pooled"]["natural"] > fold["n_query"]
     assert set(fold["archive"]) == set(ARCHIVE_MIXES)
     assert all(set(fold["archive"][mix]) == set(SPACE_CANDIDATES) for mix in ARCHIVE_MIXES)
+    # every arrival order of the natural mix and of the new-heavy one
+    assert set(fold["orders"]) == set(ORDER_SETS)
+    assert {"normal-first", "new-heavy normal-first"} <= set(fold["orders"])
+    assert set(summary["score_adaptation"]["none"]["orders"]) == set(ORDER_SETS)
     assert np.isfinite(summary["best"]["clean"]) and np.isfinite(summary["best"]["archive"])
     assert set(summary["score_adaptation"]["none"]["mixes"]) == set(POOLED_MIXES)
     report = (tmp_path / "sel" / "selection.md").read_text()
