@@ -63,10 +63,11 @@ STATISTICS = (MEAN, MEDIAN, GATED, FROZEN)
 #: `frozen:P`: a camera's statistics are those of its first FROZEN_AFTER x P stored rows
 FROZEN_AFTER = 4
 #: prior weight of the fit set's statistics, in rows: chosen with the statistic by
-#: `envad select` on PhotoDigits' training cameras (each fold's held-out camera pooled
-#: with the other cameras' val images, in every arrival order of envad/arrival_orders.py
-#: and anomaly-share mix, judged by the worst; docs/results/selection-orders/):
-#: `frozen:64` 0.760, `camera:64` 0.758, `frozen:16` 0.748, `camera:16` 0.742
+#: `envad select` on the training cameras of two content families (each fold's held-out
+#: camera pooled with the other cameras' val images, in every anomaly-share mix and
+#: every arrival order of envad/arrival_orders.py, judged by the worst;
+#: docs/results/selection-orders/): `frozen:64` 0.632, `camera:64` 0.631, `frozen:16`
+#: 0.631, `frozen:64:64` 0.610
 DEFAULT_PRIOR_ROWS = 64
 #: a camera's scale is at least this fraction of the fit set's (a camera whose first
 #: images score alike must not blow its later scores up)
