@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## Debian packages the tests use: headless Chromium renders the review page of
-## `envad report` (tests/client/test_report.py). A no-op when chromium is there; as root
+## `envad report` (tests/client/test_report_page.py). A no-op when chromium is there; as root
 ## it installs it with apt-get, otherwise it says what to install.
 system-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
