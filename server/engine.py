@@ -135,9 +135,11 @@ class Engine:
     @property
     def writable(self) -> bool:
         """Whether the active store takes writes (not while a damaged table awaits a
-        restore or an accepted loss: `hint` says which)."""
+        restore or an accepted loss: `hint` says which; not while its data directory is
+        full or read-only: the writer's `disk_fault`)."""
         space = self._active
-        return self.writes and space is not None and space.store.writable
+        return (self.writes and space is not None and space.store.writable
+                and space.writer.disk_fault is None)
 
     def close(self) -> None:
         with self._lock:
@@ -165,6 +167,8 @@ class Engine:
             space.refresh()
             if not self.writes:
                 space.follow_writer()
+            elif not self.config.remote:
+                space.writer.recheck_disk(self.config.local_dir / "lancedb")
         with self._lock:
             spaces = list(self._spaces.values())
         for each in spaces:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +73,6 @@ class Journal:
     def __init__(self, path: Path, dim: int):
         self.path = Path(path)
         self.dim = dim
-        self._fd: int | None = None
         self.records = 0
 
     def read(self) -> list[Update]:
@@ -88,34 +89,37 @@ class Journal:
         self.records = len(updates)
         return updates
 
-    def _opened(self) -> int:
-        if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        return self._fd
+    @contextmanager
+    def _opened(self) -> Iterator[int]:
+        """The journal open for appending, for one write: a descriptor held open between
+        writes would keep its file system from being remounted read-only."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     def append(self, updates: list[Update]) -> None:
-        fd = self._opened()
-        start = os.fstat(fd).st_size
         data = memoryview(b"".join(encode(u) for u in updates))
-        try:
-            while data:
-                data = data[os.write(fd, data):]
-            os.fsync(fd)
-        except BaseException:
-            # leave no partial record behind a failed append (e.g. a full disk)
-            os.ftruncate(fd, start)
-            raise
+        with self._opened() as fd:
+            start = os.fstat(fd).st_size
+            try:
+                while data:
+                    data = data[os.write(fd, data):]
+                os.fsync(fd)
+            except BaseException:
+                # leave no partial record behind a failed append (e.g. a full disk)
+                os.ftruncate(fd, start)
+                raise
         self.records += len(updates)
 
     def clear(self) -> None:
         """Empty the journal (its records are in a durable snapshot now)."""
-        fd = self._opened()
-        os.ftruncate(fd, 0)
-        os.fsync(fd)
+        with self._opened() as fd:
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
         self.records = 0
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Nothing stays open between writes; kept for the owners' close."""

@@ -20,19 +20,23 @@ A data directory that is full or read-only fails the whole commit at once
 (`storage_fault`): each caller gets one RESOURCE_EXHAUSTED ("data directory full") or
 FAILED_PRECONDITION ("read-only") without the server's paths, no row is retried on its
 own, the log gets one line, and the next commit tries again (writes resume by
-themselves when space returns).
+themselves when space returns). Meanwhile `disk_fault` holds the fault (health reports
+the service's writes NOT_SERVING, reads SERVING) until a commit succeeds or the data
+directory takes a probe write again (`recheck_disk`, at each refresh).
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import os
 import queue
 import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 
 from envad.errors import EnvadError, FailedPrecondition, ResourceExhausted, Unavailable
 from envad.server.index import VectorIndex
@@ -45,6 +49,8 @@ _FULL = (errno.ENOSPC, errno.EDQUOT)
 _FULL_TEXT = ("no space left on device", "os error 28", "disk quota exceeded",
               "os error 122")
 _READ_ONLY_TEXT = ("read-only file system", "os error 30")
+#: what a data directory must take again before writes are reported possible (bytes)
+PROBE_BYTES = 1 << 20
 
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?[/\\][^\s'\",;:)]+")
@@ -79,6 +85,26 @@ def storage_fault(error: BaseException) -> EnvadError | None:
     return None
 
 
+def disk_takes_writes(folder: Path) -> bool:
+    """Whether `folder` takes a write of PROBE_BYTES now (written, fsynced, deleted): how
+    a full or read-only data directory is seen to take writes again before the next
+    one comes."""
+    probe = folder / ".envad-write-probe"
+    try:
+        with open(probe, "wb") as handle:
+            handle.write(bytes(PROBE_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+        return True
+    except OSError:
+        return False
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:     # a read-only file system refuses even this
+            pass
+
+
 @dataclass(frozen=True)
 class WriteResult:
     """Outcome of one caller's write: which ids are new, which were already stored, and
@@ -105,6 +131,9 @@ class StoreWriter:
         self._queue: queue.Queue[tuple[Sequence[Row], Future] | None] = queue.Queue()
         self._commits = 0
         self._closed = False
+        #: the last commit's disk fault (full, read-only: no server path in it), until a
+        #: commit succeeds or `recheck_disk` sees the disk take a write again
+        self.disk_fault: EnvadError | None = None
         # the stored ids, read here unless the caller read them already (opening the index)
         stored = stored_ids or store.stored_ids()
         self._stored_ids, self._synced_version = stored.ids, stored.version
@@ -130,6 +159,13 @@ class StoreWriter:
         self._thread.join(timeout)
         self.index.flush()
 
+    def recheck_disk(self, folder: Path) -> None:
+        """While a disk fault stands, clear it once `folder` (the store's local folder)
+        takes a write again, so that health reports writes before the next one comes."""
+        if self.disk_fault is not None and disk_takes_writes(folder):
+            log.info("the data directory takes writes again")
+            self.disk_fault = None
+
     def _run(self) -> None:
         consume(self._queue, self._commit, max_size=self.max_rows,
                 size=lambda item: len(item[0]))
@@ -148,19 +184,11 @@ class StoreWriter:
             new_rows = [r for r, known in zip(unique, stored, strict=True) if not known]
             failed = self._append(new_rows)
         except Exception as exc:
-            fault = storage_fault(exc)
-            error: BaseException = exc
-            if fault is not None or isinstance(exc, OSError):
-                # the disk, not a row: nothing of this group is written
-                error = fault or ResourceExhausted(
-                    "store write failed, nothing was written: the server's disk refused "
-                    "it (details in the server log)")
-                log.error("store write of %d rows failed: %s", len(unique), exc)
-            else:  # hand any other failure to the callers, keep serving
-                log.exception("store write failed")
-            for _, future in pending:
-                future.set_exception(error)
+            self._fail(pending, exc, len(unique))
             return
+        if self.disk_fault is not None and new_rows:     # the disk took this commit
+            log.info("the data directory takes writes again")
+            self.disk_fault = None
         version = self._synced_version
         new_ids = {r.id for r in new_rows} - failed.keys()
         if self._on_commit:     # before the callers hear of it: they read their writes
@@ -190,6 +218,23 @@ class StoreWriter:
                 self._synced_version = self.store.version
             except Exception:  # compaction is housekeeping: never fail a write for it
                 log.exception("store optimize failed")
+
+    def _fail(self, pending: list[tuple[Sequence[Row], Future]], exc: Exception,
+              rows: int) -> None:
+        """Fail every caller of a commit; a fault of the disk (full, read-only, refused)
+        fails them with one error without a server path, and stands in `disk_fault`."""
+        fault = storage_fault(exc)
+        error: BaseException = exc
+        if fault is not None or isinstance(exc, OSError):
+            # the disk, not a row: nothing of this group is written
+            self.disk_fault = error = fault or ResourceExhausted(
+                "store write failed, nothing was written: the server's disk refused "
+                "it (details in the server log)")
+            log.error("store write of %d rows failed: %s", rows, exc)
+        else:  # hand any other failure to the callers, keep serving
+            log.exception("store write failed")
+        for _, future in pending:
+            future.set_exception(error)
 
     def _sync_ids(self) -> None:
         """Re-read the stored ids when another process committed since our last commit."""

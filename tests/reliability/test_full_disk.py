@@ -1,16 +1,18 @@
-"""A data directory that fills up under a running server: Score keeps answering, Ingest
-fails once per call with a clear code and no server path, nothing acknowledged is lost,
-and writes resume by themselves once the disk takes them again.
+"""A data directory that fills up, or turns read-only, under a running server: Score
+keeps answering, Ingest fails once per call with a clear code and no server path,
+health reports reads SERVING and writes NOT_SERVING, nothing acknowledged is lost, and
+writes resume by themselves (health's writes SERVING again before the next write) once
+the disk takes them again.
 
 The data directory is a small tmpfs mounted for the test (root can mount one; the
-project's machines and CI run as root). A read-only data directory is told apart by
-the same classification (tests/server/test_writer.py): a mounted file system with the
-server's files open for writing cannot be remounted read-only under it."""
+project's machines and CI run as root), filled with one file or remounted read-only
+(the server holds no file open for writing between writes, so the remount is allowed)."""
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -19,8 +21,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import SERVICE, ServerHandle, fit_normal_rows, models_dir_in
+from server_handle import SERVICE, ServerHandle, fit_normal_rows, models_dir_in, writes_health
 from tiny_encoder import synthetic_images
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 @pytest.fixture
@@ -58,7 +63,27 @@ def _log_lines(path: Path) -> int:
     return len(path.read_text(errors="replace").splitlines())
 
 
-def test_a_full_data_directory(small_disk, tmp_path, tiny_model_path):
+def _remount(disk: Path, mode: str) -> None:
+    done = subprocess.run(["mount", "-o", f"remount,{mode}", str(disk)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"remount {mode}: {done.stderr.strip()}"
+
+
+def _writes_serving_within(server: ServerHandle, seconds: float) -> bool:
+    """Whether health's writes report SERVING within `seconds` (no write is sent)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if writes_health(server) == SERVING:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _fault_and_recovery(small_disk: Path, tmp_path: Path, tiny_model_path: Path,
+                        break_disk: Callable[[], Callable[[], None]],
+                        code: grpc.StatusCode, text: str) -> None:
+    """A fitted server on `small_disk`; `break_disk()` fills it or makes it read-only and
+    returns what undoes it. Checks every guarantee of a faulty data directory."""
     server = ServerHandle(small_disk / "data", models_dir_in(tmp_path, tiny_model_path))
     server.log_path = tmp_path / "server.log"
     server.start()
@@ -68,27 +93,45 @@ def test_a_full_data_directory(small_disk, tmp_path, tiny_model_path):
         probe = pb.ScoreRequest(images=[pb.Image(data=synthetic_images("odd", 1, seed=3)[0],
                                                  env="cam-a")])
         before = stub.Score(probe, timeout=60)
+        assert writes_health(server) == SERVING
 
-        filler = _fill(small_disk)
+        restore = break_disk()
         lines = _log_lines(server.log_path)
-        with pytest.raises(grpc.RpcError) as full:
+        with pytest.raises(grpc.RpcError) as refused:
             stub.Ingest(iter(_batch(seed=50)), timeout=60)
-        assert full.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "data directory full" in full.value.details()
-        assert str(small_disk) not in full.value.details()
+        assert refused.value.code() == code
+        assert text in refused.value.details()
+        assert "/" not in refused.value.details()             # no server path
         assert _log_lines(server.log_path) - lines <= 3      # one line per call, not per row
-        # reads go on: Score with the same answer, health serving
+        # reads go on: Score with the same answer, health: reads serving, writes not
         assert stub.Score(probe, timeout=60).results == before.results
         stored = stub.Score(pb.ScoreRequest(images=probe.images, store=True), timeout=60)
         assert stored.results[0].stored is False and stored.results[0].ensemble > 0
         health = health_pb2_grpc.HealthStub(server.channel()).Check(
             health_pb2.HealthCheckRequest(service=SERVICE), timeout=10)
-        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        assert health.status == SERVING
+        time.sleep(1.0)                        # several refresh passes: the fault stands
+        assert writes_health(server) == NOT_SERVING
 
-        filler.unlink()                                      # space returns: writes resume
+        restore()                              # the disk takes writes again
+        assert _writes_serving_within(server, 10), "writes health never came back"
         assert stub.Ingest(iter(_batch(seed=50)), timeout=60).inserted == 20
-
         info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
         assert info.total_rows == 80 + 20                     # nothing acknowledged lost
     finally:
         server.stop()
+
+
+def test_a_full_data_directory(small_disk, tmp_path, tiny_model_path):
+    def fill() -> Callable[[], None]:
+        return _fill(small_disk).unlink
+    _fault_and_recovery(small_disk, tmp_path, tiny_model_path, fill,
+                        grpc.StatusCode.RESOURCE_EXHAUSTED, "data directory full")
+
+
+def test_a_data_directory_made_read_only(small_disk, tmp_path, tiny_model_path):
+    def read_only() -> Callable[[], None]:
+        _remount(small_disk, "ro")
+        return lambda: _remount(small_disk, "rw")
+    _fault_and_recovery(small_disk, tmp_path, tiny_model_path, read_only,
+                        grpc.StatusCode.FAILED_PRECONDITION, "read-only")

@@ -54,9 +54,26 @@ def test_failed_write_acknowledges_nothing_and_writer_recovers(tmp_path):
     store.append = full_disk  # the disk, outside the machine
     with pytest.raises(ResourceExhausted, match="data directory full: nothing of this write"):
         writer.write(make_rows(["a", "b"]))
+    assert isinstance(writer.disk_fault, ResourceExhausted)   # health: writes NOT_SERVING
+    assert writer.write(make_rows([])).inserted == ()         # no write: the fault stands
+    assert writer.disk_fault is not None
     store.append = original
     assert writer.write(make_rows(["a", "b"])).inserted == ("a", "b")
+    assert writer.disk_fault is None                          # a commit went through
     assert store.count() == 2
+    writer.close()
+
+
+def test_a_disk_fault_clears_once_the_folder_takes_a_probe_write(tmp_path, monkeypatch):
+    writer = StoreWriter(EmbeddingStore(tmp_path, "m", 4), VectorIndex(4))
+    writer.disk_fault = ResourceExhausted("data directory full")
+    refused = tmp_path / "not-a-folder"
+    refused.write_text("a file: nothing can be created under it")
+    writer.recheck_disk(refused)
+    assert writer.disk_fault is not None
+    writer.recheck_disk(tmp_path)
+    assert writer.disk_fault is None
+    assert not (tmp_path / ".envad-write-probe").exists()       # the probe is deleted
     writer.close()
 
 
