@@ -135,6 +135,7 @@ def start(config: ServerConfig) -> RunningServer:
     if config.auth_token:
         interceptors.insert(0, BearerTokenInterceptor(config.auth_token))
     pool = HandlerPool(config.workers, thread_name_prefix="rpc")
+    pool.start_threads()
     server = grpc.server(pool, interceptors=interceptors, options=grpc_options(config))
     envad_pb2_grpc.add_AnomalyServiceServicer_to_server(AnomalyServicer(engine, config), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)

@@ -7,6 +7,9 @@ thread": out of threads or memory), the plain pool raises from `submit`, and gRP
 server, which submits from its polling thread, would stop serving every call.
 `HandlerPool` leaves the queued call to the threads already running instead; with none
 running, `submit` still fails and the call is taken back off the queue.
+
+The server starts every thread at once (`start_threads`): its thread count is then the
+same from start to stop, so a thread that a call kept would show.
 """
 
 from __future__ import annotations
@@ -22,6 +25,16 @@ class HandlerPool(ThreadPoolExecutor):
     def threads(self) -> int:
         """How many threads the pool has started (they live until shutdown)."""
         return len(self._threads)
+
+    def start_threads(self) -> None:
+        """Start every thread now rather than as calls come (as many as the system
+        gives: the rest start with the calls that need them)."""
+        with self._shutdown_lock:
+            for _ in range(self._max_workers - len(self._threads)):
+                try:
+                    super()._adjust_thread_count()
+                except RuntimeError:
+                    break
 
     def _adjust_thread_count(self) -> None:
         # runs in `submit`, under the pool's lock, after the task was queued

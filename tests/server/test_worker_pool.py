@@ -42,7 +42,7 @@ def test_the_server_runs_its_handlers_on_a_handler_pool_of_its_workers(envad_ser
     assert pool._max_workers == ServerConfig().workers == 16
     with grpc.insecure_channel(envad_server.address) as channel:
         health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
-    assert 1 <= pool.threads <= 16
+    assert pool.threads == 16        # started at once: the count never changes after
 
 
 def test_a_real_grpc_server_on_the_pool_runs_a_burst_on_as_many_named_threads():
@@ -62,6 +62,37 @@ def test_a_real_grpc_server_on_the_pool_runs_a_burst_on_as_many_named_threads():
     finally:
         server.stop(None).wait()
         pool.shutdown()
+
+
+def test_started_threads_take_every_call_and_none_is_added():
+    """start_threads starts them all; a burst of calls then runs on them, and a pool whose
+    threads the system refuses still takes calls on the threads it got."""
+    with HandlerPool(4) as pool:
+        pool.start_threads()
+        assert pool.threads == 4
+        barrier = threading.Barrier(4, timeout=10)
+        names = {f.result(10) for f in [pool.submit(lambda: (barrier.wait(),
+                                                              threading.get_ident())[1])
+                                        for _ in range(4)]}
+        assert len(names) == 4 and pool.threads == 4
+
+
+def test_start_threads_stops_where_the_system_refuses(monkeypatch):
+    pool = HandlerPool(4)
+    started = {"n": 0}
+    real = ThreadPoolExecutor._adjust_thread_count
+
+    def two_then_refuse(self):
+        if started["n"] == 2:
+            raise RuntimeError("can't start new thread")
+        started["n"] += 1
+        real(self)
+
+    monkeypatch.setattr(ThreadPoolExecutor, "_adjust_thread_count", two_then_refuse)
+    pool.start_threads()
+    assert pool.threads == 2
+    assert pool.submit(lambda: 7).result(10) == 7
+    pool.shutdown()
 
 
 def test_sequential_tasks_start_one_thread():
