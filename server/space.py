@@ -24,7 +24,7 @@ from envad.errors import FailedPrecondition
 from envad.server.batching import MicroBatcher
 from envad.server.config import ServerConfig
 from envad.server.detectors.bundle import DetectorBundle
-from envad.server.detectors.persistence import BundleStore, file_name_for
+from envad.server.detectors.persistence import MANIFEST, BundleStore, file_name_for
 from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import JOURNAL_SUFFIX, EnvStatistics
 from envad.server.index_files import due_for_saving, open_index, save_index
@@ -32,7 +32,7 @@ from envad.server.remote_dir import RemoteDir
 from envad.server.scoring import BatchScorer
 from envad.server.shared_index import download_saved_index, upload_saved_index
 from envad.server.store import EmbeddingStore, Row, vectors_of
-from envad.server.writer import StoreWriter
+from envad.server.writer import StoreWriter, without_paths
 
 log = logging.getLogger(__name__)
 #: a new bundle's score statistics start from at most this many stored rows a camera
@@ -75,10 +75,26 @@ def _active_bundle(bundles: BundleStore, model_id: str) -> tuple[DetectorBundle 
     try:
         return bundles.active(model_id), ""
     except Exception as exc:     # a damaged manifest, pointer or detector file
-        problem = f"the active detector bundle of {model_id!r} cannot be loaded ({exc})"
+        damaged = _damaged_bundle_file(bundles, model_id, exc)
+        problem = (f"the active detector bundle of {model_id!r} cannot be loaded "
+                   f"({damaged}: {without_paths(str(exc))})")
         log.error("%s; the store serves on, Fit replaces the bundle (files in %s)",
                   problem, bundles.root)
         return None, problem
+
+
+def _damaged_bundle_file(bundles: BundleStore, model_id: str, exc: Exception) -> str:
+    """The bundle file `exc` came from, relative to the data dir (a client may read it):
+    the manifest or the active pointer when it does not parse, else the bundle's folder
+    (the error names the file in it)."""
+    pointer = f"bundles/active/{file_name_for(model_id)}.json"
+    try:
+        bundle_id = bundles.active_id(model_id)
+    except Exception:   # the active pointer itself does not read
+        return pointer
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, KeyError)):
+        return f"bundles/{bundle_id}/{MANIFEST}"
+    return f"bundles/{bundle_id}/"
 
 
 class ModelSpace:

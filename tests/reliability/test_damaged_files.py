@@ -23,6 +23,8 @@ def test_a_garbage_bundle_manifest_leaves_the_store_serving_and_fit_replaces_it(
     stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     assert "cannot be loaded" in info.hint and "fit again" in info.hint
+    assert f"bundles/{bundle_id}/manifest.json" in info.hint      # names the file ...
+    assert str(fitted_server.data_dir) not in info.hint             # ... not the server's path
     assert info.total_rows == 120
     image = pb.Image(data=synthetic_images("normal", 1, seed=77)[0], env="cam-a")
     with pytest.raises(grpc.RpcError) as refused:
