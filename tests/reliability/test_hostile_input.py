@@ -123,6 +123,20 @@ def test_out_of_range_timestamp_fails_its_item_only(stub):
     assert not scored.results[1].HasField("error")
 
 
+def test_sub_microsecond_timestamp_digits_are_cut_as_documented(stub):
+    """Timestamps are kept to the microsecond (docs/api.md's limits): a timestamp with
+    nanoseconds is stored, and comes back with its digits below a microsecond cut."""
+    stamp = Timestamp(seconds=1_700_000_000, nanos=123_456_789)
+    summary = ingest(stub, items(["ts-nanos"], env="cam-nanos", timestamps=[stamp]))
+    assert summary.inserted + summary.duplicates == 1 and summary.failed == 0
+    rows = [row for chunk in stub.Export(pb.ExportRequest(
+                filter=pb.Filter(envs=["cam-nanos"]), format=pb.EXPORT_FORMAT_ROWS,
+                without_vectors=True), timeout=60)
+            for row in chunk.rows.rows]
+    assert [(r.id, r.timestamp.seconds, r.timestamp.nanos) for r in rows] == \
+        [("ts-nanos", 1_700_000_000, 123_456_000)]
+
+
 def test_score_stream_answers_every_request_with_an_error_where_one_is_bad(stub):
     """Item 7: an empty request and a top_k of 101 get their own error response; the
     requests after them are still scored."""
@@ -150,6 +164,7 @@ def test_error_messages_never_echo_unbounded_input(stub):
     assert error.code() == grpc.StatusCode.NOT_FOUND
     # a caller's value is quoted up to 64 characters, and no server path is named
     assert len(error.details()) < 400 and "1000000 chars" in error.details()
+    assert "x" * 60 in error.details() and "x" * 64 not in error.details()
     assert "/" not in error.details().split("known models")[0]
     long_values = pb.Filter(envs=[f"{i:04d}" + "e" * 250 for i in range(MAX_FILTER_VALUES)])
     error = refusal(lambda: stub.Fit(pb.FitRequest(filter=long_values), timeout=60))
