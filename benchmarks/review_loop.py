@@ -2,23 +2,26 @@
 
 A generated camera-trap archive (`review_archive`): three cameras, each with its own
 background; most images show the common content (a dark animal on the background), a
-rarer normal content at each camera (a bright glare over the upper half: the false
-alarms a reviewer meets first) and a few images of new content (a bright striped
-object); images come as events of one to three near-identical frames. Every image is
-embedded by an envad encoder (default: the demo's, var/demo/models/encoder.onnx),
-the detectors are fitted on the whole archive (as `envad scan` and an archive backfill
-do), every image is scored (its own event left out, leave_out.py), the k highest-scored
-normal images are labelled `normal` and the detectors refitted: the review memory
-(server/detectors/reviewed.py) keeps them and their events. Then the lowest-scored image
-of new content is labelled `anomaly` too and the detectors refitted again. The labels
-reach `fit_bundle` as the server's Fit passes them (server/review.py: known anomalies
-as ANOMALY_LABEL, every row with its event), so the bundle applies its own rules.
+rarer normal content at each camera (a bright glare over the upper half) and a few
+images of new content (a bright striped object); images come as events of one to three
+near-identical frames. Every image is embedded by an envad encoder (default: the
+demo's, var/demo/models/encoder.onnx), the detectors are fitted on the whole archive
+(as `envad scan` and an archive backfill do), every image is scored (its own event left
+out, leave_out.py), the k highest-scored normal images are labelled `normal` and the
+detectors refitted: the review memory (server/detectors/reviewed.py) keeps them and
+their events. Then the lowest-scored image of new content is labelled `anomaly` too and
+the detectors refitted again. The labels reach `fit_bundle` as the server's Fit passes
+them (server/review.py: known anomalies as ANOMALY_LABEL, every row with its event), so
+the bundle applies its own rules.
 
 Printed per k, before and after: precision of the top 30 (new content among the 30
 highest ensemble scores), the ROC-AUC of the images left unlabelled, how many labelled
-images and frames of their events stay at or above the threshold, and the mean ensemble
-of the other false-alarm content at their cameras; then the image labelled new
-content's score before and after its label, and the unlabelled ROC-AUC after it.
+images and frames of their events stay at or above the threshold, and for the labelled
+images of the glare content (`glare_labelled`; with the demo encoder the top false
+alarms are mostly outliers of the common content, the glare only sometimes among them)
+the other glare images at their cameras: how many, how many flagged, their mean ensemble
+(None when no glare image was labelled). Then the image labelled new content's score
+before and after its label, and the unlabelled ROC-AUC after it.
 
     python -m benchmarks.review_loop --k 3 10
 """
@@ -145,8 +148,9 @@ def measure(X, archive: Archive, k: int, detectors=None) -> dict:
     after, threshold_after = fit_and_score(X, archive, labels, detectors)
     unlabelled = labels == ""
     mates = np.isin(archive.events, archive.events[chosen]) & unlabelled
+    glare = [r for r in chosen if archive.kinds[r] == GLARE]
     same_content = (archive.kinds == GLARE) & ~np.isin(archive.events, archive.events[chosen]) \
-        & np.isin(archive.envs, archive.envs[chosen])
+        & np.isin(archive.envs, archive.envs[glare])
     return {
         "k": k, "images": len(X), "new_content": int(truth.sum()),
         "precision_top30_before": precision_at(before, truth),
@@ -157,10 +161,17 @@ def measure(X, archive: Archive, k: int, detectors=None) -> dict:
         "labelled_flagged_after": int((after[chosen] >= threshold_after).sum()),
         "event_frames": int(mates.sum()),
         "event_frames_flagged_after": int((after[mates] >= threshold_after).sum()),
-        "same_content_mean_before": float(before[same_content].mean()),
-        "same_content_mean_after": float(after[same_content].mean()),
+        "glare_labelled": len(glare), "same_content": int(same_content.sum()),
+        "same_content_flagged_before": int((before[same_content] >= threshold_before).sum()),
+        "same_content_flagged_after": int((after[same_content] >= threshold_after).sum()),
+        "same_content_mean_before": _mean(before[same_content]),
+        "same_content_mean_after": _mean(after[same_content]),
         **_new_content_labelled(X, archive, labels, after, detectors),
     }
+
+
+def _mean(scores: np.ndarray) -> float | None:
+    return float(scores.mean()) if len(scores) else None
 
 
 def _new_content_labelled(X, archive: Archive, labels: np.ndarray, after: np.ndarray,

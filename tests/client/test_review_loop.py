@@ -58,6 +58,10 @@ def test_labels_change_scores(archive_server, capsys) -> None:
     in_events = np.isin(archive.events, list(events))
     assert in_events.sum() > K                    # some of them are bursts
     assert np.all(after[in_events] < threshold_after), after[in_events]
+    # a normal label only lowers scores: none rises, at any camera (the issue saw
+    # labelled false alarms go up after a refit), and the threshold stays
+    assert threshold_after == pytest.approx(threshold)
+    assert np.all(after <= before + 1e-6), np.flatnonzero(after > before + 1e-6)
     unlabelled = np.ones(len(ids), bool)
     unlabelled[false_alarms] = False
     auc_before = roc_auc_score(truth[unlabelled], before[unlabelled])
