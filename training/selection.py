@@ -86,7 +86,8 @@ SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64", "median:16", "m
                                "gated:16", "gated:64", "frozen:16", "frozen:64",
                                "frozen:8:256", "frozen:16:256", "frozen:32:256",
                                "frozen:16:128", "frozen:1:64", "frozen:4:64",
-                               "frozen:16:64", "frozen:64:64", "frozen:4:32")
+                               "frozen:16:64", "frozen:64:64", "frozen:4:32",
+                               "gated:64:2", "gated:64:1.5", "gated:64:1", "gated:16:1.5")
 #: pooled sets per fold: name -> (anomaly share of the held-out camera, of every other
 #: camera), or None for every camera's natural share
 POOLED_MIXES: dict[str, tuple[float, float] | None] = {

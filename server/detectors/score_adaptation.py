@@ -151,6 +151,7 @@ class ScoreAdaptation:
     prior_rows: int | None = None
     statistic: str = MEAN
     frozen_rows: int | None = None    # `frozen`: rows kept (None: FROZEN_AFTER x prior)
+    gate_z: float | None = None       # `gated`: the gate (None: GATE_Z)
 
     @property
     def enabled(self) -> bool:
@@ -161,14 +162,16 @@ class ScoreAdaptation:
         if self.prior_rows is None:
             return NONE
         rows = f":{self.frozen_rows}" if self.frozen_rows is not None else ""
-        return f"{self.statistic}:{self.prior_rows}{rows}"
+        gate = f":{self.gate_z:g}" if self.gate_z is not None else ""
+        return f"{self.statistic}:{self.prior_rows}{rows}{gate}"
 
     def describe(self) -> str:
         """For provenance: `none` or `camera(prior_rows=16)`."""
         if self.prior_rows is None:
             return NONE
         rows = f", rows={self.frozen_rows}" if self.frozen_rows is not None else ""
-        return f"{self.statistic}(prior_rows={self.prior_rows}{rows})"
+        gate = f", gate={self.gate_z:g}" if self.gate_z is not None else ""
+        return f"{self.statistic}(prior_rows={self.prior_rows}{rows}{gate})"
 
     def dim(self, n_detectors: int) -> int:
         """Length of the per-row statistics vector a camera's running sums add up."""
@@ -291,29 +294,42 @@ class ScoreAdaptation:
             for j, name in enumerate(detectors):
                 robust_z = ((adapted[name][members] - fit_location[j])
                             / (MAD_TO_SD * max(fit_scale[j], 1e-12)))
-                rows[members[robust_z > GATE_Z], j * STAT_BINS:(j + 1) * STAT_BINS] = 0.0
+                gate = GATE_Z if self.gate_z is None else self.gate_z
+                rows[members[robust_z > gate], j * STAT_BINS:(j + 1) * STAT_BINS] = 0.0
         return keep, rows
 
 
 def parse_score_adaptation(text: str | None) -> ScoreAdaptation:
     """`none`, or `camera`, `median`, `gated`, `frozen` with an optional prior `:P`
     (P >= 1 rows; DEFAULT_PRIOR_ROWS when left out); `frozen:P:N` keeps a camera's first
-    N stored rows (N >= 1; FROZEN_AFTER x P when left out)."""
+    N stored rows (N >= 1; FROZEN_AFTER x P when left out); `gated:P:Z` gates at Z
+    robust standard deviations (Z > 0; GATE_Z when left out)."""
     name, _, value = (text or NONE).strip().partition(":")
     if name == NONE and not value:
         return ScoreAdaptation(None)
     if name in STATISTICS:
         if not value:
             return ScoreAdaptation(DEFAULT_PRIOR_ROWS, name)
-        prior_text, _, rows_text = value.partition(":")
-        prior, rows = _whole(prior_text), _whole(rows_text) if rows_text else None
-        if prior >= 1 and (rows is None or (rows >= 1 and name == FROZEN)):
-            return ScoreAdaptation(prior, name, rows)
+        prior_text, _, third = value.partition(":")
+        prior = _whole(prior_text)
+        rows = _whole(third) if third and name == FROZEN else None
+        gate = _positive(third) if third and name == GATED else None
+        if prior >= 1 and (not third or (rows or 0) >= 1 or (gate or 0) > 0):
+            return ScoreAdaptation(prior, name, rows, gate)
         raise InvalidInput(f"score adaptation {text!r}: the prior must be a whole number "
-                           "of rows >= 1, as in camera:16 (and frozen's rows too, as in "
-                           "frozen:16:256)")
+                           "of rows >= 1, as in camera:16 (frozen's rows a whole number "
+                           ">= 1, as in frozen:16:256; gated's gate a number > 0, as in "
+                           "gated:64:1.5)")
     raise InvalidInput(f"unknown score adaptation {text!r}: use {NONE!r} or one of "
                        f"{', '.join(STATISTICS)} with an optional ':P' (P rows of prior)")
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        return 0.0
+    return value if np.isfinite(value) and value > 0 else 0.0
 
 
 def _whole(text: str) -> int:

@@ -29,6 +29,7 @@ from envad.training.metrics import roc_auc
     ("gated:16", 16, "gated:16", "gated(prior_rows=16)"),
     ("frozen:8", 8, "frozen:8", "frozen(prior_rows=8)"),
     ("frozen:16:256", 16, "frozen:16:256", "frozen(prior_rows=16, rows=256)"),
+    ("gated:64:1.5", 64, "gated:64:1.5", "gated(prior_rows=64, gate=1.5)"),
 ])
 def test_specs_parse_and_print_back(text, prior, spec, described):
     adaptation = parse_score_adaptation(text)
@@ -40,7 +41,9 @@ def test_specs_parse_and_print_back(text, prior, spec, described):
 
 @pytest.mark.parametrize("text", ["camera:0", "camera:-3", "camera:1.5", "camera:x",
                                   "per-camera", "none:3", "frozen:0", "median:x",
-                                  "frozen:16:0", "camera:16:256", "frozen:16:x"])
+                                  "frozen:16:0", "camera:16:256", "frozen:16:x",
+                                  "gated:64:0", "gated:64:-1", "gated:64:nan",
+                                  "frozen:16:1.5", "median:64:2"])
 def test_bad_specs_are_refused_by_name(text):
     with pytest.raises(InvalidInput, match="score adaptation"):
         parse_score_adaptation(text)
@@ -260,3 +263,22 @@ def test_a_run_of_new_content_after_the_normal_images_scores_as_shuffled():
     assert abs(shipped["normal-first"] - shipped["shuffled"]) <= 0.01
     moving = aucs["camera:64"]
     assert moving["shuffled"] - moving["normal-first"] > 0.03
+
+
+def test_a_lower_gate_keeps_a_run_two_deviations_up_out_of_the_statistics():
+    """Once a camera has P rows, `gated:P:Z` leaves out of its statistics the rows it
+    scores more than Z robust standard deviations above its normal: a run 2 sd up is
+    left out at Z = 1.5 and joins at the default gate (3)."""
+    rng = np.random.default_rng(3)
+    fit = knn_moments({"KNN": np.sort(rng.normal(1.0, 0.1, 500))})
+    run = {"KNN": np.full(30, 1.2)}                          # 2 sd above the normal
+    left_out = {}
+    for spec in ("gated:16:1.5", "gated:16"):
+        adaptation = parse_score_adaptation(spec)
+        stats = EnvStatistics(None, adaptation.dim(1))
+        normal = {"KNN": rng.normal(1.0, 0.1, 64)}
+        _, rows = adaptation.observations(normal, fit, ["KNN"], ["c"] * 64, stats.get)
+        stats.update(np.array(["c"] * 64), rows)
+        _, rows = adaptation.observations(run, fit, ["KNN"], ["c"] * 30, stats.get)
+        left_out[spec] = int((rows.sum(axis=1) == 0).sum())
+    assert left_out == {"gated:16:1.5": 30, "gated:16": 0}
