@@ -7,9 +7,11 @@ when the dataset has one, the `id_test` split (held-out instances from training 
 A second variant drops Stylist-selected dimensions first; its drop fraction is chosen on
 `val` (training cameras), never on test. Each space step in `spaces` adds a variant
 `space:NAME` scored as the server scores: test images arrive camera by camera, and a
-camera-aware space adapts to each unseen camera as its images come. Each finished
-(algorithm, seed) is written to `OUT/results/` at once, so an interrupted evaluation
-resumes where it stopped.
+camera-aware space adapts to each unseen camera as its images come. Given `weights`,
+one more pretraining, FROZEN, is scored alike: those weights' encoder exported as it is,
+trained on nothing (the paper's "Other dataset" column). Each finished (algorithm, seed)
+is written to `OUT/results/` at once, so an interrupted evaluation resumes where it
+stopped.
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ from envad.server.encoder import OnnxEncoder
 from envad.training.algorithms import names as algorithm_names
 from envad.training.data import load_dataset
 from envad.training.metrics import mean_per_camera_auc, per_camera_auc, roc_auc
+from envad.training.pretrained import weights_digest
 from envad.training.protocol import (
     ENSEMBLE,
+    FROZEN,
     IDENTITY_DEFAULTS,
     VARIANTS,
     fit_indices,
@@ -87,12 +91,21 @@ class EvalConfig:
     score_adaptation: str = "none"     # of the space variants (the paper's stay unadapted)
     #: arrival orders each test camera is also scored in (envad/arrival_orders.py)
     orders: tuple[str, ...] = ARRIVAL_ORDERS
+    #: a torchvision ResNet-18 state-dict file: adds the FROZEN pretraining
+    weights: str | None = None
+
+    @property
+    def pretrainings(self) -> tuple[str, ...]:
+        """The algorithms, and FROZEN when weights are given: the report's columns."""
+        frozen = (FROZEN,) if self.weights and FROZEN not in self.algorithms else ()
+        return tuple(self.algorithms) + frozen
 
     def identity(self) -> dict:
         """Settings that determine a run's results (for the resume cache); the training
-        and space settings are left out at their defaults, so older results stay valid."""
+        and space settings are left out at their defaults, so older results stay valid.
+        The weights are FROZEN's alone: its results carry their digest (`job_identity`)."""
         data = dataclasses.asdict(self)
-        for key in ("out", "runs_dir", "algorithms", "seeds", "device"):
+        for key in ("out", "runs_dir", "algorithms", "seeds", "device", "weights"):
             data.pop(key)
         # the detectors' own settings: results scored before a detector's default changed
         # are not these (scoring again costs seconds; training is reused)
@@ -178,7 +191,42 @@ def score_orders(bundle, X: np.ndarray, labels: np.ndarray, envs: np.ndarray,
 
 def _run_dir(config: EvalConfig, algorithm: str, seed: int) -> Path:
     runs_dir = Path(config.runs_dir or Path(config.out) / "runs")
+    if algorithm == FROZEN:
+        return runs_dir / frozen_run_name(config, seed)
     return runs_dir / config.run_name(algorithm, seed)
+
+
+def frozen_run_name(config: EvalConfig, seed: int) -> str:
+    """FROZEN's run directory (and model id): named by the weights' digest, so other
+    weights are never mistaken for these."""
+    assert config.weights is not None           # FROZEN is scored only with weights
+    return f"{FROZEN}-{weights_digest(config.weights)}-{config.size}px-s{seed}"
+
+
+def job_identity(config: EvalConfig, identity: dict, algorithm: str) -> dict:
+    """What a cached result of `algorithm` must have been scored with: the evaluation's
+    identity, and for FROZEN the digest of its weights."""
+    if algorithm != FROZEN or config.weights is None:
+        return identity
+    return {**identity, "weights_sha256": weights_digest(config.weights)}
+
+
+def encoder_run(config: EvalConfig, algorithm: str, seed: int, progress: bool) -> Path:
+    """Train (or reuse) the run whose exported encoder `algorithm` is scored with.
+    FROZEN's run trains nothing: `random`'s run with the weights loaded, which exports
+    them as they are, with torchvision's own 7x7 stem at every size so that every tensor
+    of the file is used; the same input size as the other pretrainings."""
+    out = _run_dir(config, algorithm, seed)
+    if algorithm == FROZEN:
+        run = TrainConfig(data=config.data, algorithm="random", out=out, size=config.size,
+                          epochs=1, seed=seed, device=config.device, task=config.task,
+                          weights=str(Path(str(config.weights)).resolve()),
+                          small_stem=False, model_id=out.name)
+    else:
+        run = TrainConfig.for_pipeline(config.pipeline(algorithm), data=config.data,
+                                       out=out, size=config.size, seed=seed,
+                                       device=config.device, batch_size=config.batch_size)
+    return train(run, progress=progress, resume=True)
 
 
 def machine() -> dict:
@@ -203,12 +251,7 @@ def evaluate_run(config: EvalConfig, dataset, algorithm: str, seed: int,
     (arrays for the .npz next to it).
     """
     started = time.monotonic()
-    run_dir = train(TrainConfig.for_pipeline(config.pipeline(algorithm), data=config.data,
-                                             out=_run_dir(config, algorithm, seed),
-                                             size=config.size, seed=seed,
-                                             device=config.device,
-                                             batch_size=config.batch_size),
-                    progress=progress, resume=True)
+    run_dir = encoder_run(config, algorithm, seed, progress)
     trained = time.monotonic()
     encoder = OnnxEncoder(run_dir / ENCODER_FILE)
     records = dataset.records
@@ -281,32 +324,42 @@ def save_result(results_dir: Path, result: dict) -> Path:
     return path
 
 
-def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
-    """Evaluate every (algorithm, seed), resuming finished ones; write the report."""
-    unknown = [a for a in config.algorithms if a not in algorithm_names()]
+def check_pretrainings(config: EvalConfig) -> None:
+    """InvalidInput naming an unknown algorithm, or FROZEN asked for without weights."""
+    unknown = [a for a in config.pretrainings if a not in algorithm_names() and a != FROZEN]
     if unknown:
         raise InvalidInput(f"unknown algorithm(s) {unknown}; known: {algorithm_names()}")
+    if FROZEN in config.pretrainings and not config.weights:
+        raise InvalidInput(f"{FROZEN} scores given weights: pass --weights FILE|imagenet")
+    if config.weights and not Path(config.weights).is_file():
+        raise InvalidInput(f"weights file {config.weights} does not exist")
+
+
+def run_evaluation(config: EvalConfig, *, progress: bool = True) -> Path:
+    """Evaluate every (algorithm, seed), resuming finished ones; write the report."""
+    check_pretrainings(config)
     out = Path(config.out)
     results_dir = out / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     dataset = load_dataset(config.data)
     identity = config.identity()
     # every algorithm per seed first
-    jobs = [(a, s) for s in config.seeds for a in config.algorithms]
+    jobs = [(a, s) for s in config.seeds for a in config.pretrainings]
     results = []
     for algorithm, seed in tqdm(jobs, desc="evaluate", disable=not progress):
         path = results_dir / f"{result_name(algorithm, seed)}.json"
+        wanted = job_identity(config, identity, algorithm)
         if path.is_file():
             cached = json.loads(path.read_text())
-            if cached.get("config") == identity:
+            if cached.get("config") == wanted:
                 run_dir = _run_dir(config, algorithm, seed)
-                if run_dir.is_dir():
+                if run_dir.is_dir() and algorithm != FROZEN:   # FROZEN trains nothing
                     # results of a run trained before a default changed are not these
                     check_trained_hparams(run_dir, algorithm, config.hparams)
                 results.append(cached)
                 continue
         result, scores = evaluate_run(config, dataset, algorithm, seed, progress)
-        result["config"] = identity
+        result["config"] = wanted
         np.savez_compressed(results_dir / f"{result_name(algorithm, seed)}.npz", **scores)
         save_result(results_dir, result)
         results.append(result)

@@ -9,6 +9,7 @@ from typing import Any
 
 from envad.arrival_orders import parse_orders
 from envad.devices import DEVICE_HELP
+from envad.errors import InvalidInput
 from envad.pipeline import Pipeline, resolve_pipeline
 
 
@@ -68,6 +69,12 @@ def register_evaluate(subparsers) -> None:
                              "comma-separated (shuffled, normal-first, bursts-8, bursts-50, "
                              "spread-5%%, spread-20%%) or all; the report lists each and the "
                              "worst")
+    parser.add_argument("--weights", default=None, metavar="FILE|imagenet",
+                        help="also score these torchvision ResNet-18 weights frozen, "
+                             "trained on nothing (the paper's 'Other dataset' column; the "
+                             "pretraining frozen-pretrained): a local state-dict file, or "
+                             "`imagenet` for torchvision's ImageNet weights (downloaded once "
+                             "into $TORCH_HOME; offline, copy the file there or pass a FILE)")
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.set_defaults(func=run)
 
@@ -156,7 +163,12 @@ def run(args) -> int:
     from envad.server.detectors.score_adaptation import parse_score_adaptation
     from envad.training.algorithms import names as algorithm_names
     from envad.training.evaluate import EvalConfig, run_evaluation
+    from envad.training.pretrained import resolve_weights
 
+    try:
+        weights = resolve_weights(args.weights)
+    except ValueError as exc:       # `imagenet` offline: the one line `envad train` gives
+        raise InvalidInput(str(exc)) from None
     training: dict[str, Any] = {}
     algorithms = args.algorithms or algorithm_names()
     detectors = args.detectors or list(PAPER_DETECTORS)
@@ -178,7 +190,7 @@ def run(args) -> int:
         batch_size=args.batch_size, device=args.device, runs_dir=args.runs_dir,
         stylist_fractions=tuple(args.stylist_fractions), spaces=tuple(spaces),
         score_adaptation=parse_score_adaptation(adaptation).spec(),
-        orders=parse_orders(args.orders), **training)
+        orders=parse_orders(args.orders), weights=weights, **training)
     out = run_evaluation(config)
     print((out / "table.md").read_text())
     print(f"report: {out}/table.md, table.csv, results.json, heatmap.png, mean_ad.png, "

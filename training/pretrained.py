@@ -4,6 +4,7 @@ from there); any other value is a local state-dict file, passed on as it is."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -40,3 +41,13 @@ def resolve_weights(value: str | None) -> str | None:
             f"$TORCH_HOME/hub/checkpoints into {target.parent}, or pass --weights FILE "
             "(a torchvision ResNet-18 state dict)") from None
     return str(target)
+
+
+def weights_digest(path: str | os.PathLike) -> str:
+    """The first 12 hex digits of a weights file's SHA-256: what names (and keys the
+    cache of) the evaluation's frozen-features row, so other weights never reuse it."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:12]

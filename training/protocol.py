@@ -16,6 +16,9 @@ import numpy as np
 ENSEMBLE = "Ensemble"
 #: the row of the mean over detectors (not the ensemble) within a seed
 MEAN_AD = "Mean AD"
+#: the pretraining scored when an evaluation is given weights: the weights' encoder as
+#: it is, frozen, no training on the benchmark (the paper's "Other dataset" ResNet column)
+FROZEN = "frozen-pretrained"
 #: result variants every evaluation has (the space steps add `space_variant(NAME)`)
 VARIANTS = ("plain", "stylist")
 #: settings an evaluation identity leaves out at these values (their defaults), so that

@@ -92,7 +92,7 @@ def summary_table(tables: dict, results: list[dict], algorithms: list[str],
 
 def write_report(config, dataset, results: list[dict], out: Path) -> None:
     detectors = list(config.detectors)
-    algorithms = [a for a in config.algorithms if any(r["algorithm"] == a for r in results)]
+    algorithms = [a for a in config.pretrainings if any(r["algorithm"] == a for r in results)]
     rows = detectors + [ENSEMBLE, MEAN_AD]
     references = cached_reference_rows(dataset, fit_indices(dataset),
                                        dataset.indices(split="test"), config.size,
@@ -139,7 +139,7 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
     (out / "table.md").write_text("\n".join(sections))
     write_table_csv(out / "table.csv", tables)
     (out / "results.json").write_text(json.dumps({
-        "config": {**config.identity(), "algorithms": list(config.algorithms),
+        "config": {**config.identity(), "algorithms": list(config.pretrainings),
                    "seeds": list(config.seeds)},
         "dataset": dataset.name, "references": references, "runs": results,
     }, indent=1))
