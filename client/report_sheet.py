@@ -31,13 +31,18 @@ def write_contact_sheet(path: Path, out_dir: Path, sections) -> Path:
             draw.text((x + 10, y + TILE // 2), "unreadable", fill="gray")
         image = entry.image
         colour = (176, 0, 0) if image.is_anomaly else (40, 40, 40)
-        draw.text((x + 4, y + TILE + 2), _fit(image.file_name), fill=colour)
-        draw.text((x + 4, y + TILE + 15), f"{image.env[:28]}", fill=colour)
-        draw.text((x + 4, y + TILE + 28),
-                  f"{image.ensemble:.3f} {'ANOMALY' if image.is_anomaly else 'normal'} "
-                  f"{image.votes()}/{len(image.detectors)}", fill=colour)
+        for line, text in enumerate(caption_lines(image)):
+            draw.text((x + 4, y + TILE + 2 + 13 * line), text, fill=colour)
     sheet.save(path, "PNG")
     return path
+
+
+def caption_lines(image) -> tuple[str, str, str]:
+    """What a tile says under its image: the file name, the camera, and the score with
+    its verdict and the detectors that voted for it."""
+    verdict = "ANOMALY" if image.is_anomaly else "normal"
+    return (_fit(image.file_name), image.env[:28],
+            f"{image.ensemble:.3f} {verdict} {image.votes()}/{len(image.detectors)}")
 
 
 def _fit(name: str, chars: int = 30) -> str:
