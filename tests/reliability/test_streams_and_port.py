@@ -42,6 +42,8 @@ ANSWER_TIMEOUT = 5.0     # a starved server never answers; a served one in milli
 WITHIN = 1.0             # what a call under the idle streams may take (issue 46)
 ROUNDS = 3
 RSS_SLACK_KB = 8 * 1024  # the allocator's own slack between two settled readings
+#: threads gRPC's core may start on its own (a leak would add one per stream: 64 a round)
+THREAD_SLACK = 2
 IDLE_SECONDS = 2.0
 
 
@@ -235,7 +237,7 @@ def test_idle_streams_end_at_their_deadline_and_threads_and_memory_come_back(idl
         print(f"\nround {round_ + 1}: {STREAMS} idle streams ended after {took:.2f} s; "
               f"threads {threads_before} -> {threads[-1]}, "
               f"RSS {rss_before / 1024:.1f} -> {rss[-1] / 1024:.1f} MB")
-    assert threads == [threads_before] * ROUNDS
+    assert all(n <= threads_before + THREAD_SLACK for n in threads), (threads_before, threads)
     assert all(kb <= rss[0] + RSS_SLACK_KB for kb in rss[1:]), rss
     assert rss[-1] <= rss_before + 2 * RSS_SLACK_KB, (rss_before, rss)
 
