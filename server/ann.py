@@ -23,8 +23,10 @@ one byte a dimension: a quarter of the memory; distances are computed from the c
 Every IVF index keeps a direct map (8 bytes a row) so rows can be read back from it for
 retraining and for the check that a saved index still matches its store. Rows read back
 from a compressed index are decoded (within about half a quantization step of the
-stored vector): its retraining re-encodes decoded rows, and the check allows for that
-(`COMPRESSED_TOLERANCE`). Why 8-bit codes and not product quantization with re-ranking:
+stored vector, or clipped for a vector outside the range the codes were trained on): its
+retraining re-encodes decoded rows, and the check compares a saved row with its stored
+vector as the index encodes it, allowing for that (`encoded`, `COMPRESSED_TOLERANCE`).
+Why 8-bit codes and not product quantization with re-ranking:
 docs/benchmarks.md ("A compressed index for large stores").
 """
 
@@ -54,10 +56,13 @@ COPY_CHUNK = 65_536
 #: the index kinds, smallest store first (an index only ever moves up this list)
 FLAT, IVF, COMPRESSED = "flat", "ivf", "ivf-sq8"
 KINDS = (FLAT, IVF, COMPRESSED)
-#: largest distance between a decoded row and the vector it encodes, relative to the
-#: vector's norm, taken for the same row (8-bit codes of clustered rows: at most 0.004
-#: measured, a little more after retrainings; another row of its cluster is 0.3-0.5
-#: norms away in the tests' and benchmark's rows, a random one 1.4)
+
+
+#: largest distance between a saved compressed row and its stored vector as the index
+#: encodes it now (`encoded`), relative to the vector's norm: 0 for a row added to this
+#: index; a retraining re-encodes decoded rows, which moves codes by about a quantization
+#: step (at most 0.004 measured); another row of its cluster is 0.3-0.5 norms away in the
+#: tests' and benchmark's rows, a random one 1.4
 COMPRESSED_TOLERANCE = 0.1
 
 
@@ -81,6 +86,16 @@ def rows_of(index: faiss.Index, positions: np.ndarray) -> np.ndarray:
     """The vectors at `positions` of a flat or IVF (direct-mapped) index (decoded from a
     compressed one)."""
     return index.reconstruct_batch(np.ascontiguousarray(positions, dtype=np.int64))
+
+
+def encoded(index: faiss.Index, vectors: np.ndarray) -> np.ndarray:
+    """`vectors` as `index` holds them once added: themselves for a flat or IVF index,
+    decoded from their 8-bit codes (list and residual) for a compressed one, however far
+    outside the quantizer's trained range a vector lies (its codes are clipped)."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if not isinstance(index, faiss.IndexIVFScalarQuantizer):
+        return vectors
+    return index.sa_decode(index.sa_encode(vectors))
 
 
 def build_ivf(source: faiss.Index, extra: np.ndarray, *, compressed: bool = False

@@ -295,6 +295,11 @@ class VectorIndex:
         with self._lock:
             return ann.rows_of(self._index, positions)
 
+    def encoded(self, vectors: np.ndarray) -> np.ndarray:
+        """`vectors` as this index holds them once added (ann.encoded)."""
+        with self._lock:
+            return ann.encoded(self._index, vectors)
+
     def _kind_after(self, total: int) -> str:
         """The kind the index takes at `total` rows: the thresholds' kind, or its own
         when that is larger (an index never moves back to a kind it has left)."""

@@ -11,7 +11,7 @@ import pytest
 from envad.records import RowFilter
 from envad.server import ann
 from envad.server.index import VectorIndex
-from envad.server.index_files import open_index
+from envad.server.index_files import open_index, save_index
 from envad.server.store import EmbeddingStore, Row
 
 DIM = 32
@@ -219,3 +219,26 @@ def test_compressed_vectors_that_differ_from_the_store_are_rebuilt(tmp_path):
     other = store_of(tmp_path / "b", vectors + 3.0)        # same ids, other vectors
     opened = open_index(directory, other, compressed_threshold=1, ivf_threshold=1)
     assert not opened.loaded and "differs from the store" in opened.reason
+
+
+def test_rows_from_outside_the_trained_range_do_not_make_every_start_rebuild(tmp_path):
+    """Rows stored after the codes were trained, far from every row they were trained on
+    (a new camera, night images), decode far from their vectors (clipped codes); the
+    load check compares them with their own encoding, so the saved index is loaded."""
+    vectors = clustered(3000)
+    store = store_of(tmp_path, vectors)
+    directory = tmp_path / "index"
+    first = open_index(directory, store, ivf_threshold=1, compressed_threshold=1000)
+    assert first.index.kind == ann.COMPRESSED
+    outside = clustered(8, seed=5) * 10.0
+    store.insert([Row(id=f"o{i}", vector=v, env="night") for i, v in enumerate(outside)])
+    grown = open_index(directory, store, ivf_threshold=1, compressed_threshold=1000)
+    assert grown.loaded and grown.added == 8
+    decoded = grown.index.vectors_at(np.arange(3000, 3008))
+    error = np.linalg.norm(decoded - outside, axis=1) / np.linalg.norm(outside, axis=1)
+    assert error.min() > ann.COMPRESSED_TOLERANCE         # far from their vectors
+    save_index(directory, grown.index, model_id=store.model_id,
+               table_version=store.version)
+    again = open_index(directory, store, ivf_threshold=1, compressed_threshold=1000)
+    assert again.loaded, again.reason
+    assert again.added == 0 and again.saved_rows == 3008
