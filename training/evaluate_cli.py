@@ -61,9 +61,9 @@ def register_evaluate(subparsers) -> None:
                              "pipeline's, else none")
     parser.add_argument("--score-adaptation", default=None,
                         help="score adaptation of the space variants: none, or camera, "
-                             "median or gated with an optional :P prior in rows (each "
-                             "unseen camera's scores on the fit set's scale); default: the "
-                             "pipeline's, else none")
+                             "median, gated[:P[:Z]] or frozen[:P[:N]] with an optional :P "
+                             "prior in rows (each unseen camera's scores on the fit set's "
+                             "scale; docs/detectors.md); default: the pipeline's, else none")
     parser.add_argument("--orders", default="all",
                         help="arrival orders each test camera is also scored in, "
                              "comma-separated (shuffled, normal-first, bursts-8, bursts-50, "
