@@ -56,8 +56,6 @@ COPY_CHUNK = 65_536
 #: the index kinds, smallest store first (an index only ever moves up this list)
 FLAT, IVF, COMPRESSED = "flat", "ivf", "ivf-sq8"
 KINDS = (FLAT, IVF, COMPRESSED)
-
-
 #: largest distance between a saved compressed row and its stored vector as the index
 #: encodes it now (`encoded`), relative to the vector's norm: 0 for a row added to this
 #: index; a retraining re-encodes decoded rows, which moves codes by about a quantization

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Container, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -168,7 +169,7 @@ class Engine:
             if not self.writes:
                 space.follow_writer()
             elif not self.config.remote:
-                space.writer.recheck_disk(self.config.local_dir / "lancedb")
+                space.writer.recheck_disk(Path(self.config.lancedb_dir))
         with self._lock:
             spaces = list(self._spaces.values())
         for each in spaces:

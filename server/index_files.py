@@ -297,11 +297,11 @@ def _spot_check(index: VectorIndex, ids: pa.Array, store: EmbeddingStore) -> Non
     stored = store.read_ids(wanted, columns=("id",))
     by_id = dict(zip(stored.column("id").to_pylist(), vectors_of(stored), strict=True))
     saved = index.vectors_at(positions)
-    stored = np.stack([by_id[row_id] for row_id in wanted])
-    expected = index.encoded(stored)
+    vectors = np.stack([by_id[row_id] for row_id in wanted])
+    expected = index.encoded(vectors)
     decoded = index.kind == ann.COMPRESSED
     for row_id, vector, own, norm in zip(wanted, saved, expected,
-                                         np.linalg.norm(stored, axis=1), strict=True):
+                                         np.linalg.norm(vectors, axis=1), strict=True):
         if decoded:
             same = np.linalg.norm(own - vector) <= ann.COMPRESSED_TOLERANCE * norm
         else:

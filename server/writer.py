@@ -163,8 +163,11 @@ class StoreWriter:
         """While a disk fault stands, clear it once `folder` (the store's local folder)
         takes a write again, so that health reports writes before the next one comes."""
         if self.disk_fault is not None and disk_takes_writes(folder):
-            log.info("the data directory takes writes again")
-            self.disk_fault = None
+            self._disk_recovered()
+
+    def _disk_recovered(self) -> None:
+        log.info("the data directory takes writes again")
+        self.disk_fault = None
 
     def _run(self) -> None:
         consume(self._queue, self._commit, max_size=self.max_rows,
@@ -187,8 +190,7 @@ class StoreWriter:
             self._fail(pending, exc, len(unique))
             return
         if self.disk_fault is not None and new_rows:     # the disk took this commit
-            log.info("the data directory takes writes again")
-            self.disk_fault = None
+            self._disk_recovered()
         version = self._synced_version
         new_ids = {r.id for r in new_rows} - failed.keys()
         if self._on_commit:     # before the callers hear of it: they read their writes

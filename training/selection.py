@@ -24,10 +24,9 @@ break that on purpose, subsampled per camera: the new camera with far more anoma
 than the known ones, and with far fewer. New content also arrives in runs, so the
 natural mix, and the new-heavy one, are scored in every arrival order of
 envad/arrival_orders.py (each chunk with the statistics of the rows stored before it, as
-the server keeps them). For the chosen
-(candidate, space, detector set), the option in SCORE_ADAPTATION_CANDIDATES whose worst
-condition (the lowest mean ROC-AUC over the folds of any mix or order) is highest is
-chosen ("none" wins ties within TIE_MARGIN).
+the server keeps them). For the chosen (candidate, space, detector set), the option in
+SCORE_ADAPTATION_CANDIDATES whose worst condition (the lowest mean ROC-AUC over the
+folds of any mix or order) is highest is chosen ("none" wins ties within TIE_MARGIN).
 
 Detectors are also fitted the way `envad scan` and a Fit on a backfilled archive fit
 them: on rows that include the images being scored, new content among them. Per fold,

@@ -286,6 +286,7 @@ class ScoreAdaptation:
             return keep, rows
         adapted, _ = self.adapt(raw, fit, detectors, envs, running)
         fit_location, fit_scale = self._fit_location_scale(fit)
+        gate = GATE_Z if self.gate_z is None else self.gate_z
         for env in np.unique(envs):
             stats = running(str(env)) if env else None
             if stats is None or stats.count < (self.prior_rows or 0):
@@ -294,7 +295,6 @@ class ScoreAdaptation:
             for j, name in enumerate(detectors):
                 robust_z = ((adapted[name][members] - fit_location[j])
                             / (MAD_TO_SD * max(fit_scale[j], 1e-12)))
-                gate = GATE_Z if self.gate_z is None else self.gate_z
                 rows[members[robust_z > gate], j * STAT_BINS:(j + 1) * STAT_BINS] = 0.0
         return keep, rows
 
