@@ -16,6 +16,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from envad.server import ann
+
 
 def _f(value, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
@@ -277,14 +279,62 @@ def server_scale(records: list[dict]) -> list[str]:
              "server RSS GiB (bytes per row) | peak RSS GiB (first start) |",
              "| --- |" + " --- |" * 7]
     for r in sorted(records, key=lambda r: r["rows"]):
+        kind = f" ({r['index_kind']})" if r.get("index_kind") else ""
         lines.append(
-            f"| {r['rows']:,} | {_f(r['first_start_s'])} | {_f(r['fit_s'])} "
+            f"| {r['rows']:,}{kind} | {_f(r['first_start_s'])} | {_f(r['fit_s'])} "
             f"({r['fit_rows']:,}) | {_f(r['score_p50_ms'])} "
             f"(x{_f(r['ratio_score_p50_over_first_size'], 2)}) | {_f(r['search_p50_ms'], 2)} "
             f"(x{_f(r['ratio_search_p50_over_first_size'], 2)}) | {_f(r['restart_s'])} "
             f"(x{_f(r['ratio_restart_over_first_size'], 2)}) | "
             f"{_f(r['rss_bytes'] / 2 ** 30, 2)} ({r['rss_bytes_per_row']:,.0f}) | "
             f"{_f(r['first_peak_rss_bytes'] / 2 ** 30, 2)} |")
+    return lines + memory_line(records)
+
+
+#: store sizes the fitted memory line is extrapolated to
+EXTRAPOLATED_ROWS = (10_000_000, 100_000_000)
+
+
+def memory_line(records: list[dict]) -> list[str]:
+    """Resident memory as a least-squares line over the sizes measured with the largest
+    size's index kind, extrapolated to EXTRAPOLATED_ROWS: nothing with fewer than two
+    such sizes, or when that kind is not the compressed one (the kind of those sizes)."""
+    kind = max(records, key=lambda r: r["rows"]).get("index_kind")
+    if kind is not None and kind != ann.COMPRESSED:
+        return []             # the server never holds 10 million rows in this kind
+    points = sorted((r["rows"], r["rss_bytes"]) for r in records
+                    if r.get("index_kind") == kind)
+    if len({rows for rows, _ in points}) < 2:
+        return []
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    slope = (sum((x - mean_x) * (y - mean_y) for x, y in points)
+             / sum((x - mean_x) ** 2 for x, _ in points))
+    fixed = mean_y - slope * mean_x
+    at = ", ".join(f"{rows:,} rows {(fixed + slope * rows) / 2 ** 30:.1f} GiB"
+                   for rows in EXTRAPOLATED_ROWS)
+    over = f"the {kind} sizes" if kind else "these sizes"
+    return ["", f"Resident memory, least-squares line over {over}: "
+                f"{fixed / 2 ** 30:.2f} GiB + {slope:,.0f} bytes a row; extrapolated: {at}."]
+
+
+def ray_backfill(records: list[dict]) -> list[str]:
+    lines = ["| engine | images | input px | seconds | images/s | x service engine "
+             "| x one Ray actor |", "| --- |" + " --- |" * 6]
+    for r in records:
+        lines.append(f"| {r['engine']} | {r['images']:,} | {r['size']} | {_f(r['seconds'])} | "
+                     f"{_f(r['images_per_s'])} | {_f(r.get('ratio_over_service'), 2)} | "
+                     f"{_f(r.get('ratio_over_one_worker'), 2)} |")
+    return lines
+
+
+def stored_ids(records: list[dict]) -> list[str]:
+    lines = ["| stored rows | ids read once s | a chunk of 4,096 ids: Lance filtered scan s | "
+             "held ids, refreshed s | ratio (scan ÷ held) |", "| --- |" + " --- |" * 4]
+    for r in sorted(records, key=lambda r: r["rows"]):
+        lines.append(f"| {r['rows']:,} | {_f(r['first_read_s'], 2)} | "
+                     f"{_f(r['scan_s_per_chunk'], 3)} | {_f(r['held_s_per_chunk'], 4)} | "
+                     f"{_f(r['ratio_scan_over_held'], 1)} |")
     return lines
 
 
@@ -391,7 +441,7 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "one_image_floor": serving_all, "one_image_cpu_floor": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
              "threads": threads, "rpc_pool": rpc_pool, "scale": scale, "server_scale": server_scale,
-             "scale_out": scale_out,
+             "scale_out": scale_out, "ray_backfill": ray_backfill, "stored_ids": stored_ids,
              "compressed_candidates": compressed_candidates,
              "store_write": store_write,
              "export_rows": store_write, "camera_stats": camera_stats,

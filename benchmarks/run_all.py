@@ -26,7 +26,8 @@ DEMO_MODEL = Path("var/demo/models/encoder.onnx")
 DEMO_DATA = Path("var/demo/photodigits")
 DOCS_PAGE = Path("docs/benchmarks.md")
 #: the page and the detail pages it links, each with tables rendered from DOCS_RESULTS
-DOCS_PAGES = (DOCS_PAGE, Path("docs/results/train-overhead.md"))
+DOCS_PAGES = (DOCS_PAGE, Path("docs/results/train-overhead.md"),
+              Path("docs/results/archive-scale.md"))
 DOCS_RESULTS = Path("docs/results/bench")
 
 

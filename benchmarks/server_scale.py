@@ -2,7 +2,8 @@
 
 For each store size a real `envad serve` (the server's default settings) is started on
 a LanceDB store holding that many seeded synthetic 512-d rows (`benchmarks.scale`'s
-clustered rows, 8 cameras, split `train`) under the model id of a 32 px ResNet-18
+clustered rows, 8 cameras, split `train`; the index kind the default thresholds give
+that size is recorded) under the model id of a 32 px ResNet-18
 encoder (random weights: speed does not depend on them). Measured, each in the same run:
 
 - first start: process start to `envad.v1.AnomalyService` SERVING with no saved
@@ -34,6 +35,8 @@ from benchmarks.scale import vectors, write_store
 from benchmarks.serving import camera_jpegs
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
+from envad.server import ann
+from envad.server.config import DEFAULT_COMPRESSED_THRESHOLD, DEFAULT_IVF_THRESHOLD
 from envad.server.detectors.registry import PAPER_DETECTORS
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
@@ -85,7 +88,9 @@ def measure(rows: int, work: Path, model: Path, jpeg: bytes, calls: int) -> dict
     log(f"server_scale: {rows:,} rows written in {time.perf_counter() - started:.1f} s")
     query = vectors(1, start=rows + 10_000_000)[0]
     server = LocalServer(data, model.parent)
-    record: dict = {"benchmark": "server_scale", "rows": rows, "size": SIZE}
+    record: dict = {"benchmark": "server_scale", "rows": rows, "size": SIZE,
+                    "index_kind": ann.kind_for(rows, DEFAULT_IVF_THRESHOLD,
+                                               DEFAULT_COMPRESSED_THRESHOLD)}
     try:
         record["first_start_s"] = timed_start(server)
         record["start_peak_rss_bytes"] = server_memory(server)["VmHWM"]

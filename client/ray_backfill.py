@@ -13,15 +13,15 @@ service engine's.
 Per chunk of `chunk_size` images: embed (actor pool, one ONNX session per actor) ->
 materialize -> the driver drops ids already stored or repeated in the chunk, and images
 whose content is stored under another id (the service engine's rule,
-`content_index.duplicate_outcome`, unless --keep-duplicates) -> workers
-write Lance fragments -> the driver commits all of the chunk's fragments as ONE Append
-(never one commit per row) and records it as acknowledged (ray_target.py) -> the
-chunk's outcomes go to the checkpoint. A crash before the commit leaves unreferenced
-fragment files and nothing visible; a crash after it is harmless on resume because
-stored ids are skipped. The store may be on object storage (`s3://...` with storage
-options), beside the service's single writer (docs/ray.md, "Beside the writer"). Do not
-ingest the same images through the server at the same time (the id key is unenforced
-across writers).
+`content_index.duplicate_outcome`, unless --keep-duplicates) -> the blocks are merged
+and workers write Lance fragments of up to FRAGMENT_ROWS rows -> the driver commits all
+of the chunk's fragments as ONE Append (never one commit per row) and records it as
+acknowledged (ray_target.py) -> the chunk's outcomes go to the checkpoint. A crash
+before the commit leaves unreferenced fragment files and nothing visible; a crash after
+it is harmless on resume because stored ids are skipped. The store may be on object
+storage (`s3://...` with storage options), beside the service's single writer
+(docs/ray.md, "Beside the writer"). Do not ingest the same images through the server at
+the same time (the id key is unenforced across writers).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tqdm import tqdm
 
 from envad.client.backfill_plan import (
@@ -50,6 +49,7 @@ from envad.client.backfill_plan import (
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
 from envad.client.content_index import ContentIndex, duplicate_outcome
+from envad.client.ray_stored_ids import StoredIds
 from envad.client.ray_target import (  # noqa: F401  (target_for, resolve_target: the API)
     RayTarget,
     commit_append,
@@ -63,7 +63,11 @@ from envad.errors import EnvadError, InvalidInput
 from envad.records import sha256_hex
 
 log = logging.getLogger(__name__)
-ID_QUERY_CHUNK = 1000
+#: most rows of one Lance fragment written by a chunk (the chunk's embedded blocks are
+#: merged into as few fragments as this allows before they are written): a chunk of the
+#: default size is one fragment, not one per embedding block, so a table filled by a long
+#: backfill stays a few thousand fragments, not hundreds of thousands of small files
+FRAGMENT_ROWS = 16_384
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,7 @@ def run_ray_backfill(
     started_ray = _init_ray(ray_options)
     try:
         store = open_store(target)
+        stored_ids = _stored_ids(target)
         content = _content_index(target) if options.skip_duplicates else None
         with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
             with tqdm(total=count_wanted(source, options), unit="img", desc="backfill (ray)",
@@ -110,7 +115,7 @@ def run_ray_backfill(
                     summary.already_done += planned.already_done
                     bar.update(planned.already_done)
                     outcomes, inserted = _process_chunk(planned.items, target, store,
-                                                        ray_options, content)
+                                                        stored_ids, ray_options, content)
                     outcomes += planned.skipped
                     checkpoint.record(outcomes)
                     n_ok = sum(o.status == "ok" for o in outcomes)
@@ -144,6 +149,14 @@ def _init_ray(ray_options: RayOptions) -> bool:
     return True
 
 
+def _stored_ids(target: RayTarget) -> StoredIds:
+    """The ids of the rows in the target's table (read once; each chunk reads only the
+    fragments committed since)."""
+    import lance  # pylance: the ray extra
+
+    return StoredIds(lance.dataset(target.table_uri, storage_options=target.lance_options))
+
+
 def _content_index(target: RayTarget) -> ContentIndex:
     """The content hashes of the rows in the target's table."""
     import lance  # pylance: the ray extra
@@ -152,11 +165,13 @@ def _content_index(target: RayTarget) -> ContentIndex:
                                                  storage_options=target.lance_options))
 
 
-def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, ray_options: RayOptions,
-                   content: ContentIndex | None = None) -> tuple[list[Outcome], int]:
+def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, stored_ids: StoredIds,
+                   ray_options: RayOptions, content: ContentIndex | None = None
+                   ) -> tuple[list[Outcome], int]:
     """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows
-    added. `store`: the target's EmbeddingStore (ray_target.open_store); `content`: the
-    stored content hashes, for the duplicate rule (None: keep duplicates)."""
+    added. `store`: the target's EmbeddingStore (ray_target.open_store); `stored_ids`: the
+    table's ids read so far (refreshed here); `content`: the stored content hashes, for
+    the duplicate rule (None: keep duplicates)."""
     import lance  # pylance: the ray extra
     import ray  # Ray: the ray extra
 
@@ -177,7 +192,8 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, ray_option
     meta = pa.concat_tables(ray.get(embedded.to_arrow_refs()))
     meta = meta.select(["key", "id", "sha256", "error"]).to_pylist()
     dataset = lance.dataset(target.table_uri, storage_options=target.lance_options)
-    stored = _stored_ids(dataset, [m["id"] for m in meta if not m["error"]])
+    stored_ids.refresh(dataset)       # other writers' commits since, and this driver's own
+    stored = stored_ids.stored([m["id"] for m in meta if not m["error"]])
     keep, outcomes, seen = set(), [], set()
     by_key = {i.key: i for i in chunk}
     for m in meta:
@@ -195,7 +211,7 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, ray_option
         seen.add(m["id"])
         outcomes.append(item_outcome(item, "ok", m["id"]))
     if keep:
-        fragments = embedded.map_batches(
+        fragments = embedded.repartition(-(-len(keep) // FRAGMENT_ROWS)).map_batches(
             write_fragments_batch, batch_format="pyarrow", batch_size=None,
             fn_kwargs={"uri": target.table_uri, "dim": target.dim,
                        "model_id": target.model_id, "keep": keep,
@@ -204,16 +220,6 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, ray_option
         metadata = [_fragment_from_json(f["fragment"]) for f in fragments]
         commit_append(target, store, metadata, dataset.version)
     return outcomes, len(keep)
-
-
-def _stored_ids(dataset, ids: list[str]) -> set[str]:
-    """The subset of `ids` already in the table (an Arrow expression filter, no SQL)."""
-    found: set[str] = set()
-    for start in range(0, len(ids), ID_QUERY_CHUNK):
-        part = pa.array(ids[start:start + ID_QUERY_CHUNK], pa.string())
-        table = dataset.to_table(columns=["id"], filter=pc.field("id").isin(part))
-        found.update(table.column("id").to_pylist())
-    return found
 
 
 def _fragment_from_json(text: str):

@@ -104,7 +104,7 @@ def build_ivf(source: faiss.Index, extra: np.ndarray, *, compressed: bool = Fals
     started = time.monotonic()
     total = source.ntotal + len(extra)
     sample = training_sample(source, extra)
-    ivf = (trained_compressed if compressed else trained_ivf)(sample, nlist_for(total))
+    ivf = trained_kind(COMPRESSED if compressed else IVF, sample, nlist_for(total))
     for start in range(0, source.ntotal, COPY_CHUNK):
         ivf.add(rows_of(source, np.arange(start, min(start + COPY_CHUNK, source.ntotal))))
     if len(extra):
@@ -115,14 +115,18 @@ def build_ivf(source: faiss.Index, extra: np.ndarray, *, compressed: bool = Fals
     return ivf
 
 
+def sample_positions(total: int) -> np.ndarray:
+    """The seeded, sorted positions among `total` rows that an IVF index for all of them
+    is trained on."""
+    size = min(total, TRAIN_POINTS_PER_LIST * nlist_for(total), MAX_TRAIN_SAMPLE)
+    return np.sort(np.random.default_rng(SEED).choice(total, size=size, replace=False))
+
+
 def training_sample(source: faiss.Index, extra: np.ndarray | None = None) -> np.ndarray:
-    """The seeded sample of the rows of `source` followed by `extra` that an IVF index for
-    all of them is trained on."""
+    """The rows at `sample_positions` of the rows of `source` followed by `extra`."""
     extra = np.zeros((0, source.d), np.float32) if extra is None else extra
     held = source.ntotal
-    total = held + len(extra)
-    size = min(total, TRAIN_POINTS_PER_LIST * nlist_for(total), MAX_TRAIN_SAMPLE)
-    chosen = np.sort(np.random.default_rng(SEED).choice(total, size=size, replace=False))
+    chosen = sample_positions(held + len(extra))
     from_source = chosen[chosen < held]
     return np.vstack([rows_of(source, from_source) if len(from_source)
                       else np.zeros((0, source.d), np.float32),
@@ -141,6 +145,13 @@ def trained_compressed(sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
     dim = sample.shape[1]
     return _trained(faiss.IndexIVFScalarQuantizer(faiss.IndexFlatL2(dim), dim, nlist,
                                                   faiss.ScalarQuantizer.QT_8bit), sample)
+
+
+def trained_kind(kind: str, sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
+    """An empty index of the IVF `kind` (IVF or COMPRESSED) trained on `sample`."""
+    if kind not in (IVF, COMPRESSED):
+        raise ValueError(f"{kind!r} is not an IVF kind")
+    return (trained_compressed if kind == COMPRESSED else trained_ivf)(sample, nlist)
 
 
 def _trained(ivf: faiss.IndexIVF, sample: np.ndarray) -> faiss.IndexIVF:

@@ -66,10 +66,23 @@ class StringColumn:
             self._chunks = [pa.concat_arrays(self._chunks)]
         return self._chunks[0]
 
-    def at(self, positions: np.ndarray) -> list[str]:
+    def at(self, positions: np.ndarray | Sequence[int]) -> list[str]:
+        """The values at `positions`, taken from each chunk they fall in: no chunk is
+        copied, so a lookup after an append costs the same in a column of any length."""
+        positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == 0:
             return []
-        return self.array().take(pa.array(positions, type=pa.int64())).to_pylist()
+        if len(self._chunks) == 1:
+            return self._chunks[0].take(pa.array(positions)).to_pylist()
+        starts = np.cumsum([0] + [len(chunk) for chunk in self._chunks])
+        chunk_of = np.searchsorted(starts, positions, side="right") - 1
+        values: list = [None] * len(positions)
+        for chunk in np.unique(chunk_of).tolist():
+            where = np.flatnonzero(chunk_of == chunk)
+            taken = self._chunks[chunk].take(pa.array(positions[where] - starts[chunk]))
+            for i, value in zip(where.tolist(), taken.to_pylist(), strict=True):
+                values[i] = value
+        return values
 
 
 class IdPositions:
@@ -117,7 +130,7 @@ class IdPositions:
         where = np.flatnonzero(match)
         if len(where):
             candidates = self._sorted_positions[found[where]]
-            stored = self.array().take(pa.array(candidates)).to_pylist()
+            stored = self._ids.at(candidates)
             for j, got, position in zip(where.tolist(), stored, candidates.tolist(),
                                         strict=True):
                 # a mismatch is another id with the same hash: look along its run
@@ -165,7 +178,7 @@ class IdPositions:
         return self._ids.at(positions)
 
     def _id_at(self, position: int) -> str:
-        return self.array()[position].as_py()
+        return self._ids.at([position])[0]
 
     def _merge_recent(self) -> None:
         ids = list(self._recent)

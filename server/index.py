@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -206,6 +206,31 @@ class VectorIndex:
             table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
             added += self._add(table, switch=False)
         self.settle()
+        return added
+
+    def rebuild(self, batches: Iterable[pa.Table | pa.RecordBatch], rows: int,
+                sample_of: Callable[[np.ndarray], np.ndarray]) -> int:
+        """`add_batches` of a whole table of `rows` rows into this empty index. When the
+        thresholds call for an IVF kind at `rows`, its lists are trained first, on the
+        vectors `sample_of` reads at the seeded positions `ann.sample_positions(rows)`,
+        and every batch goes straight into them: memory holds the index it ends with and
+        one batch, never a flat index of every row first (for the compressed kind, four
+        times the memory it ends with)."""
+        kind = self.wanted_kind(rows)
+        if kind == ann.FLAT or len(self) or self.kind != ann.FLAT:
+            return self.add_batches(batches)
+        started = time.monotonic()
+        positions = ann.sample_positions(rows)
+        trained = ann.trained_kind(kind, sample_of(positions), ann.nlist_for(rows))
+        with self._growing, self._lock:
+            self._index, self.kind, self.trained_rows = trained, kind, rows
+        added = self.add_batches(batches)
+        with self._growing, self._lock:
+            self._index.nprobe = ann.calibrate_nprobe(self._index)
+            nlist, nprobe = self._index.nlist, self._index.nprobe
+        log.info("%s index trained on %d sampled rows, then the table's %d rows read into "
+                 "it: %d lists, nprobe %d, %.1f s", kind, len(positions), added, nlist,
+                 nprobe, time.monotonic() - started)
         return added
 
     def wanted_kind(self, rows: int | None = None) -> str:

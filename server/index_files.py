@@ -154,7 +154,8 @@ def open_index(directory: Path, store: EmbeddingStore, *,
                 reason)
         index = empty
         with every_core_for_bulk_work():      # k-means and list assignment of every row
-            added = index.add_batches(store.iter_batches(batch_size=BUILD_BATCH_ROWS))
+            added = index.rebuild(store.iter_batches(batch_size=BUILD_BATCH_ROWS),
+                                  store.count(), store.vectors_at)
         saved = _save_quietly(directory, index, store)
         return_freed_memory()
         log.info("index of %s built from the store: %d rows (%s), %.1f s", store.model_id,

@@ -363,6 +363,14 @@ class EmbeddingStore:
         if held:
             yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
+    def vectors_at(self, positions: np.ndarray) -> np.ndarray:
+        """The vectors of the rows at `positions` of the table (0 to `count() - 1`, in the
+        order `iter_batches` reads them)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) == 0:
+            return np.zeros((0, self.dim), np.float32)
+        return vectors_of(self._table.to_lance().take(positions, columns=["vector"]))
+
     def read_ids(self, ids: Sequence[str], *, with_vectors: bool = True,
                  columns: Sequence[str] | None = None) -> pa.Table:
         """Rows with the given ids (any order), matched in Arrow against the id column:

@@ -235,7 +235,7 @@ def test_server_scale_table_has_a_row_per_size_with_its_ratios(tmp_path):
          "search_p50_ms": 1.0, "restart_s": 4.0, "rss_bytes_per_row": 107374.2,
          "ratio_score_p50_over_first_size": 1.0, "ratio_search_p50_over_first_size": 1.0,
          "ratio_restart_over_first_size": 1.0}])
-    rows = report.render(path).splitlines()[-2:]
+    rows = [line for line in report.render(path).splitlines() if line.startswith("| 1")]
     assert rows[0] == ("| 10,000 | 3.5 | 17.0 (10,000) | 25.0 (x1.00) | 1.00 (x1.00) | "
                        "4.0 (x1.00) | 1.00 (107,374) | 2.00 |")
     assert rows[1].startswith("| 1,000,000 | 3.5 | 17.0 (20,000) | 30.0 (x1.20) | "
@@ -367,3 +367,53 @@ def test_scale_out_table_has_a_row_per_saved_index_kind(tmp_path):
                     "| 0.00 |",
                     "| 100,000 | ivf | 6.0 (x0.50) | 20.0 / 26.0 (x1.30) | 900 / 2100 (2.0) "
                     "| 0.00 |"]
+
+
+def test_server_scale_fits_a_memory_line_and_extrapolates_it(tmp_path):
+    def record(rows, rss):
+        return {"benchmark": "server_scale", "rows": rows, "first_start_s": 1.0, "fit_s": 2.0,
+                "fit_rows": 20000, "score_p50_ms": 3.0, "search_p50_ms": 0.5,
+                "restart_s": 4.0, "ratio_score_p50_over_first_size": 1.0,
+                "ratio_search_p50_over_first_size": 1.0, "ratio_restart_over_first_size": 1.0,
+                "rss_bytes": rss, "rss_bytes_per_row": rss / rows,
+                "first_peak_rss_bytes": rss}
+    gib = 2 ** 30
+    path = _write(tmp_path, "server_scale.jsonl", [
+        record(1_000_000, gib + 500 * 1_000_000), record(3_000_000, gib + 500 * 3_000_000)])
+    text = report.render(path)
+    assert ("least-squares line over these sizes: 1.00 GiB + 500 bytes a row; extrapolated: "
+            "10,000,000 rows 5.7 GiB, 100,000,000 rows 47.6 GiB.") in text
+    one = _write(tmp_path, "one.jsonl", [record(1_000_000, gib)])
+    assert "least-squares" not in report.render(one)
+    # with index kinds, only the largest size's kind: a flat store's vectors are left out
+    kinds = _write(tmp_path, "kinds.jsonl", [
+        {**record(100_000, 3 * gib), "index_kind": "flat"},
+        {**record(1_000_000, gib + 500 * 1_000_000), "index_kind": "ivf-sq8"},
+        {**record(3_000_000, gib + 500 * 3_000_000), "index_kind": "ivf-sq8"}])
+    text = report.render(kinds)
+    assert "| 100,000 (flat) | 1.0 |" in text
+    assert "line over the ivf-sq8 sizes: 1.00 GiB + 500 bytes a row;" in text
+    flat = _write(tmp_path, "flat.jsonl", [{**record(n, gib + 2000 * n), "index_kind": "flat"}
+                                           for n in (10_000, 100_000)])
+    assert "least-squares" not in report.render(flat)    # no store of 10M rows is flat
+
+
+def test_ray_backfill_rows_carry_both_ratios(tmp_path):
+    path = _write(tmp_path, "ray_backfill.jsonl", [
+        {"benchmark": "ray_backfill", "engine": "service", "images": 100000, "size": 64,
+         "seconds": 400.0, "images_per_s": 250.0, "ratio_over_service": 1.0,
+         "ratio_over_one_worker": None},
+        {"benchmark": "ray_backfill", "engine": "ray-2", "images": 100000, "size": 64,
+         "seconds": 250.0, "images_per_s": 400.0, "ratio_over_service": 1.6,
+         "ratio_over_one_worker": 1.2}])
+    lines = report.render(path).splitlines()
+    assert "| service | 100,000 | 64 | 400.0 | 250.0 | 1.00 | – |" in lines
+    assert "| ray-2 | 100,000 | 64 | 250.0 | 400.0 | 1.60 | 1.20 |" in lines
+
+
+def test_stored_ids_rows_compare_the_scan_with_the_held_ids(tmp_path):
+    path = _write(tmp_path, "stored_ids.jsonl", [
+        {"benchmark": "stored_ids", "rows": 1000000, "chunk": 4096, "chunks": 5,
+         "first_read_s": 2.5, "scan_s_per_chunk": 1.25, "held_s_per_chunk": 0.005,
+         "ratio_scan_over_held": 250.0}])
+    assert report.render(path).splitlines()[-1] == "| 1,000,000 | 2.50 | 1.250 | 0.0050 | 250.0 |"

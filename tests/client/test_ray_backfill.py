@@ -44,13 +44,16 @@ def test_ray_rows_are_served(local_ray, envad_server, tmp_path) -> None:
     dataset = make_folder_dataset(tmp_path / "ds", per_env=10)
     source = open_source(dataset)
     target = target_for(envad_server.data_dir, envad_server.models_dir / "tiny-test.onnx")
-    version_before = lance.dataset(target.table_uri).version
+    before = lance.dataset(target.table_uri)
     options = RayOptions(workers=2, batch_size=4, chunk_size=12)
     summary = run_ray_backfill(source, target, tmp_path / "ck.jsonl", BackfillOptions(),
                                options, progress=False)
     assert (summary.ok, summary.inserted, summary.failed) == (20, 20, 0)
-    # one Append commit per chunk of fragments: 20 images in chunks of 12 -> 2 commits
-    assert lance.dataset(target.table_uri).version == version_before + 2
+    # one Append commit per chunk: 20 images in chunks of 12 -> 2 commits, each of ONE
+    # fragment although each chunk was embedded in 3 blocks of 4 images
+    after = lance.dataset(target.table_uri)
+    assert after.version == before.version + 2
+    assert len(after.get_fragments()) == len(before.get_fragments()) + 2
 
     with EnvadClient(envad_server.address) as client:
         wait_for_rows(client, 20)

@@ -72,3 +72,15 @@ def test_a_copy_holds_the_same_ids_and_grows_apart(hashing, monkeypatch):
     assert twin.array().to_pylist()[:102] == held.array().to_pylist()[:102]
     with pytest.raises(ValueError):                  # shared arrays are never written into
         held._sorted_hashes[0] = 0
+
+
+def test_a_string_column_takes_values_from_its_chunks_without_joining_them():
+    column = id_positions.StringColumn()
+    values = [f"v{i}" for i in range(100)]
+    for start in range(0, 100, 30):
+        column.extend(pa.array(values[start:start + 30]))
+    wanted = [99, 0, 30, 29, 61, 61, 90]
+    assert column.at(np.array(wanted)) == [values[i] for i in wanted]
+    assert len(column._chunks) == 4                 # nothing was copied into one chunk
+    assert column.at([]) == [] and column.array().to_pylist() == values
+    assert column.at([5, 95]) == ["v5", "v95"]      # and from the one joined chunk

@@ -15,6 +15,7 @@ import pytest
 
 from envad.records import RowFilter
 from envad.server import ann, id_positions, index_files
+from envad.server.index import VectorIndex
 from envad.server.index_files import MANIFEST, open_index, save_index
 from envad.server.store import EmbeddingStore, Row
 from envad.server.writer import StoreWriter
@@ -231,14 +232,43 @@ def test_a_rebuild_reads_the_store_in_batches_and_trains_ivf_once_for_all_rows(
             yield batch
 
     monkeypatch.setattr(store, "iter_batches", counted)
+    trained_after: list[int] = []
+    trained_kind = ann.trained_kind
+
+    def recorded(*args):
+        trained_after.append(len(batches))
+        return trained_kind(*args)
+
+    monkeypatch.setattr(ann, "trained_kind", recorded)
     built = open_index(tmp_path / "index", store, ivf_threshold=400).index
     assert batches == [128, 128, 128, 128, 88]
-    # switched once, after the last batch: trained on the whole table, not the 512 rows
-    # that crossed the threshold
+    # trained once, for the whole table, before its first batch was read (so the batches
+    # go straight into the lists: no flat index of every row), not on the 512 rows that
+    # crossed the threshold
+    assert trained_after == [0]
     assert built.kind == "ivf" and built.trained_rows == 600
     assert built._index.nlist == ann.nlist_for(600)
     own = found(built, np.stack([r.vector for r in rows(0, 600)])[[0, 599]], 1)
     assert own == [["r0"], ["r599"]]
+
+
+@pytest.mark.parametrize("kind", ["ivf", "ivf-sq8"])
+def test_a_rebuild_trained_first_equals_one_switched_after_reading_every_row(tmp_path, kind):
+    store = EmbeddingStore(tmp_path / "lancedb", "m", DIM)
+    store.insert(rows(0, 700))
+    vectors = np.stack([r.vector for r in rows(0, 700)])
+    assert np.array_equal(store.vectors_at(np.array([699, 0, 350])), vectors[[699, 0, 350]])
+    thresholds = {"ivf_threshold": 400, "compressed_threshold": 500 if kind == "ivf-sq8"
+                  else 10_000}
+    first = VectorIndex(DIM, **thresholds)
+    first.rebuild(store.iter_batches(batch_size=128), store.count(), store.vectors_at)
+    after = VectorIndex(DIM, **thresholds)
+    after.add_batches(store.iter_batches(batch_size=128))
+    assert first.kind == after.kind == kind and first.trained_rows == after.trained_rows
+    assert first._index.nprobe == after._index.nprobe
+    assert np.array_equal(first.vectors_at(np.arange(700)), after.vectors_at(np.arange(700)))
+    assert found(first, queries(), 5) == found(after, queries(), 5)
+    assert found(first, queries(), 5, ("e1",)) == exact(store, queries(), 5, ("e1",))
 
 
 SAVER = """
