@@ -1,12 +1,13 @@
-"""The Ray driver's check of which ids of a chunk are stored, as the table grows: the
-ids read once and refreshed from new fragments (client/ray_stored_ids.py) against the
-reference, Lance's filtered scan of the id column (`isin` in parts of 1,000 ids) for each
-chunk, measured in the same run on the same table.
+"""Which ids of a chunk are stored, as the table grows: the held ids brought up to date
+from the fragments committed since (`EmbeddingStore.synced_ids`, what the store writer
+and the Ray engine's driver do) against the reference, Lance's filtered scan of the id
+column (`isin` in parts of 1,000 ids) for each chunk, measured in the same run on the
+same table.
 
-For each size, a Lance table of that many rows (64-hex-digit ids, as an image tree's
-sha256 ids, in fragments of 16,384 rows), then `--chunks` rounds of: a chunk of 4,096
-ids (half of them stored) checked, and one new fragment of 4,096 rows committed (the
-driver's own commit), so each round's refresh reads one fragment. One JSON line per size
+For each size, a store table of that many rows (64-hex-digit ids, as an image tree's
+sha256 ids, appended 16,384 rows at a time), then `--chunks` rounds of: one commit of
+4,096 new rows by another connection, then a chunk of 4,096 ids (half of them stored)
+checked both ways, so each round's sync reads one fragment. One JSON line per size
 (`stored_ids`): the one-off read of every id, the mean seconds a chunk with each method,
 and their ratio.
 
@@ -21,17 +22,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from benchmarks.common import emit, log
-from envad.client.ray_stored_ids import StoredIds
+from envad.server.store import EmbeddingStore, Row
 
 CHUNK = 4096
 FRAGMENT = 16_384
-#: ids a filtered scan asks for at a time (the size of an `isin` list before this module)
+DIM = 4
+#: ids a filtered scan asks for at a time
 SCAN_PART = 1000
 
 
@@ -39,11 +40,10 @@ def hex_ids(start: int, count: int) -> list[str]:
     return [hashlib.sha256(str(i).encode()).hexdigest() for i in range(start, start + count)]
 
 
-def write_table(uri: str, rows: int) -> None:
-    for start in range(0, rows, FRAGMENT):
-        ids = hex_ids(start, min(FRAGMENT, rows - start))
-        lance.write_dataset(pa.table({"id": ids, "value": np.arange(len(ids))}), uri,
-                            mode="append" if start else "create")
+def append(store: EmbeddingStore, start: int, count: int) -> None:
+    vector = np.zeros(DIM, np.float32)
+    store.append(store.to_arrow([Row(id=i, vector=vector, env="cam", label="normal")
+                                 for i in hex_ids(start, count)]))
 
 
 def scanned(dataset, ids: list[str]) -> set[str]:
@@ -57,29 +57,29 @@ def scanned(dataset, ids: list[str]) -> set[str]:
 
 
 def measure(rows: int, chunks: int, work: Path) -> dict:
-    uri = str(work / f"t{rows}.lance")
-    write_table(uri, rows)
+    store = EmbeddingStore(work / f"db{rows}", "bench", DIM)
+    for start in range(0, rows, FRAGMENT):
+        append(store, start, min(FRAGMENT, rows - start))
     started = time.perf_counter()
-    held = StoredIds(lance.dataset(uri))
+    held = store.stored_ids()
     first_read = time.perf_counter() - started
+    other = EmbeddingStore(work / f"db{rows}", "bench", DIM)
     rng = np.random.default_rng(rows)
     scan_s, held_s, total = [], [], rows
     for _ in range(chunks):
+        append(other, total, CHUNK)
+        total += CHUNK
         old = rng.choice(total, CHUNK // 2, replace=False)
         ids = [hex_ids(int(i), 1)[0] for i in old] + hex_ids(total, CHUNK // 2)
-        dataset = lance.dataset(uri)
         started = time.perf_counter()
-        reference = scanned(dataset, ids)
+        reference = scanned(store._table.to_lance(), ids)
         scan_s.append(time.perf_counter() - started)
         started = time.perf_counter()
-        held.refresh(dataset)
-        found = held.stored(ids)
+        held = store.synced_ids(held)
+        found = {i for i, at in zip(ids, held.ids.positions(ids).tolist(), strict=True)
+                 if at >= 0}
         held_s.append(time.perf_counter() - started)
         assert found == reference and len(found) == CHUNK // 2, (len(found), len(reference))
-        fresh = hex_ids(total, CHUNK)
-        lance.write_dataset(pa.table({"id": fresh, "value": np.arange(CHUNK)}), uri,
-                            mode="append")
-        total += CHUNK
     scan, held_chunk = float(np.mean(scan_s)), float(np.mean(held_s))
     log(f"stored_ids: {rows:,} rows: a chunk {scan:.3f} s scanned, {held_chunk:.4f} s held "
         f"(first read {first_read:.1f} s)")

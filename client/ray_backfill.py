@@ -49,7 +49,6 @@ from envad.client.backfill_plan import (
 from envad.client.backfill_report import BackfillInterrupted, BackfillSummary
 from envad.client.checkpoint import Checkpoint, Outcome
 from envad.client.content_index import ContentIndex, duplicate_outcome
-from envad.client.ray_stored_ids import StoredIds
 from envad.client.ray_target import (  # noqa: F401  (target_for, resolve_target: the API)
     RayTarget,
     commit_append,
@@ -105,7 +104,7 @@ def run_ray_backfill(
     started_ray = _init_ray(ray_options)
     try:
         store = open_store(target)
-        stored_ids = _stored_ids(target)
+        held = store.stored_ids()              # then, each chunk, only what was committed since
         content = _content_index(target) if options.skip_duplicates else None
         with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
             with tqdm(total=count_wanted(source, options), unit="img", desc="backfill (ray)",
@@ -114,8 +113,9 @@ def run_ray_backfill(
                                             ray_options.chunk_size):
                     summary.already_done += planned.already_done
                     bar.update(planned.already_done)
+                    held = store.synced_ids(held)
                     outcomes, inserted = _process_chunk(planned.items, target, store,
-                                                        stored_ids, ray_options, content)
+                                                        held.ids, ray_options, content)
                     outcomes += planned.skipped
                     checkpoint.record(outcomes)
                     n_ok = sum(o.status == "ok" for o in outcomes)
@@ -149,14 +149,6 @@ def _init_ray(ray_options: RayOptions) -> bool:
     return True
 
 
-def _stored_ids(target: RayTarget) -> StoredIds:
-    """The ids of the rows in the target's table (read once; each chunk reads only the
-    fragments committed since)."""
-    import lance  # pylance: the ray extra
-
-    return StoredIds(lance.dataset(target.table_uri, storage_options=target.lance_options))
-
-
 def _content_index(target: RayTarget) -> ContentIndex:
     """The content hashes of the rows in the target's table."""
     import lance  # pylance: the ray extra
@@ -165,13 +157,14 @@ def _content_index(target: RayTarget) -> ContentIndex:
                                                  storage_options=target.lance_options))
 
 
-def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, stored_ids: StoredIds,
+def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, held_ids,
                    ray_options: RayOptions, content: ContentIndex | None = None
                    ) -> tuple[list[Outcome], int]:
     """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows
-    added. `store`: the target's EmbeddingStore (ray_target.open_store); `stored_ids`: the
-    table's ids read so far (refreshed here); `content`: the stored content hashes, for
-    the duplicate rule (None: keep duplicates)."""
+    added. `store`: the target's EmbeddingStore (ray_target.open_store); `held_ids`: the
+    table's ids as the chunk started (`IdPositions`, EmbeddingStore.synced_ids);
+    `content`: the stored content hashes, for the duplicate rule (None: keep
+    duplicates)."""
     import lance  # pylance: the ray extra
     import ray  # Ray: the ray extra
 
@@ -192,8 +185,9 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, stored_ids
     meta = pa.concat_tables(ray.get(embedded.to_arrow_refs()))
     meta = meta.select(["key", "id", "sha256", "error"]).to_pylist()
     dataset = lance.dataset(target.table_uri, storage_options=target.lance_options)
-    stored_ids.refresh(dataset)       # other writers' commits since, and this driver's own
-    stored = stored_ids.stored([m["id"] for m in meta if not m["error"]])
+    checked = [m["id"] for m in meta if not m["error"]]
+    stored = {i for i, at in zip(checked, held_ids.positions(checked).tolist(), strict=True)
+              if at >= 0}
     keep, outcomes, seen = set(), [], set()
     by_key = {i.key: i for i in chunk}
     for m in meta:

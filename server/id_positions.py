@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 #: ids appended since the last merge are merged once they reach this many ...
 MERGE_MIN = 65_536
@@ -159,6 +160,21 @@ class IdPositions:
         self._recent.update(zip(array.to_pylist(), range(start, self._count), strict=True))
         if len(self._recent) >= max(MERGE_MIN, MERGE_SHARE * len(self._sorted_hashes)):
             self._merge_recent()
+
+    def append_new(self, ids: pa.Array | pa.ChunkedArray) -> int:
+        """Append the ids not held yet, each once (rows read again after a compaction or
+        a relabel rewrote them are held already); returns how many were new."""
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        ids = ids.cast(pa.string()).fill_null("")
+        if not len(ids):
+            return 0
+        fresh = self.positions(ids.to_pylist()) < 0
+        if not fresh.any():
+            return 0
+        new = pc.unique(ids.filter(pa.array(fresh)))
+        self.append(new)
+        return len(new)
 
     def copy(self) -> IdPositions:
         """The same ids at the same positions, growing apart from here on: no id is hashed

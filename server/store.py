@@ -193,7 +193,8 @@ def rows_table(rows: Sequence[Row], model_id: str, dim: int) -> pa.Table:
 @dataclass(frozen=True)
 class StoredIds:
     """Every id the store held at table `version` or later (read after it), ready for
-    lookups: a holder that sees the version move past `version` reads them again."""
+    lookups: a holder that sees the version move past `version` brings them up to date
+    (`EmbeddingStore.synced_ids`)."""
 
     ids: IdPositions
     version: int
@@ -307,6 +308,27 @@ class EmbeddingStore:
         """Every stored id with the table version read just before them."""
         version = self.version
         return StoredIds(IdPositions(self.id_column()), version)
+
+    def synced_ids(self, held: StoredIds) -> StoredIds:
+        """`held` brought up to the table's latest version: the ids of the fragments the
+        table has now and did not have at `held.version` are read and the new ones
+        appended (rows committed since by any process; rows a compaction or a relabel
+        rewrote are held already), so a holder never reads every id again as the table
+        grows. Every id is read again only when `held.version` can no longer be read
+        (its manifest cleaned up by a compaction's version clean-up)."""
+        dataset = self._table.to_lance()
+        if int(dataset.version) == held.version:
+            return held
+        try:
+            before = {f.fragment_id for f in
+                      dataset.checkout_version(held.version).get_fragments()}
+        except OSError:                       # Lance: that version's manifest is gone
+            return self.stored_ids()
+        for fragment in dataset.get_fragments():
+            if fragment.fragment_id not in before:
+                held.ids.append_new(fragment.to_table(columns=["id"]).column("id"))
+        self._seen_version = int(dataset.version)
+        return StoredIds(held.ids, self._seen_version)
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """The subset of `ids` already stored."""

@@ -239,9 +239,10 @@ class StoreWriter:
             future.set_exception(error)
 
     def _sync_ids(self) -> None:
-        """Re-read the stored ids when another process committed since our last commit."""
+        """Read the ids another process committed since our last commit (only the
+        fragments the table gained since)."""
         if self.store.version != self._synced_version:
-            stored = self.store.stored_ids()
+            stored = self.store.synced_ids(StoredIds(self._stored_ids, self._synced_version))
             self._stored_ids, self._synced_version = stored.ids, stored.version
 
     def _append(self, rows: list[Row]) -> dict[str, str]:

@@ -84,3 +84,11 @@ def test_a_string_column_takes_values_from_its_chunks_without_joining_them():
     assert len(column._chunks) == 4                 # nothing was copied into one chunk
     assert column.at([]) == [] and column.array().to_pylist() == values
     assert column.at([5, 95]) == ["v5", "v95"]      # and from the one joined chunk
+
+
+def test_append_new_holds_each_new_id_once():
+    held = IdPositions(pa.array(["a", "b"]))
+    assert held.append_new(pa.chunked_array([["b", "c", "c"], ["d", "a"]])) == 2
+    assert held.append_new(pa.array(["a", "d"])) == 0 and held.append_new(pa.array([])) == 0
+    assert held.array().to_pylist()[:2] == ["a", "b"] and len(held) == 4
+    assert sorted(held.array().to_pylist()[2:]) == ["c", "d"]

@@ -150,3 +150,25 @@ def test_a_process_that_adds_the_column_second_finds_it_added(tmp_path):
     assert "event" in upgrade_table(late).schema.names
     assert EmbeddingStore(tmp_path, "m", 4).count() == 3
 
+
+
+def test_synced_ids_read_only_the_fragments_committed_since(tmp_path, monkeypatch):
+    store = EmbeddingStore(tmp_path, "m", 4)
+    store.insert(rows(3))
+    held = store.stored_ids()
+    other = EmbeddingStore(tmp_path, "m", 4)             # another process's commits
+    other.insert(rows(2, start=3))
+    other.insert(rows(1, start=5))
+    read_all = store.stored_ids
+    monkeypatch.setattr(store, "stored_ids", lambda: pytest.fail("every id read again"))
+    synced = store.synced_ids(held)
+    assert synced.version == other.version and len(synced.ids) == 6
+    assert synced.ids.positions(["r0", "r5", "r6"]).tolist()[1:] == [5, -1]
+    other.set_label(["r1"], "b")                          # a relabel rewrites r1's row
+    other.optimize()                                      # a compaction rewrites them all
+    again = store.synced_ids(synced)
+    assert again.version == other.version and len(again.ids) == 6   # none held twice
+    assert store.synced_ids(again) is again               # nothing new: nothing read
+    monkeypatch.setattr(store, "stored_ids", read_all)
+    gone = type(held)(held.ids, version=10_000)           # a version no longer readable
+    assert len(store.synced_ids(gone).ids) == 6

@@ -113,19 +113,23 @@ def test_stored_ids_are_known_at_start_and_after_another_process_writes(tmp_path
 
 def test_ids_the_caller_read_are_used_until_the_table_moves_past_their_version(tmp_path):
     """A writer handed the stored ids (read while opening the index) does not read them
-    again; once the table's version moves past theirs it does."""
+    again; once the table's version moves past theirs it reads what was committed since,
+    and only that."""
     store = EmbeddingStore(tmp_path, "m", 4)
     store.insert(make_rows(["a"]))
     handed = StoredIds(IdPositions(pa.array(["a", "only-in-what-was-read"])), store.version)
     writer = StoreWriter(store, VectorIndex(4), stored_ids=handed)
     result = writer.write(make_rows(["only-in-what-was-read", "b"]))
     assert result.duplicates == ("only-in-what-was-read",) and result.inserted == ("b",)
-    stale = StoredIds(IdPositions(pa.array(["a", "only-in-what-was-read"])), store.version - 1)
+    before = store.version
+    EmbeddingStore(tmp_path, "m", 4).insert(make_rows(["c"]))        # another process
+    stale = StoredIds(IdPositions(pa.array(["a", "b", "only-in-what-was-read"])), before)
     writer2 = StoreWriter(store, VectorIndex(4), stored_ids=stale)
-    result = writer2.write(make_rows(["only-in-what-was-read", "b"]))
+    result = writer2.write(make_rows(["only-in-what-was-read", "c", "d"]))
     writer.close()
     writer2.close()
-    assert result.inserted == ("only-in-what-was-read",) and result.duplicates == ("b",)
+    # "c" was committed after the handed version: read; the handed ids were not re-read
+    assert result.inserted == ("d",) and result.duplicates == ("only-in-what-was-read", "c")
 
 
 def test_a_commit_is_one_append_of_only_new_rows(tmp_path):
