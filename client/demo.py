@@ -48,6 +48,7 @@ from envad.client.sources import open_source
 from envad.client.training_bridge import (
     export_encoder,
     generate_photodigits,
+    select_pipeline,
     set_aside_stale_run,
     train_encoder,
 )
@@ -59,9 +60,19 @@ def log(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
 
+@dataclass(frozen=True)
+class SelectBudget:
+    """`--select`: how much of `envad select` runs before the demo trains: the first
+    `candidates` built-in candidates, each trained on `folds` leave-one-camera-out folds."""
+
+    candidates: int = 4
+    folds: int = 3
+
+
 def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DEFAULT_PIPELINE,
              epochs: int | None = None, algorithm: str | None = None, seed: int = 0,
-             size: int = 32, fresh: bool = False, device: str = "auto") -> dict:
+             size: int = 32, fresh: bool = False, device: str = "auto",
+             select: SelectBudget | None = None) -> dict:
     """Run every stage in `workdir`; returns the report (also written to report.json).
 
     `data`: a folder-format dataset (train/val splits of the training cameras, test split
@@ -70,7 +81,8 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     `workdir/runs/TRAINING-sSEED` (`-cuda` added when it trains on a GPU): a finished run
     with the same settings is reused, an interrupted one resumed; `fresh` deletes the
     whole workdir first. `device`: where the encoder trains (`auto`: the GPU when torch
-    sees one).
+    sees one). `select`: choose the pipeline first with `envad select` on the dataset's
+    training cameras (in `workdir/select`, resumed), instead of `pipeline`.
     """
     overrides: dict[str, Any] = {k: v for k, v in (("epochs", epochs), ("algorithm", algorithm))
                                  if v}
@@ -79,6 +91,10 @@ def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DE
     _clear_workdir(workdir, fresh)
     with clock.stage("data"):
         data = _dataset(workdir, data, size, seed)
+    if select is not None:
+        with clock.stage("select"):
+            pipeline = replace(_selected(workdir, data, select, epochs, size, seed, device),
+                               **overrides)
     with clock.stage("train+export"):
         _train_and_export(workdir, data, pipeline, size, seed, resolve_device(device))
     outcome = _serve_and_score(workdir, data, pipeline, seed, clock)
@@ -132,6 +148,18 @@ def _clear_workdir(workdir: Path, fresh: bool) -> None:
         shutil.rmtree(stale, ignore_errors=True)
     for name in ("scores.jsonl", "scores-raw.jsonl", "roc.png", "report.json", "server.log"):
         (workdir / name).unlink(missing_ok=True)
+
+
+def _selected(workdir: Path, data: Path, budget: SelectBudget, epochs: int | None,
+              size: int, seed: int, device: str) -> Pipeline:
+    """The pipeline `envad select` chooses on the training cameras within `budget`."""
+    log(f"selecting a pipeline on the training cameras: {budget.candidates} candidates x "
+        f"{budget.folds} folds (test cameras not read) in {workdir / 'select'}")
+    chosen = select_pipeline(data, workdir / "select", candidates=budget.candidates,
+                             folds=budget.folds, epochs=epochs, seed=seed, image_size=size,
+                             device=resolve_device(device), progress=False)
+    log(f"selected: {chosen.describe()} ({workdir / 'select' / 'selection.md'})")
+    return chosen
 
 
 def _dataset(workdir: Path, data: Path | None, size: int, seed: int) -> Path:
@@ -324,13 +352,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true",
                         help="delete the workdir first (otherwise a finished training run "
                              "with the same settings is reused)")
+    parser.add_argument("--select", action="store_true",
+                        help="choose the pipeline first with `envad select` on the "
+                             "dataset's training cameras (test cameras never read), then "
+                             "train and serve what it chose: for your own cameras, whose "
+                             "content the shipped defaults were not chosen on "
+                             "(docs/evaluation.md)")
+    parser.add_argument("--select-candidates", type=int, default=SelectBudget.candidates,
+                        help="with --select: the first N built-in candidates are compared "
+                             "(the budget: N x folds trainings)")
+    parser.add_argument("--select-folds", type=int, default=SelectBudget.folds,
+                        help="with --select: leave-one-camera-out folds (at least 2)")
     args = parser.parse_args(argv)
     if args.data is not None and not (args.data / "metadata.csv").is_file():
         parser.error(f"--data {args.data}: no metadata.csv there (docs/training.md, "
                      "folder format)")
+    if args.select and (args.pipeline != "default" or args.algorithm):
+        parser.error("--select chooses the pipeline: leave out --pipeline and --algorithm")
+    if args.select and (args.select_candidates < 1 or args.select_folds < 2):
+        parser.error("--select needs --select-candidates >= 1 and --select-folds >= 2")
+    select = (SelectBudget(args.select_candidates, args.select_folds) if args.select
+              else None)
     run_demo(args.workdir, data=args.data, pipeline=resolve_pipeline(args.pipeline),
              epochs=args.epochs, algorithm=args.algorithm, seed=args.seed, size=args.size,
-             fresh=args.fresh, device=args.device)
+             fresh=args.fresh, device=args.device, select=select)
     return 0
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
+
+from envad.pipeline import Pipeline
 
 
 def train_encoder(dataset: str | Path, out_dir: str | Path, *, algorithm: str = "erm",
@@ -81,3 +84,29 @@ def export_encoder(run_dir: str | Path, out_path: str | Path) -> Path:
     shutil.copyfile(source, tmp)
     os.replace(tmp, out_path)
     return out_path
+
+
+def select_pipeline(dataset: str | Path, out: str | Path, *, candidates: int, folds: int,
+                    epochs: int | None = None, seed: int = 0, image_size: int = 32,
+                    device: str = "cpu", progress: bool = True) -> Pipeline:
+    """`envad select` on the training cameras of `dataset` (leave-one-camera-out folds,
+    test cameras never read), with a budget: the first `candidates` of the built-in
+    candidates (training/selection.py's order: the paper's recipe, the shipped recipe at
+    5 epochs, GroupDRO, the shipped recipe at 10 epochs, ...), each trained once per fold,
+    at most `epochs` epochs when given. Writes OUT/selection.json (resumed when there)
+    and returns the chosen Pipeline."""
+    from envad.training.selection import (  # envad.training: the train extra
+        DEFAULT_CANDIDATES,
+        run_selection,
+    )
+
+    if candidates < 1 or folds < 2:
+        raise ValueError(f"a selection needs at least 1 candidate and 2 folds, got "
+                         f"{candidates} and {folds}")
+    chosen = dict(list(DEFAULT_CANDIDATES.items())[:candidates])
+    if epochs:
+        chosen = {name: replace(c, epochs=min(c.epochs, epochs)) for name, c in chosen.items()}
+    summary = run_selection(str(dataset), chosen, Path(out), n_folds=folds, seed=seed,
+                            size=image_size, device=device, progress=progress)
+    return Pipeline.from_json(summary["chosen"])
+

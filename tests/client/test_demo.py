@@ -103,3 +103,30 @@ def test_runs_trained_on_a_gpu_live_beside_the_cpu_run() -> None:
     assert cpu == DEFAULT_PIPELINE.run_name(32, 0)
     assert demo_run_name(DEFAULT_PIPELINE, 32, 0, "cuda") == f"{cpu}-cuda"
     assert demo_run_name(DEFAULT_PIPELINE, 32, 0, "cuda:1") == f"{cpu}-cuda1"
+
+
+def test_demo_selects_its_pipeline_on_the_training_cameras_first(tmp_path, capsys) -> None:
+    """`--select`: `envad select` within the budget (here one candidate, two folds) on
+    the dataset's training cameras, then the demo trains and serves what it chose."""
+    from envad.client.demo import main
+    from envad.pipeline import Pipeline
+    from envad.training.photodigits import generate
+    from envad.training.selection import DEFAULT_CANDIDATES
+
+    data = generate(tmp_path / "pd", 32, 0, progress=False, train_per_camera=60,
+                    test_per_camera=20)
+    work = tmp_path / "w"
+    assert main(["--data", str(data), "--workdir", str(work), "--epochs", "1",
+                 "--size", "16", "--device", "cpu", "--select", "--select-candidates", "1",
+                 "--select-folds", "2"]) == 0
+    selection = json.loads((work / "select" / "selection.json").read_text())
+    first = next(iter(DEFAULT_CANDIDATES))
+    assert list(selection["candidates"]) == [first] and len(selection["folds"]) == 2
+    assert selection["candidates"][first]["epochs"] == 1          # --epochs caps them
+    chosen = Pipeline.from_json(selection["chosen"])
+    report = json.loads((work / "report.json").read_text())
+    assert report["pipeline"] == chosen.to_json()
+    assert f"selected: {chosen.describe()}" in capsys.readouterr().out
+    assert (work / "runs" / chosen.run_name(16, 0) / "encoder.onnx").is_file()
+    with pytest.raises(SystemExit):
+        main(["--data", str(data), "--workdir", str(work), "--select", "--pipeline", "paper"])
