@@ -30,7 +30,7 @@ system-deps:
 ## pytest-xdist worker per core: 413 s against 551 s serially on the 2-core build host
 ## (pytest's exit code 5, "no tests collected", is a failure here, not a pass)
 test: $(STAMP) system-deps
-	@$(PY) -m pytest -n auto; code=$$?; \
+	@$(PY) -m pytest -n auto --durations=25; code=$$?; \
 	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$code
 

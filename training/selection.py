@@ -286,9 +286,10 @@ def in_bursts(query: QuerySet, burst: int, seed: int, one_event: bool = True) ->
     them (at least one), each repeated `burst` times, every frame its embedding plus
     Gaussian jitter of norm about BURST_JITTER x the rows' median 5th-neighbour distance;
     a burst's frames one event (`one_event`) or each an event of its own; normal rows
-    unchanged, each its own event; rows in a seeded order. `burst` 1 returns the set as
-    it is."""
-    if burst <= 1:
+    unchanged, each its own event; rows in a seeded order. `burst` 1, or a set without
+    anomalies (a camera too small for the mix's share: its archive value is left out of
+    the criterion), returns the set as it is."""
+    if burst <= 1 or not query.positive.any():
         return query
     rng = np.random.default_rng([seed, 37])
     anomalies = np.flatnonzero(query.positive)

@@ -42,8 +42,10 @@ ANSWER_TIMEOUT = 5.0     # a starved server never answers; a served one in milli
 WITHIN = 1.0             # what a call under the idle streams may take (issue 46)
 ROUNDS = 3
 RSS_SLACK_KB = 8 * 1024  # the allocator's own slack between two settled readings
-#: threads gRPC's core may start on its own (a leak would add one per stream: 64 a round)
-THREAD_SLACK = 2
+#: threads gRPC's core may start on its own: its event engine's pool grows by a few under
+#: load (a fresh-clone CI run on 2 busy cores saw 40 -> 40, 42, 43); a leak would add one
+#: per stream, 64 a round
+THREAD_SLACK = 8
 IDLE_SECONDS = 2.0
 
 

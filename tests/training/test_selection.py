@@ -429,3 +429,16 @@ def test_select_takes_several_datasets_and_jobs_on_the_command_line():
     assert parsed.data == ["a", "b"] and parsed.jobs == 4
     one = build_parser().parse_args(["select", "--data", "a", "--out", "x"])
     assert one.data == ["a"] and one.jobs == 1
+
+
+def test_a_camera_too_small_for_a_mix_gives_an_empty_archive_set_not_an_error():
+    """30 normal images cannot hold one anomaly at a 2% share: every 2% mix (in bursts
+    too) is empty, and scores as missing (the criterion leaves it out)."""
+    rng = np.random.default_rng(0)
+    positive = np.array([False] * 30 + [True] * 10)
+    query = QuerySet(rng.normal(size=(40, 8)).astype(np.float32), np.array(["c"] * 40),
+                     positive)
+    sets = archive_sets(query, "c", seed=0)
+    assert {mix: len(s.X) for mix, s in sets.items() if mix.startswith("2%")} == {
+        mix: 0 for mix in ARCHIVE_MIXES if mix.startswith("2%")}
+    assert sets["5%"].positive.sum() == 1
