@@ -210,6 +210,12 @@ def archive_fit(X_fit: np.ndarray, fit_envs: np.ndarray, archive: QuerySet
     return rows, envs, np.arange(len(rows)).astype(str), codes
 
 
+def _missing(names: list[str]) -> dict[str, float]:
+    """`_scorer_aucs`'s keys, every AUC missing (NaN: left out of the criterion)."""
+    keys = list(names) + [ENSEMBLE_PREFIX + "+".join(c) for c in detector_sets(names)]
+    return dict.fromkeys(keys, float("nan"))
+
+
 def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, float]:
     """{detector: AUC, 'ensemble:A+B': AUC, ...}: each detector by its adapted score (its
     raw score when the bundle does not adapt), each set by its mean calibrated score
@@ -241,6 +247,9 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
         scores = bundle.score_stream(query.X, query.envs)
         out["scores"][space] = _scorer_aucs(names, scores, query.positive)
         for mix, archive in (archives or {}).items():
+            if not archive.positive.any():   # a camera too small for the mix: no AUC
+                out.setdefault("archive", {}).setdefault(mix, {})[space] = _missing(names)
+                continue
             rows, envs, ids, codes = archive_fit(X_fit, fit_envs, archive)
             fitted = fit_bundle(rows, FitSpec(space=space, seed=seed, detectors=tuple(names)),
                                 envs=envs, ids=ids,
@@ -432,7 +441,8 @@ def archive_mean(folds: list[dict], space: str, key: str, mixes=None) -> float:
     every mix a fold has; NaN without archive sets)."""
     values = [f["archive"][mix][space][key] for f in folds
               for mix in (f.get("archive", {}) if mixes is None else mixes)]
-    return float(np.nanmean(values)) if values else float("nan")
+    known = [v for v in values if not np.isnan(v)]     # a mix too big for its camera: NaN
+    return float(np.mean(known)) if known else float("nan")
 
 
 def scored_detectors(folds: list[dict], space: str) -> list[str]:

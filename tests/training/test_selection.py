@@ -442,3 +442,14 @@ def test_a_camera_too_small_for_a_mix_gives_an_empty_archive_set_not_an_error():
     assert {mix: len(s.X) for mix, s in sets.items() if mix.startswith("2%")} == {
         mix: 0 for mix in ARCHIVE_MIXES if mix.startswith("2%")}
     assert sets["5%"].positive.sum() == 1
+
+
+def test_a_mix_without_new_content_is_scored_as_missing_not_fitted():
+    rng = np.random.default_rng(1)
+    X_fit, envs = rng.normal(size=(60, 8)).astype(np.float32), np.array(["a", "b"] * 30)
+    query = QuerySet(rng.normal(size=(40, 8)).astype(np.float32), np.array(["c"] * 40),
+                     np.array([False] * 30 + [True] * 10))
+    out = score_fold(X_fit, envs, query, spaces=("l2",), archives=archive_sets(query, "c", 0))
+    empty = out["archive"]["2% in bursts of 4"]["l2"]
+    assert set(empty) >= {"KNN", "IsoForest"} and all(np.isnan(v) for v in empty.values())
+    assert not np.isnan(out["archive"]["5%"]["l2"]["KNN"])
