@@ -16,6 +16,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 from envad.server import ann
 
 
@@ -302,15 +304,10 @@ def memory_line(records: list[dict]) -> list[str]:
     kind = max(records, key=lambda r: r["rows"]).get("index_kind")
     if kind is not None and kind != ann.COMPRESSED:
         return []             # the server never holds 10 million rows in this kind
-    points = sorted((r["rows"], r["rss_bytes"]) for r in records
-                    if r.get("index_kind") == kind)
-    if len({rows for rows, _ in points}) < 2:
+    same = [r for r in records if r.get("index_kind") == kind]
+    if len({r["rows"] for r in same}) < 2:
         return []
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    slope = (sum((x - mean_x) * (y - mean_y) for x, y in points)
-             / sum((x - mean_x) ** 2 for x, _ in points))
-    fixed = mean_y - slope * mean_x
+    slope, fixed = np.polyfit([r["rows"] for r in same], [r["rss_bytes"] for r in same], 1)
     at = ", ".join(f"{rows:,} rows {(fixed + slope * rows) / 2 ** 30:.1f} GiB"
                    for rows in EXTRAPOLATED_ROWS)
     over = f"the {kind} sizes" if kind else "these sizes"

@@ -96,15 +96,14 @@ def encoded(index: faiss.Index, vectors: np.ndarray) -> np.ndarray:
     return index.sa_decode(index.sa_encode(vectors))
 
 
-def build_ivf(source: faiss.Index, extra: np.ndarray, *, compressed: bool = False
-              ) -> faiss.IndexIVF:
-    """An IVF index (8-bit codes when `compressed`) holding the rows of `source` (any
-    kind) followed by `extra`, trained on a seeded sample and calibrated; positions are
-    kept."""
+def build_ivf(source: faiss.Index, extra: np.ndarray, *, kind: str = IVF) -> faiss.IndexIVF:
+    """An index of the IVF `kind` (IVF, or COMPRESSED: 8-bit codes) holding the rows of
+    `source` (any kind) followed by `extra`, trained on a seeded sample and calibrated;
+    positions are kept."""
     started = time.monotonic()
     total = source.ntotal + len(extra)
     sample = training_sample(source, extra)
-    ivf = trained_kind(COMPRESSED if compressed else IVF, sample, nlist_for(total))
+    ivf = trained_kind(kind, sample, nlist_for(total))
     for start in range(0, source.ntotal, COPY_CHUNK):
         ivf.add(rows_of(source, np.arange(start, min(start + COPY_CHUNK, source.ntotal))))
     if len(extra):

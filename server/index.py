@@ -352,8 +352,7 @@ class VectorIndex:
         if not self._training_due(total):
             return False
         kind = self._kind_after(total)
-        self._index = ann.build_ivf(self._index, new_vectors,
-                                    compressed=kind == ann.COMPRESSED)
+        self._index = ann.build_ivf(self._index, new_vectors, kind=kind)
         self.kind, self.trained_rows = kind, total
         return True
 
@@ -385,8 +384,7 @@ class VectorIndex:
                 sample = ann.training_sample(self._index)
                 rows = self._index.ntotal
                 kind = self._kind_after(rows)
-            train = ann.trained_compressed if kind == ann.COMPRESSED else ann.trained_ivf
-            ivf = train(sample, ann.nlist_for(rows))
+            ivf = ann.trained_kind(kind, sample, ann.nlist_for(rows))
             copied = 0
             while True:
                 with self._lock:
