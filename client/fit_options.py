@@ -62,9 +62,10 @@ FIT_OPTION_HELP: dict[str, str] = {
              "white_l2[:S], center_white_l2[:S] or auto (default: "
              f"{_PIPELINE}, {DEFAULT_PIPELINE.space}; see docs/detectors.md)",
     "score_adaptation": "put each camera's scores on the fit set's scale: camera[:P], "
-                        "median[:P], gated[:P[:Z]] or frozen[:P[:N]] (P rows of the fit "
-                        "set's statistics as a prior; Z the gate, N the rows kept), or "
-                        "none (default: "
+                        "median[:P], gated[:P[:Z]], frozen[:P[:N]] or low[:P[:N]] (P rows "
+                        "of the fit set's statistics as a prior; Z the gate, N the rows "
+                        "kept; camera, frozen and low take +unseen: a new camera's prior), "
+                        "or none (default: "
                         f"{_PIPELINE}, {DEFAULT_PIPELINE.score_adaptation}; see "
                         "docs/detectors.md)",
     "contamination": "expected anomaly rate of the fit rows; sets the threshold (default: "

@@ -81,12 +81,17 @@ TIE_MARGIN = 0.005
 SPACE_CANDIDATES = ("raw", "l2", "pca_l2", "center_l2", "style_l2:1", "style_l2:3",
                     "white_l2", "center_white_l2")
 ENSEMBLE_PREFIX = "ensemble:"
+NO_ADAPTATION = "none"
 SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64", "median:16", "median:64",
                                "gated:16", "gated:64", "frozen:16", "frozen:64",
                                "frozen:8:256", "frozen:16:256", "frozen:32:256",
                                "frozen:16:128", "frozen:1:64", "frozen:4:64",
                                "frozen:16:64", "frozen:64:64", "frozen:4:32",
-                               "gated:64:2", "gated:64:1.5", "gated:64:1", "gated:16:1.5")
+                               "gated:64:2", "gated:64:1.5", "gated:64:1", "gated:16:1.5",
+                               "frozen:16+unseen", "frozen:64+unseen", "camera:64+unseen",
+                               "frozen:64:64+unseen", "frozen:256+unseen",
+                               "low:4", "low:16", "low:64", "low:16:256", "low:32:256",
+                               "low:64:256", "low:64:1024", "low:64+unseen", "low:16+unseen")
 #: pooled sets per fold: name -> (anomaly share of the held-out camera, of every other
 #: camera), or None for every camera's natural share
 POOLED_MIXES: dict[str, tuple[float, float] | None] = {
@@ -241,9 +246,14 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
     fitted on the fit rows plus itself."""
     names = registry.names()
     out: dict[str, dict] = {"scores": {}}
+    # the fitted bundle measures an unseen camera's prior when an adaptation asks for it
+    measured = next((a for a in adaptations if parse_score_adaptation(a).unseen_prior),
+                    NO_ADAPTATION)
     for space in spaces:
-        bundle = fit_bundle(X_fit, FitSpec(space=space, seed=seed, detectors=tuple(names)),
+        bundle = fit_bundle(X_fit, FitSpec(space=space, seed=seed, detectors=tuple(names),
+                                           score_adaptation=measured),
                             envs=fit_envs)
+        bundle = replace(bundle, score_adaptation=parse_score_adaptation(NO_ADAPTATION))
         scores = bundle.score_stream(query.X, query.envs)
         out["scores"][space] = _scorer_aucs(names, scores, query.positive)
         for mix, archive in (archives or {}).items():

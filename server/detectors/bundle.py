@@ -31,7 +31,7 @@ from tqdm import tqdm
 from envad.defaults import DEFAULT_CONTAMINATION, FIT_MAX_SAMPLES
 from envad.errors import InvalidInput
 from envad.records import BundleInfo, DetectorFitStats, RowFilter
-from envad.server.detectors import registry
+from envad.server.detectors import registry, unseen_camera
 from envad.server.detectors.calibration import DEFAULT_CALIBRATION, Calibration
 from envad.server.detectors.geometry import DEFAULT_MIN_CAMERA_ROWS, EmbeddingSpace, parse_space
 from envad.server.detectors.leave_out import FitGroups
@@ -43,6 +43,7 @@ from envad.server.detectors.score_adaptation import (
 )
 from envad.server.detectors.space_selection import choose_space, usable_for_selection
 from envad.server.detectors.stylist import select_features
+from envad.server.detectors.unseen_camera import UnseenCameraPrior
 from envad.server.env_stats import EnvStatistics
 
 MIN_SAMPLES = 20
@@ -114,6 +115,7 @@ class DetectorBundle:
     calibration: str = DEFAULT_CALIBRATION    # calibration.py's kind
     fit_groups: FitGroups | None = field(default=None, repr=False)   # leave_out.py
     reviewed: ReviewMemory | None = field(default=None, repr=False)   # reviewed.py
+    unseen_camera: UnseenCameraPrior | None = field(default=None, repr=False)
     _calibrations: dict[str, Calibration] = field(default_factory=dict, init=False,
                                                   repr=False, compare=False)
     _reference_moments: ReferenceMoments | None = field(default=None, init=False,
@@ -133,7 +135,8 @@ class DetectorBundle:
     @property
     def reference_moments(self) -> ReferenceMoments:
         if self._reference_moments is None:
-            self._reference_moments = ReferenceMoments.of(self.reference, self.detectors)
+            self._reference_moments = ReferenceMoments.of(self.reference, self.detectors,
+                                                          self.unseen_camera)
         return self._reference_moments
 
     def raw_scores(self, X: np.ndarray, envs=None, running=None, ids=None
@@ -387,6 +390,8 @@ def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray |
     fit_groups = None if ids is None or groups is None else groups.with_fit_rows(ids[split.fit])
     cal_leave_out = None if fit_groups is None else fit_groups.leave_out(ids[split.cal])
     detectors = _fit_detectors(names, data, embeddings, split, spec, cal_leave_out)
+    unseen = (_unseen_camera(names, data, embeddings, split, envs, spec.seed)
+              if spec.adaptation().unseen_prior and envs is not None else None)
     bundle = DetectorBundle(
         bundle_id=_bundle_id(data, names, spec.seed), model_id=spec.model_id,
         detectors=names, fitted=detectors.fitted, reference=detectors.reference,
@@ -398,6 +403,7 @@ def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray |
         space_scores=space_scores, score_adaptation=spec.adaptation(),
         calibration=DEFAULT_CALIBRATION, fit_groups=fit_groups,
         reviewed=ReviewMemory.of(data, labels, envs, codes, spec.seed),
+        unseen_camera=unseen,
     )
     bundle._calibrations.update(detectors.calibrations)   # built once, not again at scoring
     return bundle
@@ -463,6 +469,26 @@ def _fit_detectors(names: list[str], data: np.ndarray, embeddings: np.ndarray,
         out.calibrations[name] = Calibration.of(out.reference[name], DEFAULT_CALIBRATION)
         out.cal_ensemble += out.calibrations[name](held_out) / len(names)
     return out
+
+
+def _unseen_camera(names: list[str], data: np.ndarray, embeddings: np.ndarray,
+                   split: _Split, envs: np.ndarray, seed: int) -> UnseenCameraPrior | None:
+    """How a camera left out of the fit part scores, for each detector
+    (unseen_camera.py), from the same split the bundle's detectors were fitted on."""
+    inputs = []
+    for name in names:
+        source = embeddings if registry.get(name).reads_raw else data
+        inputs.append((source[split.fit], source[split.cal]))
+    return unseen_camera.measure([_fitter(name, seed) for name in names], inputs,
+                                 envs[split.fit], envs[split.cal], seed)
+
+
+def _fitter(name: str, seed: int) -> unseen_camera.FitDetector:
+    """Fits detector `name` on the rows it is given, returns its scorer."""
+    def fit(rows: np.ndarray):
+        fitted = registry.Detector(name, seed).fit(rows)
+        return lambda queries: fitted.score(queries, None)
+    return fit
 
 
 def _checked_ids(ids, n_rows: int, groups: FitGroups | None) -> np.ndarray | None:

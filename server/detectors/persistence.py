@@ -32,6 +32,7 @@ from envad.server.detectors.geometry import EmbeddingSpace
 from envad.server.detectors.leave_out import FitGroups
 from envad.server.detectors.reviewed import ReviewMemory
 from envad.server.detectors.score_adaptation import parse_score_adaptation
+from envad.server.detectors.unseen_camera import UnseenCameraPrior
 from envad.server.durable import fsync_path
 from envad.server.remote_dir import RemoteDir
 
@@ -106,6 +107,8 @@ def save_bundle(bundle: DetectorBundle, bundles_dir: Path) -> Path:
             "score_adaptation": bundle.score_adaptation.spec(),
             "calibration": bundle.calibration, "files": files,
         }
+        if bundle.unseen_camera is not None:
+            manifest["unseen_camera"] = bundle.unseen_camera.to_json()
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
         for path in staging.iterdir():
             with open(path, "rb") as handle:
@@ -162,6 +165,7 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         space=space, space_scores=manifest["space_scores"],
         score_adaptation=parse_score_adaptation(manifest["score_adaptation"]),
         calibration=calibration, fit_groups=fit_groups, reviewed=reviewed,
+        unseen_camera=UnseenCameraPrior.from_json(manifest.get("unseen_camera")),
     )
 
 

@@ -15,7 +15,7 @@ after P stored images its own statistics weigh half (`camera_weight` = n_c / (n_
 The adapted score is then calibrated against the reference as before, so the threshold
 keeps its meaning: an image is flagged when it is unusual for its own camera.
 
-Three statistics (the spec's name):
+The statistics (the spec's name):
 
 - `camera:P`: mean and standard deviation (their running sums);
 - `median:P`: median and median absolute deviation, read from a per-camera histogram
@@ -29,7 +29,19 @@ Three statistics (the spec's name):
   parked vehicle) does not teach the camera that it is normal;
 - `frozen:P`: the mean's, taken from the camera's first FROZEN_AFTER x P stored rows
   and then kept: whatever arrives later cannot move them (a camera moved or re-aimed
-  starts again with ResetCameraStats).
+  starts again with ResetCameraStats);
+- `low:P`: from the median's histogram, the LOW_QUANTILE quantile as the location and
+  its distance down to the LOW_SPREAD_QUANTILE quantile as the scale (each mapped onto
+  the reference's same quantiles). New content scores high, so it moves a camera's low
+  quantiles only once it is most of the camera's images: a run of it, even one that
+  makes up half of a short stream, hardly moves them. The prior weighs the camera's
+  quantiles and the reference's n : P (not the two histograms pooled). `low:P:N` keeps
+  a camera's first N stored rows only, as `frozen` does.
+
+`camera:P+unseen`, `frozen:P+unseen` and `low:P+unseen` shrink a camera outside the fit
+set toward how an unseen camera scores (measured by leaving the fit set's cameras out,
+unseen_camera.py) instead of toward the fit set: a new camera's first images, before
+its own statistics weigh, are already scored as a new camera's, not as fit rows.
 
 **Score never changes the statistics.** They are built from what is stored: the writer
 hands every committed row to `observe` (server/space.py), and a new bundle starts from
@@ -53,15 +65,24 @@ import numpy as np
 
 from envad.errors import InvalidInput
 from envad.server.detectors.geometry import CameraStats
+from envad.server.detectors.unseen_camera import UnseenCameraPrior
 
 NONE = "none"
 MEAN = "camera"
 MEDIAN = "median"
 GATED = "gated"
 FROZEN = "frozen"
-STATISTICS = (MEAN, MEDIAN, GATED, FROZEN)
+LOW = "low"
+STATISTICS = (MEAN, MEDIAN, GATED, FROZEN, LOW)
+#: `low:P`: a camera's location is this quantile of its scores, its scale the distance
+#: down to LOW_SPREAD_QUANTILE (each against the reference's same quantiles)
+LOW_QUANTILE = 0.25
+LOW_SPREAD_QUANTILE = 0.05
 #: `frozen:P`: a camera's statistics are those of its first FROZEN_AFTER x P stored rows
 FROZEN_AFTER = 4
+#: `camera:P+unseen`, `frozen:P+unseen`: a camera outside the fit set is shrunk toward
+#: how an unseen camera scores (unseen_camera.py), not toward the fit set itself
+UNSEEN_SUFFIX = "+unseen"
 #: prior weight of the fit set's statistics, in rows: chosen with the statistic by
 #: `envad select` on the training cameras of two content families (each fold's held-out
 #: camera pooled with the other cameras' val images, in every anomaly-share mix and
@@ -93,17 +114,32 @@ def _bin_of(z: np.ndarray) -> np.ndarray:
     return np.clip(((u - ASINH_LOW) / width).astype(np.int64), 0, STAT_BINS - 1)
 
 
+def _histogram_quantile(weights: np.ndarray, q: float) -> float:
+    """The `q` quantile, in z units, of a histogram over the asinh bins (linear within
+    its bin)."""
+    edges = _edges()
+    cumulative = np.cumsum(weights)
+    wanted = q * cumulative[-1]
+    b = min(int(np.searchsorted(cumulative, wanted)), STAT_BINS - 1)
+    before = cumulative[b - 1] if b > 0 else 0.0
+    inside = (wanted - before) / weights[b] if weights[b] > 0 else 0.5
+    return float(np.sinh(edges[b] + inside * (edges[b + 1] - edges[b])))
+
+
+def _histogram_low_location_scale(weights: np.ndarray) -> tuple[float, float]:
+    """`low`'s location (LOW_QUANTILE) and scale (down to LOW_SPREAD_QUANTILE), in z
+    units: new content scores high, so a camera's low quantiles stay those of its normal
+    images until most of its images are new content."""
+    location = _histogram_quantile(weights, LOW_QUANTILE)
+    return location, location - _histogram_quantile(weights, LOW_SPREAD_QUANTILE)
+
+
 def _histogram_location_scale(weights: np.ndarray) -> tuple[float, float]:
     """Median and MAD, in z units, of a histogram over the asinh bins (linear within
     the median's bin; the MAD from the bin centres)."""
     edges = _edges()
     total = weights.sum()
-    cumulative = np.cumsum(weights)
-    b = int(np.searchsorted(cumulative, total / 2.0))
-    b = min(b, STAT_BINS - 1)
-    before = cumulative[b - 1] if b > 0 else 0.0
-    inside = (total / 2.0 - before) / weights[b] if weights[b] > 0 else 0.5
-    median = float(np.sinh(edges[b] + inside * (edges[b + 1] - edges[b])))
+    median = _histogram_quantile(weights, 0.5)
     centres = np.sinh((edges[:-1] + edges[1:]) / 2.0)
     deviation = np.abs(centres - median)
     order = np.argsort(deviation)
@@ -125,9 +161,14 @@ class ReferenceMoments:
     histogram: np.ndarray          # [k, STAT_BINS], each row sums to 1
     median_z: np.ndarray
     mad_z: np.ndarray
+    #: a camera the detectors never saw (unseen_camera.py): the prior's mean and sd per
+    #: detector, and the fit set's cameras (which keep the fit set's own); None: unknown
+    unseen: tuple[np.ndarray, np.ndarray] | None = None
+    fit_cameras: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, reference: dict[str, np.ndarray], detectors: list[str]) -> ReferenceMoments:
+    def of(cls, reference: dict[str, np.ndarray], detectors: list[str],
+           unseen_camera: UnseenCameraPrior | None = None) -> ReferenceMoments:
         mean = np.array([reference[name].mean() for name in detectors])
         sd = np.array([reference[name].std() for name in detectors])
         histogram = np.zeros((len(detectors), STAT_BINS))
@@ -137,7 +178,23 @@ class ReferenceMoments:
             histogram[j] = np.bincount(_bin_of(z), minlength=STAT_BINS) / max(len(z), 1)
             median_z[j] = float(np.median(z)) if len(z) else 0.0
             mad_z[j] = float(np.median(np.abs(z - median_z[j]))) if len(z) else 1.0
-        return cls(mean, sd, histogram, median_z, np.maximum(mad_z, MIN_SCALE_FRACTION))
+        if unseen_camera is None:
+            return cls(mean, sd, histogram, median_z, np.maximum(mad_z, MIN_SCALE_FRACTION))
+        unseen = (mean + unseen_camera.shift * sd, sd * unseen_camera.spread)
+        return cls(mean, sd, histogram, median_z, np.maximum(mad_z, MIN_SCALE_FRACTION),
+                   unseen, frozenset(unseen_camera.cameras))
+
+    def is_unseen(self, env: str) -> bool:
+        """Whether camera `env` takes an unseen camera's prior (when one is asked for):
+        the prior is known and `env` is not one of the fit set's cameras."""
+        return self.unseen is not None and bool(env) and env not in self.fit_cameras
+
+    def prior_for(self, env: str, unseen_prior: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The (mean, sd) a camera's statistics are shrunk toward: an unseen camera's
+        (`unseen_prior` and `is_unseen`), else the fit set's own."""
+        if unseen_prior and self.unseen is not None and self.is_unseen(env):
+            return self.unseen
+        return self.mean, self.sd
 
     def z(self, j: int, scores: np.ndarray) -> np.ndarray:
         return (np.asarray(scores, np.float64) - self.mean[j]) / (self.sd[j] or 1.0)
@@ -152,6 +209,7 @@ class ScoreAdaptation:
     statistic: str = MEAN
     frozen_rows: int | None = None    # `frozen`: rows kept (None: FROZEN_AFTER x prior)
     gate_z: float | None = None       # `gated`: the gate (None: GATE_Z)
+    unseen_prior: bool = False        # `+unseen`: a new camera's prior (unseen_camera.py)
 
     @property
     def enabled(self) -> bool:
@@ -163,7 +221,8 @@ class ScoreAdaptation:
             return NONE
         rows = f":{self.frozen_rows}" if self.frozen_rows is not None else ""
         gate = f":{self.gate_z:g}" if self.gate_z is not None else ""
-        return f"{self.statistic}:{self.prior_rows}{rows}{gate}"
+        unseen = UNSEEN_SUFFIX if self.unseen_prior else ""
+        return f"{self.statistic}:{self.prior_rows}{rows}{gate}{unseen}"
 
     def describe(self) -> str:
         """For provenance: `none` or `camera(prior_rows=16)`."""
@@ -171,7 +230,8 @@ class ScoreAdaptation:
             return NONE
         rows = f", rows={self.frozen_rows}" if self.frozen_rows is not None else ""
         gate = f", gate={self.gate_z:g}" if self.gate_z is not None else ""
-        return f"{self.statistic}(prior_rows={self.prior_rows}{rows}{gate})"
+        unseen = ", prior=unseen camera" if self.unseen_prior else ""
+        return f"{self.statistic}(prior_rows={self.prior_rows}{rows}{gate}{unseen})"
 
     def dim(self, n_detectors: int) -> int:
         """Length of the per-row statistics vector a camera's running sums add up."""
@@ -191,31 +251,51 @@ class ScoreAdaptation:
             rows[np.arange(len(scores)), j * STAT_BINS + _bin_of(fit.z(j, scores[:, j]))] = 1.0
         return rows
 
-    def location_scale(self, stats: CameraStats, fit: ReferenceMoments
+    def location_scale(self, stats: CameraStats, fit: ReferenceMoments, env: str = ""
                        ) -> tuple[np.ndarray, np.ndarray]:
-        """A camera's (location, scale) per detector in score units, shrunk toward the
-        fit set's by the prior; the fit set's own are (fit.mean, fit.sd) for the mean
-        and (median, MAD) of the reference for the others."""
+        """Camera `env`'s (location, scale) per detector in score units, shrunk toward
+        the prior: (mean, sd) of the fit set's reference for the mean (an unseen
+        camera's, `fit.prior_for`, with `unseen_prior`), (median, MAD) of the reference
+        for the others."""
         n, prior = float(stats.count), float(self.prior_rows or 0)
         k = len(fit.mean)
         if self.statistic in (MEAN, FROZEN):
-            mean = (n * stats.mean[:k] + prior * fit.mean) / (n + prior)
-            second = (n * stats.mean[k:] + prior * (fit.sd ** 2 + fit.mean ** 2)) / (n + prior)
+            prior_mean, prior_sd = fit.prior_for(env, self.unseen_prior)
+            mean = (n * stats.mean[:k] + prior * prior_mean) / (n + prior)
+            second = (n * stats.mean[k:] + prior * (prior_sd ** 2 + prior_mean ** 2)) / (n + prior)
             sd = np.sqrt(np.maximum(second - mean ** 2, 0.0))
             return mean, np.maximum(sd, MIN_SCALE_FRACTION * fit.sd)
         location, scale = np.zeros(k), np.zeros(k)
         for j in range(k):
             # the block's own total: `gated` leaves rows out of one detector's block
-            weights = (n * stats.mean[j * STAT_BINS:(j + 1) * STAT_BINS]
-                       + prior * fit.histogram[j])
-            median_z, mad_z = _histogram_location_scale(weights)
-            location[j] = fit.mean[j] + fit.sd[j] * median_z
-            scale[j] = fit.sd[j] * max(mad_z, MIN_SCALE_FRACTION * fit.mad_z[j])
+            own = stats.mean[j * STAT_BINS:(j + 1) * STAT_BINS]
+            weights = n * own + prior * fit.histogram[j]
+            if self.statistic == LOW:
+                # the camera's quantiles and the reference's, weighed n : P (quantiles
+                # of the two histograms pooled would span both when the camera is moved)
+                fit_z = _histogram_low_location_scale(fit.histogram[j])
+                prior_z = fit_z
+                if self.unseen_prior and fit.unseen is not None and fit.is_unseen(env):
+                    prior_z = (fit_z[0] + (fit.unseen[0][j] - fit.mean[j]) / fit.sd[j],
+                               fit_z[1] * fit.unseen[1][j] / fit.sd[j])
+                camera_z = _histogram_low_location_scale(own) if n > 0 else prior_z
+                w = n / (n + prior)
+                location_z = w * camera_z[0] + (1.0 - w) * prior_z[0]
+                scale_z = w * camera_z[1] + (1.0 - w) * prior_z[1]
+                floor = MIN_SCALE_FRACTION * fit_z[1]
+            else:
+                location_z, scale_z = _histogram_location_scale(weights)
+                floor = MIN_SCALE_FRACTION * fit.mad_z[j]
+            location[j] = fit.mean[j] + fit.sd[j] * location_z
+            scale[j] = fit.sd[j] * max(scale_z, floor)
         return location, scale
 
     def _fit_location_scale(self, fit: ReferenceMoments) -> tuple[np.ndarray, np.ndarray]:
         if self.statistic in (MEAN, FROZEN):
             return fit.mean, fit.sd
+        if self.statistic == LOW:
+            low = np.array([_histogram_low_location_scale(h) for h in fit.histogram])
+            return fit.mean + fit.sd * low[:, 0], fit.sd * np.maximum(low[:, 1], 1e-12)
         return fit.mean + fit.sd * fit.median_z, fit.sd * fit.mad_z
 
     def adapt(self, raw: dict[str, np.ndarray], fit: ReferenceMoments,
@@ -237,8 +317,10 @@ class ScoreAdaptation:
         for env in np.unique(envs):
             stats = running(str(env)) if env else None
             if stats is None or stats.count == 0:
-                continue
-            location, scale = self.location_scale(stats, fit)
+                if not (self.unseen_prior and fit.is_unseen(str(env))):
+                    continue           # the fit set's prior alone maps nothing
+                stats = CameraStats(0, np.zeros(self.dim(len(detectors))))
+            location, scale = self.location_scale(stats, fit, str(env))
             rows = envs == env
             weight[rows] = stats.count / (stats.count + prior)
             for j, name in enumerate(detectors):
@@ -250,6 +332,8 @@ class ScoreAdaptation:
     @property
     def rows_per_camera(self) -> int | None:
         """How many of a camera's stored rows its statistics take at most (None: all)."""
+        if self.statistic == LOW and self.frozen_rows is not None:
+            return self.frozen_rows
         if self.statistic != FROZEN:
             return None
         return self.frozen_rows or FROZEN_AFTER * (self.prior_rows or 0)
@@ -304,18 +388,23 @@ def parse_score_adaptation(text: str | None) -> ScoreAdaptation:
     (P >= 1 rows; DEFAULT_PRIOR_ROWS when left out); `frozen:P:N` keeps a camera's first
     N stored rows (N >= 1; FROZEN_AFTER x P when left out); `gated:P:Z` gates at Z
     robust standard deviations (Z > 0; GATE_Z when left out)."""
-    name, _, value = (text or NONE).strip().partition(":")
-    if name == NONE and not value:
+    spec_text = (text or NONE).strip()
+    unseen = spec_text.endswith(UNSEEN_SUFFIX)
+    name, _, value = spec_text.removesuffix(UNSEEN_SUFFIX).partition(":")
+    if name == NONE and not value and not unseen:
         return ScoreAdaptation(None)
+    if unseen and name not in (MEAN, FROZEN, LOW):
+        raise InvalidInput(f"score adaptation {text!r}: the unseen-camera prior "
+                           f"({UNSEEN_SUFFIX}) goes with {MEAN}, {FROZEN} or {LOW}")
     if name in STATISTICS:
         if not value:
-            return ScoreAdaptation(DEFAULT_PRIOR_ROWS, name)
+            return ScoreAdaptation(DEFAULT_PRIOR_ROWS, name, unseen_prior=unseen)
         prior_text, _, third = value.partition(":")
         prior = _whole(prior_text)
-        rows = _whole(third) if third and name == FROZEN else None
+        rows = _whole(third) if third and name in (FROZEN, LOW) else None
         gate = _positive(third) if third and name == GATED else None
         if prior >= 1 and (not third or (rows or 0) >= 1 or (gate or 0) > 0):
-            return ScoreAdaptation(prior, name, rows, gate)
+            return ScoreAdaptation(prior, name, rows, gate, unseen)
         raise InvalidInput(f"score adaptation {text!r}: the prior must be a whole number "
                            "of rows >= 1, as in camera:16 (frozen's rows a whole number "
                            ">= 1, as in frozen:16:256; gated's gate a number > 0, as in "

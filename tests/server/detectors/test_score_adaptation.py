@@ -30,6 +30,8 @@ from envad.training.metrics import roc_auc
     ("frozen:8", 8, "frozen:8", "frozen(prior_rows=8)"),
     ("frozen:16:256", 16, "frozen:16:256", "frozen(prior_rows=16, rows=256)"),
     ("gated:64:1.5", 64, "gated:64:1.5", "gated(prior_rows=64, gate=1.5)"),
+    ("low:16", 16, "low:16", "low(prior_rows=16)"),
+    ("low:64:256", 64, "low:64:256", "low(prior_rows=64, rows=256)"),
 ])
 def test_specs_parse_and_print_back(text, prior, spec, described):
     adaptation = parse_score_adaptation(text)
@@ -43,7 +45,8 @@ def test_specs_parse_and_print_back(text, prior, spec, described):
                                   "per-camera", "none:3", "frozen:0", "median:x",
                                   "frozen:16:0", "camera:16:256", "frozen:16:x",
                                   "gated:64:0", "gated:64:-1", "gated:64:nan",
-                                  "frozen:16:1.5", "median:64:2"])
+                                  "frozen:16:1.5", "median:64:2", "low:0", "low:16:0",
+                                  "low:16:1.5"])
 def test_bad_specs_are_refused_by_name(text):
     with pytest.raises(InvalidInput, match="score adaptation"):
         parse_score_adaptation(text)
@@ -187,8 +190,8 @@ def test_a_bundle_takes_its_reference_moments_once(monkeypatch):
     taken = []
     original = ReferenceMoments.of.__func__
     monkeypatch.setattr(ReferenceMoments, "of", classmethod(
-        lambda cls, reference, detectors: taken.append(detectors) or original(
-            cls, reference, detectors)))
+        lambda cls, reference, detectors, unseen=None: taken.append(detectors) or original(
+            cls, reference, detectors, unseen)))
     stats = bundle.new_score_statistics()
     X = rng.normal(size=(10, 4)) + 2.0
     bundle.observe(X, ["cam"] * 10, score_stats=stats)
@@ -282,3 +285,56 @@ def test_a_lower_gate_keeps_a_run_two_deviations_up_out_of_the_statistics():
         _, rows = adaptation.observations(run, fit, ["KNN"], ["c"] * 30, stats.get)
         left_out[spec] = int((rows.sum(axis=1) == 0).sum())
     assert left_out == {"gated:16:1.5": 30, "gated:16": 0}
+
+
+def _camera_location(spec, fit, scores):
+    adaptation = parse_score_adaptation(spec)
+    stats = EnvStatistics(None, adaptation.dim(1))
+    keep, rows = adaptation.observations({"KNN": scores}, fit, ["KNN"],
+                                         ["c"] * len(scores), stats.get)
+    stats.update(np.array(["c"] * int(keep.sum())), rows)
+    return adaptation.location_scale(stats.get("c"), fit)
+
+
+def test_low_quantiles_map_a_clean_camera_onto_the_fit_scale():
+    """A camera whose scores are the reference's, moved and spread out: `low` maps its
+    images onto the reference's distribution."""
+    rng = np.random.default_rng(8)
+    reference = {"KNN": np.sort(rng.normal(1.0, 0.2, 4000))}
+    fit = knn_moments(reference)
+    camera = 1.5 + 1.5 * (rng.normal(1.0, 0.2, 4000) - 1.0)
+    adaptation = parse_score_adaptation("low:16")
+    stats = EnvStatistics(None, adaptation.dim(1))
+    stats.update(np.array(["c"] * len(camera)),
+                 adaptation.statistics_of({"KNN": camera}, ["KNN"], fit))
+    adapted, _ = adaptation.adapt({"KNN": camera}, fit, ["KNN"], ["c"] * len(camera),
+                                  stats.get)
+    assert adapted["KNN"].mean() == pytest.approx(reference["KNN"].mean(), abs=0.02)
+    assert adapted["KNN"].std() == pytest.approx(reference["KNN"].std(), rel=0.05)
+
+
+def test_half_new_content_moves_lows_location_far_less_than_the_means():
+    """A camera whose stored images are half new content (scored well above its normal
+    ones): the mean's location climbs toward the new content, `low`'s stays near the
+    normal images'."""
+    rng = np.random.default_rng(9)
+    fit = knn_moments({"KNN": np.sort(rng.normal(1.0, 0.2, 2000))})
+    normal = rng.normal(1.5, 0.2, 300)
+    scores = np.concatenate([normal, rng.normal(2.5, 0.2, 300)])
+    clean_low, _ = _camera_location("low:16", fit, normal)
+    mixed_low, _ = _camera_location("low:16", fit, scores)
+    clean_mean, _ = _camera_location("camera:16", fit, normal)
+    mixed_mean, _ = _camera_location("camera:16", fit, scores)
+    assert mixed_mean[0] - clean_mean[0] > 0.4
+    assert mixed_low[0] - clean_low[0] < 0.2
+
+
+def test_low_with_rows_keeps_a_cameras_first_rows_only():
+    rng = np.random.default_rng(10)
+    fit = knn_moments({"KNN": np.sort(rng.normal(1.0, 0.1, 500))})
+    adaptation = parse_score_adaptation("low:4:16")
+    stats = EnvStatistics(None, adaptation.dim(1))
+    scores = {"KNN": np.concatenate([rng.normal(2.0, 0.1, 16), np.full(20, 9.0)])}
+    keep, rows = adaptation.observations(scores, fit, ["KNN"], ["c"] * 36, stats.get)
+    assert keep.tolist() == [True] * 16 + [False] * 20
+    assert adaptation.rows_per_camera == 16
