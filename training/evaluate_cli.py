@@ -110,6 +110,11 @@ def register_select(subparsers) -> None:
                         help="fit the detectors on a seeded sample of this many of each "
                              "fold's fit rows (default: all): how the pipeline does with "
                              "few normal images")
+    parser.add_argument("--score-adaptations", type=_list, default=None,
+                        help="score adaptations to choose among (default: "
+                             "training/selection.py's SCORE_ADAPTATION_CANDIDATES); a "
+                             "finished fold lacking one is re-scored with its cached "
+                             "encoder")
     parser.add_argument("--out", type=Path, required=True, help="selection directory")
     parser.set_defaults(func=run_select)
 
@@ -200,7 +205,12 @@ def run(args) -> int:
 
 def run_select(args) -> int:
     # torch and scikit-learn ([train]): the CLI (and its --help) starts without them
-    from envad.training.selection import DEFAULT_CANDIDATES, SPACE_CANDIDATES, run_selection
+    from envad.training.selection import (
+        DEFAULT_CANDIDATES,
+        SCORE_ADAPTATION_CANDIDATES,
+        SPACE_CANDIDATES,
+        run_selection,
+    )
 
     candidates = DEFAULT_CANDIDATES
     if args.candidates:
@@ -210,7 +220,9 @@ def run_select(args) -> int:
     summary = run_selection(data, candidates, args.out, n_folds=args.folds,
                             seed=args.seed, size=args.size, device=args.device,
                             spaces=tuple(args.spaces or SPACE_CANDIDATES),
-                            fit_rows=args.fit_rows, jobs=args.jobs)
+                            fit_rows=args.fit_rows, jobs=args.jobs,
+                            score_adaptations=tuple(args.score_adaptations
+                                                    or SCORE_ADAPTATION_CANDIDATES))
     print((Path(args.out) / "selection.md").read_text())
     print(f"chosen pipeline: {json.dumps(summary['chosen'])}")
     return 0

@@ -87,11 +87,7 @@ SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64", "median:16", "m
                                "frozen:8:256", "frozen:16:256", "frozen:32:256",
                                "frozen:16:128", "frozen:1:64", "frozen:4:64",
                                "frozen:16:64", "frozen:64:64", "frozen:4:32",
-                               "gated:64:2", "gated:64:1.5", "gated:64:1", "gated:16:1.5",
-                               "frozen:16+unseen", "frozen:64+unseen", "camera:64+unseen",
-                               "frozen:64:64+unseen", "frozen:256+unseen",
-                               "low:4", "low:16", "low:64", "low:16:256", "low:32:256",
-                               "low:64:256", "low:64:1024", "low:64+unseen", "low:16+unseen")
+                               "gated:64:2", "gated:64:1.5", "gated:64:1", "gated:16:1.5")
 #: pooled sets per fold: name -> (anomaly share of the held-out camera, of every other
 #: camera), or None for every camera's natural share
 POOLED_MIXES: dict[str, tuple[float, float] | None] = {
@@ -374,9 +370,11 @@ def fold_query_indices(dataset, fold: Fold) -> np.ndarray:
 
 def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed: int = 0,
              size: int = 32, device: str = "cpu", progress: bool = False,
-             spaces: tuple[str, ...] = SPACE_CANDIDATES, fit_rows: int | None = None) -> dict:
+             spaces: tuple[str, ...] = SPACE_CANDIDATES, fit_rows: int | None = None,
+             adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES) -> dict:
     """Train without the fold's camera and class, embed, score every space x detector
-    (detectors fitted on at most `fit_rows` of the rest's normal train rows)."""
+    (detectors fitted on at most `fit_rows` of the rest's normal train rows), the pooled
+    sets under every score adaptation of `adaptations`."""
     run_dir = train_fold(candidate, data, fold, runs_dir, seed=seed, size=size,
                          device=device, progress=progress)
     dataset = load_dataset(data)
@@ -404,7 +402,8 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
               for name, (mix, order) in ORDER_SETS.items()}
     scored = score_fold(embed(encoder, dataset, fit_idx),
                         np.array([records[i].env for i in fit_idx]), query, mixes,
-                        spaces=spaces, seed=seed, archives=archives, orders=orders)
+                        spaces=spaces, seed=seed, adaptations=adaptations,
+                        archives=archives, orders=orders)
     return {"fold": {"env": fold.env, "label": fold.label}, "detector_settings":
             registry.settings_of(registry.names()), "n_fit": len(fit_idx),
             "n_query": len(query_idx), "n_positive": int(query.positive.sum()),
@@ -489,9 +488,11 @@ def pick_best(ranking: list[dict], candidates: dict[str, Pipeline]) -> dict:
                key=lambda r: (candidates[r["candidate"]].epochs, -r["mean"]))
 
 
-def _complete(result: dict, spaces: tuple[str, ...]) -> bool:
-    """Whether a fold's saved result scored every space, in every pooled and archive mix,
-    with the detectors' settings of now."""
+def _complete(result: dict, spaces: tuple[str, ...],
+              adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES) -> bool:
+    """Whether a fold's saved result scored every space, in every pooled and archive mix
+    (the pooled ones under every score adaptation of `adaptations`), with the detectors'
+    settings of now."""
     pooled, archive = result.get("pooled", {}), result.get("archive", {})
     orders = result.get("orders", {})
     # a fold scored before a detector's default changed, or before archive sets were
@@ -502,7 +503,7 @@ def _complete(result: dict, spaces: tuple[str, ...]) -> bool:
         return False
     return set(spaces) <= set(result.get("scores", {})) and all(
         isinstance(sets.get(mix), dict) and set(spaces) <= set(sets[mix])
-        and (sets is archive or all(set(SCORE_ADAPTATION_CANDIDATES) <= set(sets[mix][space])
+        and (sets is archive or all(set(adaptations) <= set(sets[mix][space])
                                     for space in spaces))
         for sets, mixes in ((pooled, POOLED_MIXES), (archive, ARCHIVE_MIXES),
                             (orders, ORDER_SETS))
@@ -563,6 +564,7 @@ class SelectionSettings:
     device: str = "cpu"
     spaces: tuple[str, ...] = SPACE_CANDIDATES
     fit_rows: int | None = None
+    score_adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES
 
 
 @dataclass(frozen=True)
@@ -612,10 +614,11 @@ def fold_tasks(datas: list[str], candidates, out: Path, n_folds: int,
 def fold_result(task: FoldTask, candidate: Pipeline, settings: SelectionSettings) -> dict:
     """A task's saved result when complete, else its fold run (and saved) now."""
     result = json.loads(task.path.read_text()) if task.path.is_file() else None
-    if result is None or not _complete(result, settings.spaces):
+    if result is None or not _complete(result, settings.spaces, settings.score_adaptations):
         result = run_fold(candidate, task.data, task.fold, task.runs_dir, seed=settings.seed,
                           size=settings.size, device=settings.device, progress=False,
-                          spaces=settings.spaces, fit_rows=settings.fit_rows)
+                          spaces=settings.spaces, fit_rows=settings.fit_rows,
+                          adaptations=settings.score_adaptations)
         task.path.write_text(json.dumps(result, indent=1))
     return result
 
@@ -654,20 +657,24 @@ def run_folds_in_parallel(tasks: list[FoldTask], candidates: dict[str, Pipeline]
                            + "; ".join(failures))
 
 
-def _only_spaces(result: dict, spaces: tuple[str, ...]) -> dict:
-    """A fold result reduced to `spaces` (a saved fold may have scored more)."""
+def _only_spaces(result: dict, spaces: tuple[str, ...],
+                 adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES) -> dict:
+    """A fold result reduced to `spaces` and, in its pooled sets, to `adaptations` (a
+    saved fold may have scored more)."""
     result["scores"] = {space: result["scores"][space] for space in spaces}
-    for sets, mixes in (("pooled", POOLED_MIXES), ("archive", ARCHIVE_MIXES),
-                        ("orders", ORDER_SETS)):
-        result[sets] = {mix: {space: result[sets][mix][space] for space in spaces}
-                        for mix in mixes}
+    result["archive"] = {mix: {space: result["archive"][mix][space] for space in spaces}
+                         for mix in ARCHIVE_MIXES}
+    for sets, mixes in (("pooled", POOLED_MIXES), ("orders", ORDER_SETS)):
+        result[sets] = {mix: {space: {a: result[sets][mix][space][a] for a in adaptations}
+                              for space in spaces} for mix in mixes}
     return result
 
 
 def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: Path, *,
                   n_folds: int = 3, seed: int = 0, size: int = 32, device: str = "cpu",
                   progress: bool = True, spaces: tuple[str, ...] = SPACE_CANDIDATES,
-                  fit_rows: int | None = None, jobs: int = 1) -> dict:
+                  fit_rows: int | None = None, jobs: int = 1,
+                  score_adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES) -> dict:
     """Every candidate on the same folds of every dataset (`data`: one DIR or several),
     in every space of `spaces`, the detectors fitted on all of a fold's fit rows or a
     seeded `fit_rows` of them; the pipeline is chosen by the mean over all datasets'
@@ -677,11 +684,15 @@ def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: P
     several, `dataset_tags`) and reused, so an interrupted run resumes; a finished fold
     that lacks one of `spaces` is scored again (its trained encoder, kept in OUT/runs/,
     is reused). Only `spaces` enter the ranking. `jobs` > 1 runs that many folds at once.
+    The score adaptation is chosen among `score_adaptations`.
     """
     datas = [data] if isinstance(data, str) else list(data)
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    settings = SelectionSettings(seed, size, device, tuple(spaces), fit_rows)
+    for adaptation in score_adaptations:      # a bad name fails before any training
+        parse_score_adaptation(adaptation)
+    settings = SelectionSettings(seed, size, device, tuple(spaces), fit_rows,
+                                 tuple(dict.fromkeys(score_adaptations)))
     out = Path(out)
     tasks, folds_by = fold_tasks(datas, candidates, out, n_folds, settings)
     if jobs > 1:
@@ -689,7 +700,8 @@ def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: P
     results: dict[str, list[dict]] = {}
     for task in tqdm(tasks, desc="select", disable=not progress):
         result = fold_result(task, candidates[task.candidate], settings)
-        results.setdefault(task.candidate, []).append(_only_spaces(result, settings.spaces))
+        results.setdefault(task.candidate, []).append(
+            _only_spaces(result, settings.spaces, settings.score_adaptations))
     ranking = summarise(results)
     if len(datas) > 1:
         add_dataset_means(ranking, [tag for tag, folds in folds_by.items() for _ in folds])

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from envad.errors import InvalidInput
 from envad.pipeline import Pipeline, resolve_pipeline
 from envad.server.detectors import registry
 from envad.training.data import load_folder
@@ -297,6 +298,16 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     third = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                           progress=False, spaces=("white_l2",))
     assert {r["space"] for r in third["ranking"]} == {"white_l2"}
+    assert set(third["score_adaptation"]) == set(SCORE_ADAPTATION_CANDIDATES)
+    # more score adaptations: the fold is scored again, not retrained, and the added ones
+    # are chosen among
+    added = ("low:64:256", "frozen:64+unseen")
+    more = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                         progress=False, spaces=("white_l2",),
+                         score_adaptations=SCORE_ADAPTATION_CANDIDATES + added)
+    assert encoder.stat().st_mtime_ns == trained_at
+    assert set(more["score_adaptation"]) == set(SCORE_ADAPTATION_CANDIDATES + added)
+    assert set(added) <= set(json.loads(stale.read_text())["pooled"]["natural"]["white_l2"])
     # detectors fitted on fewer rows: a fold of its own, the same encoder
     few = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                         progress=False, spaces=("l2",), fit_rows=40)
@@ -305,6 +316,13 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     assert small["n_fit"] == 40 and fold["n_fit"] > 40
     assert few["fit_rows"] == 40
     assert "detectors fitted on 40 rows per fold" in (tmp_path / "sel" / "selection.md").read_text()
+
+
+def test_a_score_adaptation_that_does_not_parse_fails_before_any_training(tmp_path):
+    with pytest.raises(InvalidInput, match="score adaptation"):
+        run_selection(str(tmp_path / "no-data"), {}, tmp_path / "sel",
+                      score_adaptations=("none", "frozen:64:x"))
+    assert not (tmp_path / "sel").exists()
 
 
 def test_a_tie_goes_to_the_candidate_that_trains_fewer_epochs():
