@@ -166,6 +166,34 @@ def test_scores_adapt_to_each_camera_durably_and_reset(envad_server):
     assert all(d.adapted == d.raw for r in plain.results for d in r.detectors)
 
 
+def test_a_fit_with_the_unseen_camera_prior_scores_a_new_cameras_first_images_with_it(
+        envad_server):
+    """Fit measures how a left-out camera scores and keeps it with the bundle; a camera
+    with nothing stored is then adapted by that prior alone (weight 0), as the
+    persisted bundle computes it."""
+    stub = _stub(envad_server)
+    _ingest_normals(stub, count=200)
+    fit = stub.Fit(pb.FitRequest(seed=0, space="l2", score_adaptation="low:16:64+unseen"),
+                   timeout=120)
+    assert fit.score_adaptation == "low(prior_rows=16, rows=64, prior=unseen camera)"
+    bundle = BundleStore(envad_server.data_dir / "bundles").load(fit.bundle_id)
+    assert bundle.unseen_camera is not None
+    assert bundle.unseen_camera.cameras == ("cam-a", "cam-b")
+    images = synthetic_images("odd", 3, seed=8)
+    new = _score(stub, images, env="cam-elsewhere")
+    assert [r.camera_weight for r in new.results] == [0.0] * 3
+    vectors = np.array([e.vector for e in stub.Embed(pb.EmbedRequest(
+        images=[pb.Image(data=d) for d in images]), timeout=60).embeddings])
+    expected = bundle.score(vectors, ["cam-elsewhere"] * 3,
+                            score_stats=bundle.new_score_statistics())
+    for row, result in enumerate(new.results):
+        served = {d.detector: d for d in result.detectors}
+        for name in bundle.detectors:
+            assert served[name].adapted != served[name].raw
+            assert served[name].adapted == pytest.approx(expected.adapted[name][row],
+                                                         rel=1e-5, abs=1e-6)
+
+
 def test_a_bad_score_adaptation_is_refused_by_name(envad_server):
     import grpc
 
