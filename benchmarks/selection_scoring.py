@@ -4,9 +4,12 @@ detector set, as shipped against the straightforward way, in the same run.
 For each pooled set a fold scores (training/selection.py, `score_fold`), every score
 adaptation scores the set as a stream and every subset of the detectors gets its
 ROC-AUC. As shipped, the detectors run once per set and each adaptation re-scales their
-raw scores (`DetectorBundle.score_stream(known=...)`), and all subsets' AUCs come from
-one ranking (`roc_auc_columns`). The reference runs the detectors again for every
-adaptation and ranks every subset on its own (`roc_auc` per column). Both give the same
+raw scores (`DetectorBundle.score_stream(known=...)`) in a copy of the bundle that shares
+its calibrations (`DetectorBundle.adapting`), each subset's mean is its prefix's sum plus
+one member, and all subsets' AUCs come from one ranking (`roc_auc_columns`). The
+reference runs the detectors again for every adaptation, in a plain copy of the bundle,
+takes each subset's mean with np.mean and ranks every subset on its own (`roc_auc` per
+column). Both give the same
 AUCs (checked first). Data: seeded Gaussian classes in `--dim` dimensions, `--fit` fit
 rows over three cameras, `--sets` pooled sets of `--rows` rows from two new cameras.
 
@@ -43,7 +46,9 @@ def score_sets(bundle, names, sets, shipped: bool) -> list[dict]:
     for X, envs, positive in sets:
         known = bundle.score_stream(X, envs) if shipped else None
         for spec in selection.SCORE_ADAPTATION_CANDIDATES:
-            adapted = replace(bundle, score_adaptation=parse_score_adaptation(spec))
+            adaptation = parse_score_adaptation(spec)
+            adapted = (bundle.adapting(adaptation) if shipped
+                       else replace(bundle, score_adaptation=adaptation))
             scores = adapted.score_stream(X, envs, known=known)
             aucs = (selection._scorer_aucs(names, scores, positive) if shipped
                     else reference_aucs(names, scores, positive))

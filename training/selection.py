@@ -223,10 +223,24 @@ def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, fl
     (every set's AUC from one ranking of all the sets' scores)."""
     combos = detector_sets(names)
     keys = list(names) + [ENSEMBLE_PREFIX + "+".join(combo) for combo in combos]
-    columns = [scores.adapted[name] for name in names] + [
-        np.mean([scores.calibrated[n] for n in combo], axis=0) for combo in combos]
-    aucs = roc_auc_columns(positive, np.column_stack(columns))
+    columns = np.empty((len(positive), len(keys)))
+    for j, name in enumerate(names):
+        columns[:, j] = scores.adapted[name]
+    for j, (combo, total) in enumerate(_subset_sums(combos, scores.calibrated), len(names)):
+        columns[:, j] = total / len(combo)
+    aucs = roc_auc_columns(positive, columns)
     return {key: float(auc) for key, auc in zip(keys, aucs, strict=True)}
+
+
+def _subset_sums(combos: list[tuple[str, ...]], calibrated: dict[str, np.ndarray]):
+    """(combo, the sum of its members' calibrated scores) for each combo (`detector_sets`
+    order, every prefix of a combo before it), each sum its prefix's plus its last
+    member: the additions np.mean makes over the members in order, one per combo."""
+    sums: dict[tuple[str, ...], np.ndarray] = {}
+    for combo in combos:
+        last = np.asarray(calibrated[combo[-1]], dtype=np.float64)
+        sums[combo] = sums[combo[:-1]] + last if len(combo) > 1 else last
+        yield combo, sums[combo]
 
 
 def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
@@ -249,7 +263,7 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
         bundle = fit_bundle(X_fit, FitSpec(space=space, seed=seed, detectors=tuple(names),
                                            score_adaptation=measured),
                             envs=fit_envs)
-        bundle = replace(bundle, score_adaptation=parse_score_adaptation(NO_ADAPTATION))
+        bundle = bundle.adapting(parse_score_adaptation(NO_ADAPTATION))
         scores = bundle.score_stream(query.X, query.envs)
         out["scores"][space] = _scorer_aucs(names, scores, query.positive)
         for mix, archive in (archives or {}).items():
@@ -268,8 +282,8 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
                 # the detectors run once; each adaptation re-scales their raw scores
                 known = bundle.score_stream(queries.X, queries.envs)
                 out.setdefault(sets, {}).setdefault(mix, {})[space] = {
-                    adaptation: _scorer_aucs(names, replace(
-                        bundle, score_adaptation=parse_score_adaptation(adaptation)
+                    adaptation: _scorer_aucs(names, bundle.adapting(
+                        parse_score_adaptation(adaptation)
                     ).score_stream(queries.X, queries.envs, known=known), queries.positive)
                     for adaptation in adaptations}
     return out
@@ -619,7 +633,9 @@ def fold_result(task: FoldTask, candidate: Pipeline, settings: SelectionSettings
                           size=settings.size, device=settings.device, progress=False,
                           spaces=settings.spaces, fit_rows=settings.fit_rows,
                           adaptations=settings.score_adaptations)
-        task.path.write_text(json.dumps(result, indent=1))
+        # no indent: json's C encoder (the indented form is written by Python, 8x slower
+        # for a fold's hundreds of thousands of figures)
+        task.path.write_text(json.dumps(result))
     return result
 
 

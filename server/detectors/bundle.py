@@ -22,7 +22,7 @@ import datetime as dt
 import hashlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -131,6 +131,14 @@ class DetectorBundle:
         """Per-camera statistics of this bundle's scores (score_adaptation.py), kept in
         `path` (None: in memory)."""
         return EnvStatistics(path, self.score_adaptation.dim(len(self.detectors)))
+
+    def adapting(self, adaptation: ScoreAdaptation) -> DetectorBundle:
+        """This bundle with another score adaptation, sharing its calibrations and
+        reference moments (they do not depend on the adaptation)."""
+        other = replace(self, score_adaptation=adaptation)
+        other._calibrations = self._calibrations
+        other._reference_moments = self.reference_moments
+        return other
 
     @property
     def reference_moments(self) -> ReferenceMoments:

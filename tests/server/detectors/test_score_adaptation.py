@@ -338,3 +338,28 @@ def test_low_with_rows_keeps_a_cameras_first_rows_only():
     keep, rows = adaptation.observations(scores, fit, ["KNN"], ["c"] * 36, stats.get)
     assert keep.tolist() == [True] * 16 + [False] * 20
     assert adaptation.rows_per_camera == 16
+
+
+def test_a_bundle_with_another_adaptation_shares_its_calibrations(monkeypatch):
+    """`adapting` scores as a plain copy with that adaptation does, without building
+    the calibrations and the reference moments again."""
+    from dataclasses import replace
+
+    from envad.server.detectors.calibration import Calibration
+
+    rng = np.random.default_rng(11)
+    bundle = fit_bundle(rng.normal(size=(300, 6)), FitSpec(detectors=("KNN", "PCA")))
+    X, envs = rng.normal(size=(40, 6)) + 0.5, np.array(["new"] * 40)
+    bundle.score_stream(X, envs)                  # builds the calibrations once
+    built = []
+    original = Calibration.of.__func__
+    monkeypatch.setattr(Calibration, "of", classmethod(
+        lambda cls, *args: built.append(args) or original(cls, *args)))
+    adaptation = parse_score_adaptation("frozen:8")
+    shared = bundle.adapting(adaptation).score_stream(X, envs)
+    assert built == []
+    plain = replace(bundle, score_adaptation=adaptation).score_stream(X, envs)
+    assert len(built) == 2                         # a plain copy builds its own
+    for name in bundle.detectors:
+        np.testing.assert_array_equal(shared.adapted[name], plain.adapted[name])
+    np.testing.assert_array_equal(shared.ensemble, plain.ensemble)
