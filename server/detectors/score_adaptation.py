@@ -80,8 +80,8 @@ LOW_QUANTILE = 0.25
 LOW_SPREAD_QUANTILE = 0.05
 #: `frozen:P`: a camera's statistics are those of its first FROZEN_AFTER x P stored rows
 FROZEN_AFTER = 4
-#: `camera:P+unseen`, `frozen:P+unseen`: a camera outside the fit set is shrunk toward
-#: how an unseen camera scores (unseen_camera.py), not toward the fit set itself
+#: `camera:P+unseen`, `frozen:P+unseen`, `low:P+unseen`: a camera outside the fit set is
+#: shrunk toward how an unseen camera scores (unseen_camera.py), not toward the fit set
 UNSEEN_SUFFIX = "+unseen"
 #: prior weight of the fit set's statistics, in rows: chosen with the statistic by
 #: `envad select` on the training cameras of two content families (each fold's held-out
@@ -269,22 +269,23 @@ class ScoreAdaptation:
         for j in range(k):
             # the block's own total: `gated` leaves rows out of one detector's block
             own = stats.mean[j * STAT_BINS:(j + 1) * STAT_BINS]
-            weights = n * own + prior * fit.histogram[j]
             if self.statistic == LOW:
                 # the camera's quantiles and the reference's, weighed n : P (quantiles
                 # of the two histograms pooled would span both when the camera is moved)
                 fit_z = _histogram_low_location_scale(fit.histogram[j])
                 prior_z = fit_z
                 if self.unseen_prior and fit.unseen is not None and fit.is_unseen(env):
-                    prior_z = (fit_z[0] + (fit.unseen[0][j] - fit.mean[j]) / fit.sd[j],
-                               fit_z[1] * fit.unseen[1][j] / fit.sd[j])
+                    sd = fit.sd[j] or 1.0
+                    prior_z = (fit_z[0] + (fit.unseen[0][j] - fit.mean[j]) / sd,
+                               fit_z[1] * fit.unseen[1][j] / sd)
                 camera_z = _histogram_low_location_scale(own) if n > 0 else prior_z
                 w = n / (n + prior)
                 location_z = w * camera_z[0] + (1.0 - w) * prior_z[0]
                 scale_z = w * camera_z[1] + (1.0 - w) * prior_z[1]
                 floor = MIN_SCALE_FRACTION * fit_z[1]
             else:
-                location_z, scale_z = _histogram_location_scale(weights)
+                location_z, scale_z = _histogram_location_scale(
+                    n * own + prior * fit.histogram[j])
                 floor = MIN_SCALE_FRACTION * fit.mad_z[j]
             location[j] = fit.mean[j] + fit.sd[j] * location_z
             scale[j] = fit.sd[j] * max(scale_z, floor)
@@ -384,10 +385,11 @@ class ScoreAdaptation:
 
 
 def parse_score_adaptation(text: str | None) -> ScoreAdaptation:
-    """`none`, or `camera`, `median`, `gated`, `frozen` with an optional prior `:P`
-    (P >= 1 rows; DEFAULT_PRIOR_ROWS when left out); `frozen:P:N` keeps a camera's first
-    N stored rows (N >= 1; FROZEN_AFTER x P when left out); `gated:P:Z` gates at Z
-    robust standard deviations (Z > 0; GATE_Z when left out)."""
+    """`none`, or `camera`, `median`, `gated`, `frozen`, `low` with an optional prior
+    `:P` (P >= 1 rows; DEFAULT_PRIOR_ROWS when left out); `frozen:P:N` keeps a camera's
+    first N stored rows (N >= 1; FROZEN_AFTER x P when left out), `low:P:N` likewise
+    (every row when left out); `gated:P:Z` gates at Z robust standard deviations (Z > 0;
+    GATE_Z when left out); `camera`, `frozen` and `low` take UNSEEN_SUFFIX."""
     spec_text = (text or NONE).strip()
     unseen = spec_text.endswith(UNSEEN_SUFFIX)
     name, _, value = spec_text.removesuffix(UNSEEN_SUFFIX).partition(":")
