@@ -35,7 +35,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envad.errors import EnvadError, FailedPrecondition, ResourceExhausted, Unavailable
@@ -135,8 +135,8 @@ class StoreWriter:
         #: commit succeeds or `recheck_disk` sees the disk take a write again
         self.disk_fault: EnvadError | None = None
         # the stored ids, read here unless the caller read them already (opening the index)
-        stored = stored_ids or store.stored_ids()
-        self._stored_ids, self._synced_version = stored.ids, stored.version
+        #: every stored id, as of the table version this writer last saw
+        self._stored: StoredIds = stored_ids or store.stored_ids()
         self._thread = threading.Thread(target=self._run, name=f"writer-{store.model_id}",
                                         daemon=True)
         self._thread.start()
@@ -183,7 +183,7 @@ class StoreWriter:
                     unique.append(row)
         try:
             self._sync_ids()
-            stored = self._stored_ids.positions([r.id for r in unique]) >= 0
+            stored = self._stored.ids.positions([r.id for r in unique]) >= 0
             new_rows = [r for r, known in zip(unique, stored, strict=True) if not known]
             failed = self._append(new_rows)
         except Exception as exc:
@@ -191,7 +191,7 @@ class StoreWriter:
             return
         if self.disk_fault is not None and new_rows:     # the disk took this commit
             self._disk_recovered()
-        version = self._synced_version
+        version = self._stored.version
         new_ids = {r.id for r in new_rows} - failed.keys()
         if self._on_commit:     # before the callers hear of it: they read their writes
             try:
@@ -217,7 +217,7 @@ class StoreWriter:
         if self.optimize_every and self._commits % self.optimize_every == 0:
             try:
                 self.store.optimize()
-                self._synced_version = self.store.version
+                self._stored = replace(self._stored, version=self.store.version)
             except Exception:  # compaction is housekeeping: never fail a write for it
                 log.exception("store optimize failed")
 
@@ -241,9 +241,8 @@ class StoreWriter:
     def _sync_ids(self) -> None:
         """Read the ids another process committed since our last commit (only the
         fragments the table gained since)."""
-        if self.store.version != self._synced_version:
-            stored = self.store.synced_ids(StoredIds(self._stored_ids, self._synced_version))
-            self._stored_ids, self._synced_version = stored.ids, stored.version
+        if self.store.version != self._stored.version:
+            self._stored = self.store.synced_ids(self._stored)
 
     def _append(self, rows: list[Row]) -> dict[str, str]:
         """Append rows (ids known to be new); a failing group is split in halves until
@@ -252,7 +251,7 @@ class StoreWriter:
             return {}
         try:
             table = self.store.to_arrow(rows)     # the one conversion: store and index
-            self._synced_version = self.store.append(table)
+            version = self.store.append(table)
         except Exception as exc:
             if isinstance(exc, OSError) or storage_fault(exc) is not None:
                 raise   # the disk, not a row: the whole group fails (`_commit`)
@@ -261,6 +260,7 @@ class StoreWriter:
                 return {rows[0].id: f"store write failed: {without_paths(str(exc))}"}
             middle = len(rows) // 2
             return self._append(rows[:middle]) | self._append(rows[middle:])
-        self._stored_ids.append(table.column("id"))
+        self._stored.ids.append(table.column("id"))
+        self._stored = replace(self._stored, version=version)
         self.index.add_table_soon(table)    # overlaps the next commit; reads wait for it
         return {}
