@@ -66,7 +66,11 @@ from envad.server.detectors import registry
 from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.exact import neighbour_scale
 from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S, FitGroups
-from envad.server.detectors.score_adaptation import parse_score_adaptation
+from envad.server.detectors.score_adaptation import (
+    NONE,
+    ScoreAdaptation,
+    parse_score_adaptation,
+)
 from envad.server.encoder import OnnxEncoder
 from envad.training.data import load_dataset
 from envad.training.evaluate import embed
@@ -81,7 +85,6 @@ TIE_MARGIN = 0.005
 SPACE_CANDIDATES = ("raw", "l2", "pca_l2", "center_l2", "style_l2:1", "style_l2:3",
                     "white_l2", "center_white_l2")
 ENSEMBLE_PREFIX = "ensemble:"
-NO_ADAPTATION = "none"
 SCORE_ADAPTATION_CANDIDATES = ("none", "camera:16", "camera:64", "median:16", "median:64",
                                "gated:16", "gated:64", "frozen:16", "frozen:64",
                                "frozen:8:256", "frozen:16:256", "frozen:32:256",
@@ -211,10 +214,14 @@ def archive_fit(X_fit: np.ndarray, fit_envs: np.ndarray, archive: QuerySet
     return rows, envs, np.arange(len(rows)).astype(str), codes
 
 
+def _scorer_keys(names: list[str], combos: list[tuple[str, ...]]) -> list[str]:
+    """The scorers a fold is scored by: each detector, then each set of them."""
+    return list(names) + [ENSEMBLE_PREFIX + "+".join(combo) for combo in combos]
+
+
 def _missing(names: list[str]) -> dict[str, float]:
     """`_scorer_aucs`'s keys, every AUC missing (NaN: left out of the criterion)."""
-    keys = list(names) + [ENSEMBLE_PREFIX + "+".join(c) for c in detector_sets(names)]
-    return dict.fromkeys(keys, float("nan"))
+    return dict.fromkeys(_scorer_keys(names, detector_sets(names)), float("nan"))
 
 
 def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, float]:
@@ -222,7 +229,7 @@ def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, fl
     raw score when the bundle does not adapt), each set by its mean calibrated score
     (every set's AUC from one ranking of all the sets' scores)."""
     combos = detector_sets(names)
-    keys = list(names) + [ENSEMBLE_PREFIX + "+".join(combo) for combo in combos]
+    keys = _scorer_keys(names, combos)
     columns = np.empty((len(positive), len(keys)))
     for j, name in enumerate(names):
         columns[:, j] = scores.adapted[name]
@@ -258,12 +265,12 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
     out: dict[str, dict] = {"scores": {}}
     # the fitted bundle measures an unseen camera's prior when an adaptation asks for it
     measured = next((a for a in adaptations if parse_score_adaptation(a).unseen_prior),
-                    NO_ADAPTATION)
+                    NONE)
     for space in spaces:
         bundle = fit_bundle(X_fit, FitSpec(space=space, seed=seed, detectors=tuple(names),
                                            score_adaptation=measured),
                             envs=fit_envs)
-        bundle = bundle.adapting(parse_score_adaptation(NO_ADAPTATION))
+        bundle = bundle.adapting(ScoreAdaptation())      # `scores`: unadapted
         scores = bundle.score_stream(query.X, query.envs)
         out["scores"][space] = _scorer_aucs(names, scores, query.positive)
         for mix, archive in (archives or {}).items():

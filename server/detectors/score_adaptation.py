@@ -161,9 +161,9 @@ class ReferenceMoments:
     histogram: np.ndarray          # [k, STAT_BINS], each row sums to 1
     median_z: np.ndarray
     mad_z: np.ndarray
-    #: a camera the detectors never saw (unseen_camera.py): the prior's mean and sd per
-    #: detector, and the fit set's cameras (which keep the fit set's own); None: unknown
-    unseen: tuple[np.ndarray, np.ndarray] | None = None
+    #: how a camera the detectors never saw scores (unseen_camera.py; None: unknown), and
+    #: the fit set's cameras, which keep the fit set's own prior
+    unseen: UnseenCameraPrior | None = None
     fit_cameras: frozenset[str] = frozenset()
 
     @classmethod
@@ -178,23 +178,22 @@ class ReferenceMoments:
             histogram[j] = np.bincount(_bin_of(z), minlength=STAT_BINS) / max(len(z), 1)
             median_z[j] = float(np.median(z)) if len(z) else 0.0
             mad_z[j] = float(np.median(np.abs(z - median_z[j]))) if len(z) else 1.0
-        if unseen_camera is None:
-            return cls(mean, sd, histogram, median_z, np.maximum(mad_z, MIN_SCALE_FRACTION))
-        unseen = (mean + unseen_camera.shift * sd, sd * unseen_camera.spread)
+        cameras = frozenset(unseen_camera.cameras) if unseen_camera else frozenset()
         return cls(mean, sd, histogram, median_z, np.maximum(mad_z, MIN_SCALE_FRACTION),
-                   unseen, frozenset(unseen_camera.cameras))
+                   unseen_camera, cameras)
 
-    def is_unseen(self, env: str) -> bool:
-        """Whether camera `env` takes an unseen camera's prior (when one is asked for):
-        the prior is known and `env` is not one of the fit set's cameras."""
-        return self.unseen is not None and bool(env) and env not in self.fit_cameras
+    def unseen_for(self, env: str) -> UnseenCameraPrior | None:
+        """The unseen-camera prior camera `env` takes (when one is asked for): the prior,
+        when it is known and `env` is not one of the fit set's cameras; else None."""
+        return self.unseen if env and env not in self.fit_cameras else None
 
     def prior_for(self, env: str, unseen_prior: bool) -> tuple[np.ndarray, np.ndarray]:
         """The (mean, sd) a camera's statistics are shrunk toward: an unseen camera's
-        (`unseen_prior` and `is_unseen`), else the fit set's own."""
-        if unseen_prior and self.unseen is not None and self.is_unseen(env):
-            return self.unseen
-        return self.mean, self.sd
+        (`unseen_prior` and `unseen_for`), else the fit set's own."""
+        unseen = self.unseen_for(env) if unseen_prior else None
+        if unseen is None:
+            return self.mean, self.sd
+        return self.mean + unseen.shift * self.sd, self.sd * unseen.spread
 
     def z(self, j: int, scores: np.ndarray) -> np.ndarray:
         return (np.asarray(scores, np.float64) - self.mean[j]) / (self.sd[j] or 1.0)
@@ -273,11 +272,9 @@ class ScoreAdaptation:
                 # the camera's quantiles and the reference's, weighed n : P (quantiles
                 # of the two histograms pooled would span both when the camera is moved)
                 fit_z = _histogram_low_location_scale(fit.histogram[j])
-                prior_z = fit_z
-                if self.unseen_prior and fit.unseen is not None and fit.is_unseen(env):
-                    sd = fit.sd[j] or 1.0
-                    prior_z = (fit_z[0] + (fit.unseen[0][j] - fit.mean[j]) / sd,
-                               fit_z[1] * fit.unseen[1][j] / sd)
+                unseen = fit.unseen_for(env) if self.unseen_prior else None
+                prior_z = fit_z if unseen is None else (fit_z[0] + unseen.shift[j],
+                                                        fit_z[1] * unseen.spread[j])
                 camera_z = _histogram_low_location_scale(own) if n > 0 else prior_z
                 w = n / (n + prior)
                 location_z = w * camera_z[0] + (1.0 - w) * prior_z[0]
@@ -318,7 +315,7 @@ class ScoreAdaptation:
         for env in np.unique(envs):
             stats = running(str(env)) if env else None
             if stats is None or stats.count == 0:
-                if not (self.unseen_prior and fit.is_unseen(str(env))):
+                if not self.unseen_prior or fit.unseen_for(str(env)) is None:
                     continue           # the fit set's prior alone maps nothing
                 stats = CameraStats(0, np.zeros(self.dim(len(detectors))))
             location, scale = self.location_scale(stats, fit, str(env))
