@@ -5,7 +5,11 @@ through an inverted-file index (IVF, float32 vectors in its lists) above it, and
 `compressed_threshold` rows through an IVF index whose lists hold 8-bit codes instead of
 the vectors (`COMPRESSED`: each row's residual to its list's centroid, scalar-quantized,
 one byte a dimension: a quarter of the memory; distances are computed from the codes).
-`kind_for` picks the kind by row count; the rest is common to both IVF kinds:
+A store whose rows keep their row ids for good (stable row ids: every table envad
+creates) takes `RERANKED` instead from the same row count: half a byte a dimension, and
+each search's `RERANK_FACTOR * k` candidates re-ranked by their exact distances to the
+store's vectors, read by row id (index.py). `kind_for` picks the kind by row count; the
+rest is common to every IVF kind:
 
 - **Lists**: `nlist = 4 * sqrt(n)` at training time.
 - **Training**: k-means on a seeded sample of at most `TRAIN_POINTS_PER_LIST` points a
@@ -26,8 +30,9 @@ from a compressed index are decoded (within about half a quantization step of th
 stored vector, or clipped for a vector outside the range the codes were trained on): its
 retraining re-encodes decoded rows, and the check compares a saved row with its stored
 vector as the index encodes it, allowing for that (`encoded`, `COMPRESSED_TOLERANCE`).
-Why 8-bit codes and not product quantization with re-ranking:
-docs/benchmarks.md ("A compressed index for large stores").
+Rows read back from a `RERANKED` index for retraining come from the store instead (index.py), so
+its codes are always those of the stored vectors. Why these codes, and why re-ranking
+against the store: docs/neighbour-index.md.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 
 import faiss
 import numpy as np
@@ -53,9 +59,18 @@ EXACT_FILTER_ROWS = 32_768
 SEED = 1234
 #: rows read back from an index at a time while moving them into a retrained one
 COPY_CHUNK = 65_536
-#: the index kinds, smallest store first (an index only ever moves up this list)
-FLAT, IVF, COMPRESSED = "flat", "ivf", "ivf-sq8"
-KINDS = (FLAT, IVF, COMPRESSED)
+#: the index kinds, smallest store first (an index only ever moves up this list);
+#: a store with stable row ids takes RERANKED where one without takes COMPRESSED
+FLAT, IVF, COMPRESSED, RERANKED = "flat", "ivf", "ivf-sq8", "ivf-sq4"
+KINDS = (FLAT, IVF, COMPRESSED, RERANKED)
+#: the kinds whose lists hold codes, not the vectors
+CODED = (COMPRESSED, RERANKED)
+#: a RERANKED search ranks this many times its k candidates by their codes, then
+#: re-ranks them by their exact distances (recall@10 1.000 with 4, 0.982 with 2 on the
+#: benchmark's clustered rows: docs/neighbour-index.md)
+RERANK_FACTOR = 4
+_CODE_TYPES = {COMPRESSED: faiss.ScalarQuantizer.QT_8bit,
+               RERANKED: faiss.ScalarQuantizer.QT_4bit}
 #: largest distance between a saved compressed row and its stored vector as the index
 #: encodes it now (`encoded`), relative to the vector's norm: 0 for a row added to this
 #: index; a retraining re-encodes decoded rows, which moves codes by about a quantization
@@ -64,10 +79,12 @@ KINDS = (FLAT, IVF, COMPRESSED)
 COMPRESSED_TOLERANCE = 0.1
 
 
-def kind_for(rows: int, ivf_threshold: int, compressed_threshold: int) -> str:
-    """The index kind for a table of `rows` rows under the two thresholds."""
+def kind_for(rows: int, ivf_threshold: int, compressed_threshold: int, *,
+             reranked: bool = False) -> str:
+    """The index kind for a table of `rows` rows under the two thresholds (`reranked`:
+    the store's vectors can be read by stable row id)."""
     if rows >= compressed_threshold:
-        return COMPRESSED
+        return RERANKED if reranked else COMPRESSED
     return IVF if rows >= ivf_threshold else FLAT
 
 
@@ -88,7 +105,7 @@ def rows_of(index: faiss.Index, positions: np.ndarray) -> np.ndarray:
 
 def encoded(index: faiss.Index, vectors: np.ndarray) -> np.ndarray:
     """`vectors` as `index` holds them once added: themselves for a flat or IVF index,
-    decoded from their 8-bit codes (list and residual) for a compressed one, however far
+    decoded from their codes (list and residual) for a coded one, however far
     outside the quantizer's trained range a vector lies (its codes are clipped)."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if not isinstance(index, faiss.IndexIVFScalarQuantizer):
@@ -96,16 +113,22 @@ def encoded(index: faiss.Index, vectors: np.ndarray) -> np.ndarray:
     return index.sa_decode(index.sa_encode(vectors))
 
 
-def build_ivf(source: faiss.Index, extra: np.ndarray, *, kind: str = IVF) -> faiss.IndexIVF:
-    """An index of the IVF `kind` (IVF, or COMPRESSED: 8-bit codes) holding the rows of
-    `source` (any kind) followed by `extra`, trained on a seeded sample and calibrated;
-    positions are kept."""
+RowReader = Callable[[np.ndarray], np.ndarray]
+
+
+def build_ivf(source: faiss.Index, extra: np.ndarray, *, kind: str = IVF,
+              rows: RowReader | None = None) -> faiss.IndexIVF:
+    """An index of the IVF `kind` holding the rows of `source` (any kind) followed by
+    `extra`, trained on a seeded sample and calibrated; positions are kept. `rows` reads
+    `source`'s rows at given positions (default: from `source` itself, decoded from a
+    coded one)."""
     started = time.monotonic()
     total = source.ntotal + len(extra)
-    sample = training_sample(source, extra)
+    read = rows or (lambda positions: rows_of(source, positions))
+    sample = training_sample(source.ntotal, read, extra)
     ivf = trained_kind(kind, sample, nlist_for(total))
     for start in range(0, source.ntotal, COPY_CHUNK):
-        ivf.add(rows_of(source, np.arange(start, min(start + COPY_CHUNK, source.ntotal))))
+        ivf.add(read(np.arange(start, min(start + COPY_CHUNK, source.ntotal))))
     if len(extra):
         ivf.add(np.ascontiguousarray(extra, dtype=np.float32))
     ivf.nprobe = calibrate_nprobe(ivf)
@@ -121,15 +144,13 @@ def sample_positions(total: int) -> np.ndarray:
     return np.sort(np.random.default_rng(SEED).choice(total, size=size, replace=False))
 
 
-def training_sample(source: faiss.Index, extra: np.ndarray | None = None) -> np.ndarray:
-    """The rows at `sample_positions` of the rows of `source` followed by `extra`."""
-    extra = np.zeros((0, source.d), np.float32) if extra is None else extra
-    held = source.ntotal
+def training_sample(held: int, rows: RowReader, extra: np.ndarray) -> np.ndarray:
+    """The rows at `sample_positions` of `held` rows read by `rows`, followed by
+    `extra`."""
     chosen = sample_positions(held + len(extra))
     from_source = chosen[chosen < held]
-    return np.vstack([rows_of(source, from_source) if len(from_source)
-                      else np.zeros((0, source.d), np.float32),
-                      extra[chosen[chosen >= held] - held]])
+    parts = [rows(from_source)] if len(from_source) else []
+    return np.vstack([*parts, extra[chosen[chosen >= held] - held]])
 
 
 def trained_ivf(sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
@@ -138,19 +159,21 @@ def trained_ivf(sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
     return _trained(faiss.IndexIVFFlat(faiss.IndexFlatL2(dim), dim, nlist), sample)
 
 
-def trained_compressed(sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
-    """`trained_ivf` whose lists hold 8-bit codes of each row's residual to its list's
-    centroid (the quantizer's per-dimension ranges trained on the same sample)."""
+def trained_coded(kind: str, sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
+    """`trained_ivf` whose lists hold 8-bit (COMPRESSED) or 4-bit (RERANKED) codes of
+    each row's residual to its list's centroid (the quantizer's per-dimension ranges
+    trained on the same sample)."""
     dim = sample.shape[1]
     return _trained(faiss.IndexIVFScalarQuantizer(faiss.IndexFlatL2(dim), dim, nlist,
-                                                  faiss.ScalarQuantizer.QT_8bit), sample)
+                                                  _CODE_TYPES[kind]), sample)
 
 
 def trained_kind(kind: str, sample: np.ndarray, nlist: int) -> faiss.IndexIVF:
-    """An empty index of the IVF `kind` (IVF or COMPRESSED) trained on `sample`."""
-    if kind not in (IVF, COMPRESSED):
+    """An empty index of the IVF `kind` (IVF, COMPRESSED or RERANKED) trained on
+    `sample`."""
+    if kind not in (IVF, *CODED):
         raise ValueError(f"{kind!r} is not an IVF kind")
-    return (trained_compressed if kind == COMPRESSED else trained_ivf)(sample, nlist)
+    return trained_coded(kind, sample, nlist) if kind in CODED else trained_ivf(sample, nlist)
 
 
 def _trained(ivf: faiss.IndexIVF, sample: np.ndarray) -> faiss.IndexIVF:

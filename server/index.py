@@ -8,7 +8,9 @@ bitmap selector. The bitmap of a filter is kept and extended only over rows adde
 so a search never passes over every row to build it. Flat (exact) L2 search below
 `ivf_threshold` rows; an IVF index above it (ann.py: trained on a sample, calibrated,
 extended without retraining, retrained only after the table has grown 4x), whose lists
-hold 8-bit codes instead of float32 vectors from `compressed_threshold` rows. Rows added
+hold 8-bit codes instead of float32 vectors from `compressed_threshold` rows, or, on a
+store with stable row ids (`stored`), 4-bit codes whose candidates are re-ranked against
+the store's vectors (rerank.py). Rows added
 after a training are encoded into the trained lists at once (found by the next search;
 no side index). When written rows make a switch or a retraining due, it runs in a
 background thread while searches go on with the current index and rows keep being added;
@@ -41,7 +43,8 @@ from envad.records import Neighbor, RowFilter
 from envad.server import ann
 from envad.server.config import DEFAULT_COMPRESSED_THRESHOLD, DEFAULT_IVF_THRESHOLD
 from envad.server.id_positions import IdPositions, StringColumn
-from envad.server.store import vectors_of
+from envad.server.rerank import RowIds, StoredVectors, exact_order
+from envad.server.store import ROW_ID, vectors_of
 from envad.server.threads import limit_faiss_in_this_thread
 
 log = logging.getLogger(__name__)
@@ -125,8 +128,13 @@ class VectorIndex:
     """FAISS index + metadata columns; thread-safe add and search."""
 
     def __init__(self, dim: int, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
-                 compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD):
+                 compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD,
+                 stored: StoredVectors | None = None):
+        """`stored`: the store's vectors by stable row id, when it has them (then the
+        compressed kind is `ann.RERANKED`, and the rows added must be stored)."""
         self.dim = dim
+        self.stored = stored
+        self._row_ids = RowIds() if stored is not None else None
         self.ivf_threshold = ivf_threshold
         self.compressed_threshold = compressed_threshold
         self._lock = threading.RLock()         # searches, adds, relabels
@@ -236,7 +244,8 @@ class VectorIndex:
     def wanted_kind(self, rows: int | None = None) -> str:
         """The kind the thresholds call for at `rows` rows (default: the rows held)."""
         held = len(self._ids) if rows is None else rows
-        return ann.kind_for(held, self.ivf_threshold, self.compressed_threshold)
+        return ann.kind_for(held, self.ivf_threshold, self.compressed_threshold,
+                            reranked=self.stored is not None)
 
     def settle(self) -> None:
         """Switch to the kind the rows held call for, or retrain, here and now when due
@@ -252,6 +261,7 @@ class VectorIndex:
         if table.num_rows == 0:
             return 0
         limit_faiss_in_this_thread()
+        table = self._with_row_ids(table)
         ids = table.column("id").to_pylist()
         with self._growing, self._lock:
             known = self._ids.positions(ids) >= 0
@@ -286,18 +296,30 @@ class VectorIndex:
         self._hashes.extend(_column_or_empty(rows, "sha256"))
         for name, column in self._coded.items():
             column.extend(rows.column(name))
+        if self._row_ids is not None:
+            self._row_ids.extend(rows.column(ROW_ID).to_numpy().astype(np.int64))
+
+    def _with_row_ids(self, table: pa.Table) -> pa.Table:
+        """`table` with its rows' store row ids when this index keeps them: as read, or
+        looked up in the store (the writer's just-appended rows), before any lock."""
+        if self.stored is None or ROW_ID in table.column_names:
+            return table
+        return table.append_column(ROW_ID, pa.array(self.stored.row_ids_of(table.column("id")),
+                                                     pa.int64()))
 
     @classmethod
     def restored(cls, saved: Snapshot, metadata: pa.Table, *,
                  ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
-                 compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD) -> VectorIndex:
+                 compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD,
+                 stored: StoredVectors | None = None) -> VectorIndex:
         """An index around a saved FAISS index; `metadata` holds the store's metadata
-        columns of its rows, row i for position i (labels may have changed since)."""
+        columns of its rows, row i for position i (labels may have changed since), and
+        their row ids with `stored`."""
         if metadata.num_rows != saved.faiss_index.ntotal:
             raise ValueError(f"{metadata.num_rows} metadata rows for an index of "
                              f"{saved.faiss_index.ntotal}")
         index = cls(saved.faiss_index.d, ivf_threshold=ivf_threshold,
-                    compressed_threshold=compressed_threshold)
+                    compressed_threshold=compressed_threshold, stored=stored)
         index._index, index.kind, index.trained_rows = (saved.faiss_index, saved.kind,
                                                         saved.trained_rows)
         index._append_metadata(metadata)
@@ -319,6 +341,24 @@ class VectorIndex:
         self.flush()
         with self._lock:
             return ann.rows_of(self._index, positions)
+
+    def row_ids_at(self, positions: np.ndarray) -> np.ndarray:
+        """The store row ids at `positions` (an index with `stored` only)."""
+        self.flush()
+        with self._lock:
+            assert self._row_ids is not None
+            return self._row_ids.at(positions)
+
+    def _rows(self, positions: np.ndarray) -> np.ndarray:
+        """The exact vectors at `positions`, for (re)training: from the store by row id
+        when the index holds codes and the store can be read so (read outside the
+        lock), else from the index itself."""
+        with self._lock:
+            if self._row_ids is None or self.kind not in ann.CODED:
+                return ann.rows_of(self._index, positions)
+            row_ids = self._row_ids.at(positions)
+        assert self.stored is not None
+        return self.stored.vectors_by_row_id(row_ids)
 
     def encoded(self, vectors: np.ndarray) -> np.ndarray:
         """`vectors` as this index holds them once added (ann.encoded)."""
@@ -352,7 +392,7 @@ class VectorIndex:
         if not self._training_due(total):
             return False
         kind = self._kind_after(total)
-        self._index = ann.build_ivf(self._index, new_vectors, kind=kind)
+        self._index = ann.build_ivf(self._index, new_vectors, kind=kind, rows=self._rows)
         self.kind, self.trained_rows = kind, total
         return True
 
@@ -381,24 +421,23 @@ class VectorIndex:
         started = time.monotonic()
         try:
             with self._lock:
-                sample = ann.training_sample(self._index)
                 rows = self._index.ntotal
                 kind = self._kind_after(rows)
+            sample = ann.training_sample(rows, self._rows, np.zeros((0, self.dim), np.float32))
             ivf = ann.trained_kind(kind, sample, ann.nlist_for(rows))
             copied = 0
             while True:
                 with self._lock:
                     end = min(copied + ann.COPY_CHUNK, self._index.ntotal)
-                    if copied >= end:
-                        break
-                    chunk = ann.rows_of(self._index, np.arange(copied, end))
-                ivf.add(chunk)
+                if copied >= end:
+                    break
+                ivf.add(self._rows(np.arange(copied, end)))
                 copied = end
             ivf.nprobe = ann.calibrate_nprobe(ivf)
             with self._growing, self._lock:
                 end = self._index.ntotal
                 if copied < end:
-                    ivf.add(ann.rows_of(self._index, np.arange(copied, end)))
+                    ivf.add(self._rows(np.arange(copied, end)))
                 self._index, self.kind, self.trained_rows = ivf, kind, end
                 larger_due = self._kind_after(end) != kind
             log.info("%s index trained beside the writes on %d of %d rows: %d lists, "
@@ -453,37 +492,55 @@ class VectorIndex:
         with self._lock:
             if not len(self._ids) or k <= 0:
                 return [[] for _ in range(len(queries))]
-            params: faiss.SearchParameters | None = None
-            allowed = len(self._ids)
-            labels = tuple(sorted(set(exclude_labels)))
-            bitmap: _Bitmap | None = None
-            if not row_filter.is_empty() or labels:
-                bitmap = self._bitmap(row_filter, labels)
-                allowed = bitmap.count
-                if allowed == 0:
-                    return [[] for _ in range(len(queries))]
-            if bitmap is not None and allowed < len(self._ids):
-                # a filter that leaves every row in (no stored anomalies) needs no selector
-                selector = faiss.IDSelectorBitmap(len(bitmap.mask),
-                                                  faiss.swig_ptr(bitmap.packed))
-                # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe
-                if self.kind != ann.FLAT:
-                    probes = ann.probes_for(self._index, allowed)  # type: ignore[arg-type]
-                    params = faiss.SearchParametersIVF(sel=selector,  # type: ignore[call-arg]
-                                                       nprobe=probes)
-                else:
-                    params = faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
-            wanted = min(k, allowed)
-            fetch = wanted + (1 if exclude_self is not None else 0)
-            while True:
-                distances, positions = self._index.search(queries, min(fetch, allowed),
-                                                          params=params)
+            params, allowed, _bits = self._search_params(row_filter, exclude_labels)
+        if allowed == 0:
+            return [[] for _ in range(len(queries))]
+        wanted = min(k, allowed)
+        fetch = wanted + (1 if exclude_self is not None else 0)
+        while True:      # `_bits` keeps the selector's bitmap alive until the searches end
+            distances, positions = self._candidates(queries, min(fetch, allowed), allowed,
+                                                    params)
+            with self._lock:
                 kept = self._drop_self(positions, exclude_self)
-                short = any(len(row) < wanted for row in kept)
-                if not short or fetch >= allowed:
-                    break
-                fetch = min(2 * fetch, allowed)
-            return self._neighbors(distances, positions, kept, wanted)
+                if fetch >= allowed or all(len(row) >= wanted for row in kept):
+                    return self._neighbors(distances, positions, kept, wanted)
+            fetch = min(2 * fetch, allowed)
+
+    def _search_params(self, row_filter: RowFilter, exclude_labels: Sequence[str]
+                       ) -> tuple[faiss.SearchParameters | None, int, np.ndarray | None]:
+        """The search parameters of a filter (None: every row allowed), the rows it
+        allows, and the packed bitmap its selector points into (held by the caller)."""
+        labels = tuple(sorted(set(exclude_labels)))
+        if row_filter.is_empty() and not labels:
+            return None, len(self._ids), None
+        bitmap = self._bitmap(row_filter, labels)
+        if bitmap.count == 0 or bitmap.count == len(self._ids):
+            # a filter that leaves every row in (no stored anomalies) needs no selector
+            return None, bitmap.count, None
+        packed = bitmap.packed
+        selector = faiss.IDSelectorBitmap(len(bitmap.mask), faiss.swig_ptr(packed))
+        # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe
+        if self.kind == ann.FLAT:
+            return faiss.SearchParameters(sel=selector), bitmap.count, packed  # type: ignore[call-arg]
+        probes = ann.probes_for(self._index, bitmap.count)  # type: ignore[arg-type]
+        return (faiss.SearchParametersIVF(sel=selector, nprobe=probes),  # type: ignore[call-arg]
+                bitmap.count, packed)
+
+    def _candidates(self, queries: np.ndarray, n: int, allowed: int,
+                    params: faiss.SearchParameters | None) -> tuple[np.ndarray, np.ndarray]:
+        """Squared distances and positions of each query's n nearest allowed rows; a
+        RERANKED index ranks `ann.RERANK_FACTOR` times as many by their codes, then by
+        the stored vectors (read without the lock, so other searches go on)."""
+        with self._lock:
+            if self.kind != ann.RERANKED:
+                return self._index.search(queries, n, params=params)
+            count = min(n * ann.RERANK_FACTOR, allowed)
+            _, positions = self._index.search(queries, count, params=params)
+            distinct = np.unique(positions[positions >= 0])
+            assert self._row_ids is not None and self.stored is not None
+            row_ids = self._row_ids.at(distinct)
+        vectors = self.stored.vectors_by_row_id(row_ids)
+        return exact_order(queries, positions, vectors, np.searchsorted(distinct, positions))
 
     def relabel(self, ids: Sequence[str], label: str) -> None:
         """Set the label of indexed rows (after the store's; unknown ids are ignored).

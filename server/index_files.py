@@ -2,7 +2,7 @@
 
 `<data_dir>/index/<model>/` holds three files:
 
-- `manifest.json`: format, model id, dim, kind (flat, ivf or ivf-sq8: ann.KINDS), rows
+- `manifest.json`: format, model id, dim, kind (flat, ivf, ivf-sq8 or ivf-sq4: ann.KINDS), rows
   covered, rows the IVF lists were trained on, nprobe, the store table version at save,
   and the name, size and CRC-32 of each data file;
 - `index-<n>.faiss`: the FAISS index (`faiss.write_index`);
@@ -22,10 +22,12 @@ Kinds: a saved index of a smaller kind than the thresholds call for at the store
 count (the store crossed `compressed_threshold` since, or the setting was lowered) is
 loaded and switched at once (flat and IVF hold the exact vectors), then saved. A saved
 compressed index where the thresholds call for a smaller kind is rebuilt from the store,
-since its codes cannot give back the vectors. A compressed index's saved rows are
+since its codes cannot give back the vectors. A coded index's saved rows are
 compared with the store's vectors as the index encodes them (`ann.encoded`), within
 `ann.COMPRESSED_TOLERANCE`: a row outside the range the codes were trained on decodes far
-from its vector, but as far as its own encoding does.
+from its vector, but as far as its own encoding does. The row ids a re-ranking index
+(`ivf-sq4`) reads the store by are not saved: they are read with the store's metadata at
+load, and the spot checks read the same rows by row id too.
 
 Loading at a million rows reads 2 GB of saved index and a million rows of store metadata:
 the files are checked and read in a thread of their own while the metadata is read
@@ -144,7 +146,9 @@ def open_index(directory: Path, store: EmbeddingStore, *,
     no usable saved index, one built from the whole table (saved right away)."""
     started = time.monotonic()
     empty = VectorIndex(store.dim, ivf_threshold=ivf_threshold,
-                        compressed_threshold=compressed_threshold)
+                        compressed_threshold=compressed_threshold,
+                        stored=store if store.has_stable_row_ids else None)
+    row_ids = empty.stored is not None
     try:
         index, added, stored_ids, switched = _load(directory, store, empty)
     except StaleIndex as exc:
@@ -154,7 +158,8 @@ def open_index(directory: Path, store: EmbeddingStore, *,
                 reason)
         index = empty
         with every_core_for_bulk_work():      # k-means and list assignment of every row
-            added = index.rebuild(store.iter_batches(batch_size=BUILD_BATCH_ROWS),
+            added = index.rebuild(store.iter_batches(batch_size=BUILD_BATCH_ROWS,
+                                                     with_row_ids=row_ids),
                                   store.count(), store.vectors_at)
         saved = _save_quietly(directory, index, store)
         return_freed_memory()
@@ -199,7 +204,8 @@ def _load(directory: Path, store: EmbeddingStore, settings: VectorIndex
         reading = pool.submit(_read_saved, directory, manifest)
         # the version first: a commit between the two makes the writer read the ids again
         version = store.version
-        metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS)
+        metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS,
+                              with_row_ids=settings.stored is not None)
         faiss_index, ids = reading.result()
     rows = manifest["rows"]
     if faiss_index.ntotal != rows or len(ids) != rows or faiss_index.d != store.dim:
@@ -208,24 +214,32 @@ def _load(directory: Path, store: EmbeddingStore, settings: VectorIndex
     if manifest["kind"] != ann.FLAT:
         faiss_index.nprobe = manifest["nprobe"]  # type: ignore[attr-defined]
     stored_ids = metadata.column("id").combine_chunks()
-    _check_kind(manifest["kind"], settings.wanted_kind(len(stored_ids)))
+    _check_kind(manifest["kind"], settings.wanted_kind(len(stored_ids)),
+                reranked=settings.stored is not None)
     where, missing = _match_saved_rows(ids, stored_ids)
     saved = Snapshot(faiss_index, ids, manifest["kind"], manifest["trained_rows"])
     in_index = metadata.slice(0, len(ids)) if where is None else metadata.take(where)
     index = VectorIndex.restored(saved, in_index, ivf_threshold=settings.ivf_threshold,
-                                 compressed_threshold=settings.compressed_threshold)
+                                 compressed_threshold=settings.compressed_threshold,
+                                 stored=settings.stored)
     _spot_check(index, ids, store)
-    added = index.add_table(store.read_ids(missing.to_pylist())) if len(missing) else 0
+    added = (index.add_table(store.read_ids(missing.to_pylist(),
+                                            with_row_ids=settings.stored is not None))
+             if len(missing) else 0)
     index.settle()              # thresholds lowered since the save: the kind they call for
     # the index holds distinct store ids of this version: as many means the same ones
     held = index.id_positions() if len(index) == len(stored_ids) else IdPositions(stored_ids)
     return index, added, StoredIds(held, version), index.kind != manifest["kind"]
 
 
-def _check_kind(saved: str, wanted: str) -> None:
-    """A saved compressed index cannot become a smaller kind (its codes are not the
-    vectors): the thresholds calling for one mean a rebuild."""
-    if saved == ann.COMPRESSED and wanted != ann.COMPRESSED:
+def _check_kind(saved: str, wanted: str, *, reranked: bool) -> None:
+    """A saved coded index cannot become a smaller kind (its codes are not the
+    vectors): the thresholds calling for one mean a rebuild, as does a re-ranking one
+    for a store whose row ids are not stable (`reranked` False)."""
+    if saved == ann.RERANKED and not reranked:
+        raise StaleIndex(f"saved index is {saved}, which reads the store by stable row "
+                         "ids, and the store table has none: rebuilt")
+    if saved in ann.CODED and ann.KINDS.index(wanted) < ann.KINDS.index(ann.COMPRESSED):
         raise StaleIndex(f"saved index is {saved} but the thresholds call for {wanted} at "
                          "the store's rows (compressed_threshold raised): rebuilt to hold "
                          "the vectors")
@@ -299,8 +313,11 @@ def _spot_check(index: VectorIndex, ids: pa.Array, store: EmbeddingStore) -> Non
     by_id = dict(zip(stored.column("id").to_pylist(), vectors_of(stored), strict=True))
     saved = index.vectors_at(positions)
     vectors = np.stack([by_id[row_id] for row_id in wanted])
+    if index.stored is not None and not np.array_equal(
+            index.stored.vectors_by_row_id(index.row_ids_at(positions)), vectors):
+        raise StaleIndex("the store's row ids no longer name the saved rows")
     expected = index.encoded(vectors)
-    decoded = index.kind == ann.COMPRESSED
+    decoded = index.kind in ann.CODED
     for row_id, vector, own, norm in zip(wanted, saved, expected,
                                          np.linalg.norm(vectors, axis=1), strict=True):
         if decoded:

@@ -352,7 +352,8 @@ class ModelSpace:
             if fresh and self.writes and self.store.count() == len(self.index):
                 fresh = frozenset()     # only its own commits, indexed as they were made
             if fresh:
-                rows = self.store.read_fragments(fresh)
+                rows = self.store.read_fragments(
+                    fresh, with_row_ids=self.index.stored is not None)
                 added = self.index.add_table(rows)
                 if added:
                     log.info("picked up %d rows written by another process to %s", added,

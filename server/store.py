@@ -7,6 +7,11 @@ Filters are structured (`RowFilter`, at most `limits.MAX_FILTER_VALUES` values a
 the SQL is built here with quoting, never taken from a caller. Rows wanted by id are
 found by matching the id column in Arrow, never through SQL text, so a long id list
 costs memory in proportion to the ids, not to a query string.
+
+Tables are created with stable row ids (Lance's `_rowid` of a row stays the same through
+relabels and compactions), so the neighbour index can keep 4-bit codes and re-rank its
+candidates against the vectors read here by row id (`vectors_by_row_id`). A table created
+without them (by another tool) keeps the index's 8-bit codes (server/ann.py).
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ METADATA_COLUMNS = ("id", "env", "label", "split", "timestamp", "uri", "sha256",
 #: columns added to the schema after its first release, each with the SQL value its
 #: existing rows get when a table without it is opened (`open_table`)
 ADDED_COLUMNS = {"event": "''"}
+#: Lance's row id column, read beside the others where the index needs it
+ROW_ID = "_rowid"
+#: what a new table is created with: row ids that never change (`ROW_ID`)
+NEW_TABLE_OPTIONS = {"new_table_enable_stable_row_ids": "true"}
 
 
 def table_name(model_id: str) -> str:
@@ -100,7 +109,8 @@ def open_table_at_readable(db, model_id: str, dim: int, db_dir: Path | None = No
         else:
             table = db.open_table(name)
     except ValueError:  # not created yet
-        table = db.create_table(name, schema=make_schema(dim), exist_ok=True)
+        table = db.create_table(name, schema=make_schema(dim), exist_ok=True,
+                                storage_options=NEW_TABLE_OPTIONS)
     stored = table.schema.field("vector").type.list_size
     if stored != dim:
         raise FailedPrecondition(
@@ -208,6 +218,7 @@ class EmbeddingStore:
         self.model_id = model_id
         self.dim = dim
         self._env_counts: tuple[int, dict[str, int]] | None = None
+        self._stable_row_ids: bool | None = None
         #: where the acknowledged record lives (store_recovery.py): a local file, or an
         #: object beside the LanceDB folder on object storage
         self._record: LocalRecord | RemoteRecord
@@ -336,10 +347,10 @@ class EmbeddingStore:
                    .to_pylist())
 
     def read(self, row_filter: RowFilter = RowFilter(), *, with_vectors: bool = True,
-             columns: Sequence[str] | None = None) -> pa.Table:
-        """Rows matching the filter as one Arrow table."""
+             columns: Sequence[str] | None = None, with_row_ids: bool = False) -> pa.Table:
+        """Rows matching the filter as one Arrow table (`with_row_ids`: and `ROW_ID`)."""
         wanted = list(columns or METADATA_COLUMNS) + (["vector"] if with_vectors else [])
-        query = self._table.search().select(wanted).limit(None)
+        query = self._table.search().select(wanted).with_row_id(with_row_ids).limit(None)
         where = where_clause(row_filter)
         if where:
             query = query.where(where)
@@ -351,24 +362,28 @@ class EmbeddingStore:
         fragments that were not there before."""
         return frozenset(f.fragment_id for f in self._table.to_lance().get_fragments())
 
-    def read_fragments(self, fragment_ids: Iterable[int]) -> pa.Table:
+    def read_fragments(self, fragment_ids: Iterable[int], *,
+                       with_row_ids: bool = False) -> pa.Table:
         """The rows of those fragments as they are now (deleted rows left out), with
-        every column of the store schema."""
+        every column of the store schema (`with_row_ids`: and `ROW_ID`)."""
         wanted = set(fragment_ids)
         columns = [*METADATA_COLUMNS, "vector"]
-        tables = [fragment.to_table(columns=columns)
+        tables = [fragment.to_table(columns=columns, with_row_id=with_row_ids)
                   for fragment in self._table.to_lance().get_fragments()
                   if fragment.fragment_id in wanted]
         if not tables:
-            return make_schema(self.dim).empty_table().select(columns)
+            empty = make_schema(self.dim).empty_table().select(columns)
+            return (empty.append_column(ROW_ID, pa.array([], pa.uint64())) if with_row_ids
+                    else empty)
         return pa.concat_tables(tables)
 
     def iter_batches(self, row_filter: RowFilter = RowFilter(), batch_size: int = 4096, *,
-                     with_vectors: bool = True) -> Iterator[pa.RecordBatch]:
+                     with_vectors: bool = True, with_row_ids: bool = False
+                     ) -> Iterator[pa.RecordBatch]:
         """Stream matching rows in record batches of exactly `batch_size` rows (the last
         one shorter), read lazily: memory holds about one batch, not the result."""
         wanted = list(METADATA_COLUMNS) + (["vector"] if with_vectors else [])
-        query = self._table.search().select(wanted).limit(None)
+        query = self._table.search().select(wanted).with_row_id(with_row_ids).limit(None)
         where = where_clause(row_filter)
         if where:
             query = query.where(where)
@@ -394,12 +409,17 @@ class EmbeddingStore:
         return vectors_of(self._table.to_lance().take(positions, columns=["vector"]))
 
     def read_ids(self, ids: Sequence[str], *, with_vectors: bool = True,
-                 columns: Sequence[str] | None = None) -> pa.Table:
+                 columns: Sequence[str] | None = None, with_row_ids: bool = False
+                 ) -> pa.Table:
         """Rows with the given ids (any order), matched in Arrow against the id column:
-        no SQL text, whatever the number of ids."""
+        no SQL text, whatever the number of ids (`with_row_ids`: and `ROW_ID`)."""
         wanted = list(columns or METADATA_COLUMNS) + (["vector"] if with_vectors else [])
         if not ids:
-            return make_schema(self.dim).empty_table().select(wanted)
+            empty = make_schema(self.dim).empty_table().select(wanted)
+            return (empty.append_column(ROW_ID, pa.array([], pa.uint64())) if with_row_ids
+                    else empty)
+        if with_row_ids:
+            wanted.append(ROW_ID)
         dataset = self._table.to_lance()
         stored = dataset.to_table(columns=["id"]).column("id")
         positions = pa.compute.indices_nonzero(
@@ -413,6 +433,50 @@ class EmbeddingStore:
         if where.null_count:
             raise KeyError(f"{where.null_count} of {len(ids)} ids are not stored")
         return vectors_of(table.take(where))
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        """True when the table's row ids never change (set when it was created)."""
+        if self._stable_row_ids is None:
+            self._stable_row_ids = bool(getattr(self._table.to_lance(),
+                                                "has_stable_row_ids", False))
+        return self._stable_row_ids
+
+    def vectors_by_row_id(self, row_ids: np.ndarray) -> np.ndarray:
+        """The stored vectors of the rows with these (stable) row ids, in their order;
+        a row id may repeat. KeyError when one is not in the table."""
+        row_ids = np.asarray(row_ids, dtype=np.int64)
+        if len(row_ids) == 0:
+            return np.zeros((0, self.dim), np.float32)
+        wanted = np.unique(row_ids)
+        table = (self._table.take_row_ids(wanted.tolist()).select(["vector"])
+                 .with_row_id().to_arrow())
+        found = table.column(ROW_ID).to_numpy().astype(np.int64)
+        if len(found) < len(wanted):
+            raise KeyError(f"{len(wanted) - len(found)} of {len(wanted)} row ids are not "
+                           "in the table")
+        order = np.argsort(found)
+        where = np.searchsorted(found, row_ids, sorter=order).clip(0, len(found) - 1)
+        at = order[where]
+        if not np.array_equal(found[at], row_ids):
+            raise KeyError("row ids that are not in the table")
+        return vectors_of(table)[at]
+
+    def row_ids_of(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The row id of each of `ids` (each stored), newest fragments searched first:
+        the rows a writer has just appended are found in the first one or two."""
+        ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        out = np.full(len(ids), -1, dtype=np.int64)
+        for fragment in reversed(self._table.to_lance().get_fragments()):
+            part = fragment.to_table(columns=["id"], with_row_id=True)
+            where = pa.compute.index_in(ids, value_set=part.column("id").combine_chunks())
+            hit = where.is_valid().to_numpy(zero_copy_only=False)
+            if hit.any():
+                row_ids = part.column(ROW_ID).to_numpy().astype(np.int64)
+                out[hit] = row_ids[where.drop_null().to_numpy()]
+            if (out >= 0).all():
+                return out
+        raise KeyError(f"{int((out < 0).sum())} of {len(ids)} ids are not stored")
 
     def env_counts(self) -> dict[str, int]:
         """Rows per environment (recounted only when the table version changed)."""

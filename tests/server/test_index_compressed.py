@@ -1,10 +1,15 @@
 """The compressed index kind (IVF over 8-bit codes) on clustered rows, with low thresholds
 so that a few thousand rows exercise it: recall against exact search, memory per row,
-filters and evidence rules, rows added after training, retraining, save and load."""
+filters and evidence rules, rows added after training, retraining, save and load.
+
+It is the kind of a store table without stable row ids (created by another tool: every
+table envad creates has them and takes the re-ranked kind, test_index_reranked.py), so
+these stores are created that way."""
 
 from __future__ import annotations
 
 import faiss
+import lancedb
 import numpy as np
 import pytest
 
@@ -12,7 +17,7 @@ from envad.records import RowFilter
 from envad.server import ann
 from envad.server.index import VectorIndex
 from envad.server.index_files import open_index, save_index
-from envad.server.store import EmbeddingStore, Row
+from envad.server.store import EmbeddingStore, Row, make_schema, table_name
 
 DIM = 32
 #: recall@10 against exact search the compressed index must reach on these rows. IVF's
@@ -31,8 +36,17 @@ def clustered(n: int, seed: int = 0) -> np.ndarray:
     return centres[rng.integers(40, size=n)] + rng.normal(size=(n, DIM)).astype(np.float32)
 
 
+def store_without_stable_row_ids(db_dir, model_id: str = "m", dim: int = DIM
+                                 ) -> EmbeddingStore:
+    """A store whose table was created without stable row ids (as another tool would)."""
+    lancedb.connect(str(db_dir)).create_table(table_name(model_id), schema=make_schema(dim))
+    store = EmbeddingStore(db_dir, model_id, dim)
+    assert not store.has_stable_row_ids
+    return store
+
+
 def store_of(tmp_path, vectors: np.ndarray) -> EmbeddingStore:
-    store = EmbeddingStore(tmp_path / "lancedb", "m", DIM)
+    store = store_without_stable_row_ids(tmp_path / "lancedb")
     store.insert([Row(id=f"r{i}", vector=v, env=f"e{i % 3}", split=("train", "val")[i % 2],
                       label="anomaly" if i % 5 == 0 else "ok", sha256=f"h{i}")
                   for i, v in enumerate(vectors)])

@@ -1,0 +1,66 @@
+"""Exact re-ranking of a coded index's candidates against the store's vectors.
+
+A `RERANKED` index (ann.py) holds 4-bit codes, about 256 bytes a 512-d row, and the
+stable row id of the store row at each of its positions (`RowIds`, 8 bytes a row). A
+search asks the codes for `ann.RERANK_FACTOR` times the neighbours wanted, reads those
+candidates' vectors from the store by row id (one read for every query of the call) and
+orders them by their exact distances (`exact_order`): the neighbours and distances a
+caller gets are those of the stored vectors, as with a flat index.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+
+
+class StoredVectors(Protocol):
+    """What a re-ranking index reads from the store (store.EmbeddingStore)."""
+
+    def vectors_by_row_id(self, row_ids: np.ndarray) -> np.ndarray: ...
+
+    def row_ids_of(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray: ...
+
+
+class RowIds:
+    """The store row id at each index position (a growing int64 array)."""
+
+    def __init__(self) -> None:
+        self._values = np.zeros(1024, dtype=np.int64)
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def extend(self, row_ids: np.ndarray) -> None:
+        end = self._size + len(row_ids)
+        if end > len(self._values):
+            grown = np.zeros(max(end, 2 * len(self._values)), dtype=np.int64)
+            grown[:self._size] = self._values[:self._size]
+            self._values = grown
+        self._values[self._size:end] = row_ids
+        self._size = end
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        """The row ids at `positions` (a copy)."""
+        return self._values[:self._size][np.asarray(positions, dtype=np.int64)]
+
+
+def exact_order(queries: np.ndarray, positions: np.ndarray, vectors: np.ndarray,
+                where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's candidates sorted by their exact squared L2 distance.
+
+    `positions` [q, c] are the candidates (-1: none), `vectors` the distinct candidates'
+    vectors and `where` [q, c] the row of `vectors` of each candidate. Returns the
+    distances and positions in that order; missing candidates stay last, at infinity.
+    """
+    distances = np.full(positions.shape, np.inf, dtype=np.float32)
+    for q, query in enumerate(queries):
+        found = positions[q] >= 0
+        difference = vectors[where[q, found]] - query
+        distances[q, found] = np.einsum("ij,ij->i", difference, difference)
+    order = np.argsort(distances, axis=1, kind="stable")
+    return (np.take_along_axis(distances, order, axis=1),
+            np.take_along_axis(positions, order, axis=1))
