@@ -3,11 +3,13 @@ which one the server's compressed kind should be (server/ann.py).
 
 Candidates, each trained on the server's sample size and list count (ann.nlist_for):
 IVF-flat (the reference: float32 vectors), IVF over 8-bit residual codes (IVF-SQ8),
-IVF-PQ alone, and IVF-PQ whose k * R candidates are re-ranked (faiss.IndexRefine) with
-8-bit or float16 codes of every row kept in memory. One JSON line per candidate, probe
-count and re-rank factor (`compressed_candidates`): recall@10 of 200 held-out queries
-against exact search, one-query p50 ms, bytes per row of the serialized index, train and
-build seconds.
+IVF-PQ alone, IVF-PQ whose k * R candidates are re-ranked (faiss.IndexRefine) with 8-bit
+or float16 codes of every row kept in memory, and IVF over 4-bit codes whose k * R
+candidates are re-ranked by their exact vectors (the server reads those from the store
+by row id; here they are in memory, and the index's bytes are the codes' alone). One
+JSON line per candidate, probe count and re-rank factor (`compressed_candidates`):
+recall@10 of 200 held-out queries against exact search, one-query p50 ms (without the
+store read), bytes per row of the serialized index, train and build seconds.
 
     python -m benchmarks.compressed_candidates --rows 100000
 """
@@ -29,7 +31,8 @@ PQ_BYTES = 64
 #: (name, re-rank factors) of each candidate; factor 1 = no re-ranking
 CANDIDATES = (("ivf-flat", (1,)), ("ivf-sq8", (1,)), (f"ivf-pq{PQ_BYTES}", (1,)),
               (f"ivf-pq{PQ_BYTES} + sq8 re-rank", (8, 32)),
-              (f"ivf-pq{PQ_BYTES} + fp16 re-rank", (8, 32)))
+              (f"ivf-pq{PQ_BYTES} + fp16 re-rank", (8, 32)),
+              ("ivf-sq4 + store re-rank", (1, 2, 4)))
 
 
 def candidate(name: str, nlist: int) -> faiss.Index:
@@ -39,6 +42,9 @@ def candidate(name: str, nlist: int) -> faiss.Index:
         return faiss.IndexIVFFlat(coarse, DIM, nlist)
     if name == "ivf-sq8":
         return faiss.IndexIVFScalarQuantizer(coarse, DIM, nlist, faiss.ScalarQuantizer.QT_8bit)
+    if name.startswith("ivf-sq4"):
+        return faiss.IndexRefineFlat(faiss.IndexIVFScalarQuantizer(
+            coarse, DIM, nlist, faiss.ScalarQuantizer.QT_4bit))
     base = faiss.IndexIVFPQ(coarse, DIM, nlist, PQ_BYTES, 8)
     if "re-rank" not in name:
         return base
@@ -74,7 +80,9 @@ def measure(rows: int, nprobes: list[int]) -> None:
         index.add(data)
         built = time.perf_counter() - started
         faiss.omp_set_num_threads(1)                     # the server searches on one
-        size = faiss.serialize_index(index).nbytes
+        # the store re-rank's vectors are the store's, not the index's
+        coded = faiss.downcast_index(index.base_index) if "store" in name else index
+        size = faiss.serialize_index(coded).nbytes
         log(f"compressed_candidates: {name} at {rows} rows built in {built:.1f} s")
         for nprobe in nprobes:
             for factor in factors:

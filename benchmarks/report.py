@@ -302,7 +302,7 @@ def memory_line(records: list[dict]) -> list[str]:
     size's index kind, extrapolated to EXTRAPOLATED_ROWS: nothing with fewer than two
     such sizes, or when that kind is not the compressed one (the kind of those sizes)."""
     kind = max(records, key=lambda r: r["rows"]).get("index_kind")
-    if kind is not None and kind != ann.COMPRESSED:
+    if kind is not None and kind not in ann.CODED:
         return []             # the server never holds 10 million rows in this kind
     same = [r for r in records if r.get("index_kind") == kind]
     if len({r["rows"] for r in same}) < 2:

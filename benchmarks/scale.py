@@ -1,5 +1,5 @@
-"""Neighbour search as the store grows: flat, IVF and compressed IVF (8-bit codes),
-search latency, recall, restart, memory.
+"""Neighbour search as the store grows: flat, IVF and compressed IVF (4-bit codes
+re-ranked against the store, or 8-bit codes), search latency, recall, restart, memory.
 
 Synthetic 512-d float32 vectors (seeded Gaussian clusters, 8 cameras) are written to a
 real LanceDB store; for each size and index kind a fresh process opens the index the
@@ -21,11 +21,12 @@ against exact search on held-out queries. One JSON line per size and kind (`scal
   holds in memory: vectors or codes, list ids, direct map, centroids);
 - ratio_search_over_flat (IVF kinds): this size's p50 ÷ its flat p50.
 
-    python -m benchmarks.scale --rows 10000 100000 [1000000] [--kinds ivf ivf-sq8]
+    python -m benchmarks.scale --rows 10000 100000 [1000000] [--kinds ivf ivf-sq8 ivf-sq4]
 
 Every kind is forced at every size (thresholds 1 or rows + 1) so its recall and cost are
 seen at each; the server's own thresholds pick IVF from 200,000 rows and compressed IVF
-from 1,000,000 (server/config.py).
+from 1,000,000 (server/config.py): ivf-sq4 on the stores envad creates (stable row ids),
+ivf-sq8 on a table without them (forced here with `open_index(rerank=False)`).
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def rss_bytes() -> int:
 
 def thresholds(kind: str, rows: int) -> tuple[int, int]:
     """(ivf_threshold, compressed_threshold) under which the index is `kind` at `rows`."""
-    return {"flat": (rows + 1, rows + 1), "ivf": (1, rows + 1), "ivf-sq8": (1, 1)}[kind]
+    return {"flat": (rows + 1, rows + 1), "ivf": (1, rows + 1), "ivf-sq8": (1, 1),
+            "ivf-sq4": (1, 1)}[kind]
 
 
 def index_file_bytes(directory: Path) -> int:
@@ -148,7 +150,8 @@ def child(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     ivf_threshold, compressed_threshold = thresholds(args.kind, store.count())
     opened = open_index(args.dir / f"index-{args.kind}", store, ivf_threshold=ivf_threshold,
-                        compressed_threshold=compressed_threshold)
+                        compressed_threshold=compressed_threshold,
+                        rerank=args.kind != "ivf-sq8")
     seconds = time.perf_counter() - started
     index = opened.index
     record = {"loaded": opened.loaded, "open_s": seconds, "kind": index.kind,
@@ -228,8 +231,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000],
                         help="store sizes, smallest first (the first is the reference)")
-    parser.add_argument("--kinds", nargs="+", default=["flat", "ivf", "ivf-sq8"],
-                        choices=["flat", "ivf", "ivf-sq8"], help="index kinds to measure")
+    parser.add_argument("--kinds", nargs="+", default=["flat", "ivf", "ivf-sq4"],
+                        choices=["flat", "ivf", "ivf-sq8", "ivf-sq4"],
+                        help="index kinds to measure (ivf-sq8: on a copy of the store "
+                             "without stable row ids)")
     parser.add_argument("--work", type=Path, default=None,
                         help="folder for the stores (default: a temporary folder)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

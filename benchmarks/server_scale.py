@@ -31,13 +31,14 @@ import numpy as np
 
 from benchmarks.common import emit, log, percentile_ms
 from benchmarks.models import build_resnet18_onnx
-from benchmarks.scale import vectors, write_store
+from benchmarks.scale import DIM, vectors, write_store
 from benchmarks.serving import camera_jpegs
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
 from envad.server import ann
 from envad.server.config import DEFAULT_COMPRESSED_THRESHOLD, DEFAULT_IVF_THRESHOLD
 from envad.server.detectors.registry import PAPER_DETECTORS
+from envad.server.store import EmbeddingStore
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
 
@@ -88,9 +89,11 @@ def measure(rows: int, work: Path, model: Path, jpeg: bytes, calls: int) -> dict
     log(f"server_scale: {rows:,} rows written in {time.perf_counter() - started:.1f} s")
     query = vectors(1, start=rows + 10_000_000)[0]
     server = LocalServer(data, model.parent)
+    reranked = EmbeddingStore(data / "lancedb", MODEL_ID, DIM).has_stable_row_ids
     record: dict = {"benchmark": "server_scale", "rows": rows, "size": SIZE,
                     "index_kind": ann.kind_for(rows, DEFAULT_IVF_THRESHOLD,
-                                               DEFAULT_COMPRESSED_THRESHOLD)}
+                                               DEFAULT_COMPRESSED_THRESHOLD,
+                                               reranked=reranked)}
     try:
         record["first_start_s"] = timed_start(server)
         record["start_peak_rss_bytes"] = server_memory(server)["VmHWM"]

@@ -45,6 +45,8 @@ from collections.abc import Callable
 import faiss
 import numpy as np
 
+from envad.server.rerank import exact_order
+
 log = logging.getLogger(__name__)
 
 TRAIN_POINTS_PER_LIST = 32
@@ -131,10 +133,22 @@ def build_ivf(source: faiss.Index, extra: np.ndarray, *, kind: str = IVF,
         ivf.add(read(np.arange(start, min(start + COPY_CHUNK, source.ntotal))))
     if len(extra):
         ivf.add(np.ascontiguousarray(extra, dtype=np.float32))
-    ivf.nprobe = calibrate_nprobe(ivf)
+    ivf.nprobe = calibrate_nprobe(ivf, exact_rows=None if kind != RERANKED else (
+        lambda positions: _rows_or_extra(read, source.ntotal, extra, positions)))
     log.info("IVF index trained on %d of %d rows: %d lists, nprobe %d, %.1f s", len(sample),
              total, ivf.nlist, ivf.nprobe, time.monotonic() - started)
     return ivf
+
+
+def _rows_or_extra(rows: RowReader, held: int, extra: np.ndarray,
+                   positions: np.ndarray) -> np.ndarray:
+    """The rows at `positions` of `held` rows read by `rows` followed by `extra`."""
+    out = np.empty((len(positions), extra.shape[1]), np.float32)
+    inside = positions < held
+    if inside.any():
+        out[inside] = rows(positions[inside])
+    out[~inside] = extra[positions[~inside] - held]
+    return out
 
 
 def sample_positions(total: int) -> np.ndarray:
@@ -185,30 +199,38 @@ def _trained(ivf: faiss.IndexIVF, sample: np.ndarray) -> faiss.IndexIVF:
 
 
 def calibrate_nprobe(ivf: faiss.IndexIVF, *, target: float = CALIBRATION_RECALL,
-                     queries: int = CALIBRATION_QUERIES) -> int:
+                     queries: int = CALIBRATION_QUERIES,
+                     exact_rows: RowReader | None = None) -> int:
     """The smallest power-of-two nprobe with recall@10 >= target against exact search
-    (all lists probed), on stored rows as queries, each query's own row left out."""
+    (all lists probed), on stored rows as queries, each query's own row left out. With
+    `exact_rows` (a RERANKED index's stored vectors by position), each search is
+    re-ranked by them as the server's are, and the queries are the stored vectors."""
     rows = ivf.ntotal
     if rows <= CALIBRATION_K + 1:
         return ivf.nlist
     rng = np.random.default_rng(SEED + 1)
     positions = np.sort(rng.choice(rows, size=min(queries, rows), replace=False))
-    x = rows_of(ivf, positions)
-    exact = _others(ivf, x, positions, ivf.nlist)
+    x = rows_of(ivf, positions) if exact_rows is None else exact_rows(positions)
+    exact = _others(ivf, x, positions, ivf.nlist, exact_rows)
     nprobe = 1
     while nprobe < ivf.nlist:
-        found = _others(ivf, x, positions, nprobe)
+        found = _others(ivf, x, positions, nprobe, exact_rows)
         if recall_at_k(found, exact) >= target:
             return nprobe
         nprobe *= 2
     return ivf.nlist
 
 
-def _others(ivf: faiss.IndexIVF, x: np.ndarray, positions: np.ndarray,
-            nprobe: int) -> np.ndarray:
-    """Each query's 10 nearest rows other than its own, found with `nprobe` lists."""
+def _others(ivf: faiss.IndexIVF, x: np.ndarray, positions: np.ndarray, nprobe: int,
+            exact_rows: RowReader | None) -> np.ndarray:
+    """Each query's 10 nearest rows other than its own, found with `nprobe` lists (and
+    `RERANK_FACTOR` times as many candidates re-ranked by `exact_rows`, when given)."""
     params = faiss.SearchParametersIVF(nprobe=nprobe)  # type: ignore[call-arg]
-    _, found = ivf.search(x, CALIBRATION_K + 1, params=params)
+    fetch = (CALIBRATION_K + 1) * (1 if exact_rows is None else RERANK_FACTOR)
+    _, found = ivf.search(x, fetch, params=params)
+    if exact_rows is not None:
+        distinct = np.unique(found[found >= 0])
+        _, found = exact_order(x, found, exact_rows(distinct), np.searchsorted(distinct, found))
     out = np.full((len(x), CALIBRATION_K), -1, dtype=np.int64)
     for q, (row, own) in enumerate(zip(found, positions, strict=True)):
         others = row[(row != own) & (row >= 0)][:CALIBRATION_K]

@@ -37,12 +37,13 @@ ENV_PREFIX = "ENVAD_"
 #: writes: at 20,000 the writer fell to 0.35-0.42x lancedb's append over 100k rows, at
 #: 200,000 it holds 0.50-0.60x (docs/benchmarks.md)
 DEFAULT_IVF_THRESHOLD = 200_000
-#: stored rows from which the IVF index's lists hold 8-bit codes of each row (512 bytes a
-#: row at 512 dims) instead of its float32 vector (2,048): at 1M rows the server held
-#: 2.80 GiB, 2 GiB of it vectors; with codes the index's process holds 768 bytes a row
-#: instead of 2,301. Codes cost recall (at 10 against exact search on the benchmark's
-#: clustered rows: 0.986 at 100k rows, where IVF-flat gives 1.000; 0.958 at 1M, IVF-flat
-#: 0.979) and distances are approximate, so smaller stores keep float32 vectors
+#: stored rows from which the IVF index's lists hold codes of each row instead of its
+#: float32 vector (2,048 bytes at 512 dims): 4-bit codes (256 bytes) whose candidates
+#: are re-ranked against the store's vectors on a table with stable row ids (every one
+#: envad creates), else 8-bit codes (512). At 1M rows the server held 2.80 GiB with the
+#: vectors, 2 GiB of them vectors; with 4-bit codes a row costs the server about 470
+#: bytes (docs/results/archive-scale.md). Re-ranking reads the store for every search, a
+#: round trip on object storage, so smaller stores keep float32 vectors in memory
 #: (docs/neighbour-index.md)
 DEFAULT_COMPRESSED_THRESHOLD = 1_000_000
 #: what a server does with a shared store: "all" serves and writes (one process, the

@@ -234,7 +234,8 @@ class VectorIndex:
             self._index, self.kind, self.trained_rows = trained, kind, rows
         added = self.add_batches(batches)
         with self._growing, self._lock:
-            self._index.nprobe = ann.calibrate_nprobe(self._index)
+            self._index.nprobe = ann.calibrate_nprobe(self._index,
+                                                      exact_rows=self._exact_rows(kind))
             nlist, nprobe = self._index.nlist, self._index.nprobe
         log.info("%s index trained on %d sampled rows, then the table's %d rows read into "
                  "it: %d lists, nprobe %d, %.1f s", kind, len(positions), added, nlist,
@@ -360,6 +361,11 @@ class VectorIndex:
         assert self.stored is not None
         return self.stored.vectors_by_row_id(row_ids)
 
+    def _exact_rows(self, kind: str) -> ann.RowReader | None:
+        """What calibrates an index of `kind` that holds this index's rows: the exact
+        vectors by position for a RERANKED one (its searches re-rank by them)."""
+        return self._rows if kind == ann.RERANKED else None
+
     def encoded(self, vectors: np.ndarray) -> np.ndarray:
         """`vectors` as this index holds them once added (ann.encoded)."""
         with self._lock:
@@ -433,7 +439,7 @@ class VectorIndex:
                     break
                 ivf.add(self._rows(np.arange(copied, end)))
                 copied = end
-            ivf.nprobe = ann.calibrate_nprobe(ivf)
+            ivf.nprobe = ann.calibrate_nprobe(ivf, exact_rows=self._exact_rows(kind))
             with self._growing, self._lock:
                 end = self._index.ntotal
                 if copied < end:

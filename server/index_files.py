@@ -141,13 +141,16 @@ def _save(directory: Path, index: VectorIndex, model_id: str, table_version: int
 
 def open_index(directory: Path, store: EmbeddingStore, *,
                ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
-               compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD) -> Opened:
+               compressed_threshold: int = DEFAULT_COMPRESSED_THRESHOLD,
+               rerank: bool = True) -> Opened:
     """The index of `store`: the saved one plus the rows stored since, or, when there is
-    no usable saved index, one built from the whole table (saved right away)."""
+    no usable saved index, one built from the whole table (saved right away). The
+    compressed kind re-ranks against the store when its row ids are stable (`rerank`
+    False: 8-bit codes whatever the store, for the benchmarks' comparison)."""
     started = time.monotonic()
     empty = VectorIndex(store.dim, ivf_threshold=ivf_threshold,
                         compressed_threshold=compressed_threshold,
-                        stored=store if store.has_stable_row_ids else None)
+                        stored=store if rerank and store.has_stable_row_ids else None)
     row_ids = empty.stored is not None
     try:
         index, added, stored_ids, switched = _load(directory, store, empty)

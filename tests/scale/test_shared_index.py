@@ -6,6 +6,7 @@ training it again; a flat one it builds from the store."""
 from __future__ import annotations
 
 import logging
+import time
 
 from s3_emulator import in_process, local_models
 
@@ -67,3 +68,42 @@ def test_a_flat_saved_index_is_built_from_the_store_not_downloaded(
                         role="reader").start()
     reader.stop()
     assert "downloaded" not in caplog.text and "built from the store: 8 rows" in caplog.text
+
+
+def _nearest(server, image: bytes) -> tuple[str, float]:
+    found = pb_grpc.AnomalyServiceStub(server.channel()).Search(
+        pb.SearchRequest(image=image, k=1), timeout=30).neighbors
+    return (found[0].id, found[0].distance) if found else ("", -1.0)
+
+
+def test_a_reader_reranks_against_the_store_on_object_storage(
+        s3_options, s3_uri, tmp_path, tiny_model_path, caplog) -> None:
+    """The compressed kind on object storage: a reader loads the writer's 4-bit index,
+    follows rows written after it by their row ids, and answers with the stored
+    vectors' exact distances (an image's own row at 0), as the writer does."""
+    models = local_models(tmp_path, tiny_model_path)
+    settings = {"ivf_threshold": IVF_FROM, "compressed_threshold": IVF_FROM}
+    writer = in_process(s3_uri, models, tmp_path / "cache-w", s3_options, role="writer",
+                        **settings).start()
+    assert ingest_commit(pb_grpc.AnomalyServiceStub(writer.channel()), "first", seed=1,
+                         count=24) == 24
+    writer.stop()
+    caplog.set_level(logging.INFO, logger="envad")
+    writer.start()
+    reader = in_process(s3_uri, models, tmp_path / "cache-r", s3_options, role="reader",
+                        writer_address=writer.address, **settings).start()
+    try:
+        assert "saved index of 24 rows downloaded" in caplog.text
+        assert "loaded: 24 rows (ivf-sq4)" in caplog.text
+        first = synthetic_images("normal", 24, seed=1)
+        assert _nearest(reader, first[7]) == ("first-7", 0.0) == _nearest(writer, first[7])
+        assert ingest_commit(pb_grpc.AnomalyServiceStub(writer.channel()), "more", seed=2) == 8
+        more = synthetic_images("normal", 8, seed=2)[5]
+        assert _nearest(writer, more) == ("more-5", 0.0)
+        deadline = time.monotonic() + 30
+        while _nearest(reader, more) != ("more-5", 0.0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _nearest(reader, more) == ("more-5", 0.0)
+    finally:
+        reader.stop()
+        writer.stop()
