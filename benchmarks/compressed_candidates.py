@@ -81,7 +81,8 @@ def measure(rows: int, nprobes: list[int]) -> None:
         built = time.perf_counter() - started
         faiss.omp_set_num_threads(1)                     # the server searches on one
         # the store re-rank's vectors are the store's, not the index's
-        coded = faiss.downcast_index(index.base_index) if "store" in name else index
+        coded = (faiss.downcast_index(index.base_index)  # type: ignore[attr-defined]
+                 if "store" in name else index)
         size = faiss.serialize_index(coded).nbytes
         log(f"compressed_candidates: {name} at {rows} rows built in {built:.1f} s")
         for nprobe in nprobes:

@@ -41,7 +41,7 @@ DEFAULT_IVF_THRESHOLD = 200_000
 #: float32 vector (2,048 bytes at 512 dims): 4-bit codes (256 bytes) whose candidates
 #: are re-ranked against the store's vectors on a table with stable row ids (every one
 #: envad creates), else 8-bit codes (512). At 1M rows the server held 2.80 GiB with the
-#: vectors, 2 GiB of them vectors; with 4-bit codes a row costs the server about 470
+#: vectors, 2 GiB of them vectors; with 4-bit codes a row costs the server about 490
 #: bytes (docs/results/archive-scale.md). Re-ranking reads the store for every search, a
 #: round trip on object storage, so smaller stores keep float32 vectors in memory
 #: (docs/neighbour-index.md)

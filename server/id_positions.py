@@ -42,6 +42,30 @@ def hashes_of(ids: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.fromiter((id_hash(i) for i in ids), dtype=np.int64, count=len(ids))
 
 
+class GrowingArray:
+    """A numpy array appended to at amortised constant cost (its buffer doubles)."""
+
+    def __init__(self, dtype: type) -> None:
+        self._values: np.ndarray = np.zeros(1024, dtype=dtype)
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def extend(self, values: np.ndarray) -> None:
+        end = self._size + len(values)
+        if end > len(self._values):
+            grown = np.zeros(max(end, 2 * len(self._values)), dtype=self._values.dtype)
+            grown[:self._size] = self._values[:self._size]
+            self._values = grown
+        self._values[self._size:end] = values
+        self._size = end
+
+    def view(self) -> np.ndarray:
+        """The values appended so far (a view: valid until the next `extend`)."""
+        return self._values[:self._size]
+
+
 class StringColumn:
     """A growing Arrow string column (chunks merged as they pile up)."""
 

@@ -42,8 +42,8 @@ from envad.errors import InvalidInput
 from envad.records import Neighbor, RowFilter
 from envad.server import ann
 from envad.server.config import DEFAULT_COMPRESSED_THRESHOLD, DEFAULT_IVF_THRESHOLD
-from envad.server.id_positions import IdPositions, StringColumn
-from envad.server.rerank import RowIds, StoredVectors, exact_order
+from envad.server.id_positions import GrowingArray, IdPositions, StringColumn
+from envad.server.rerank import StoredVectors, exact_order
 from envad.server.store import ROW_ID, vectors_of
 from envad.server.threads import limit_faiss_in_this_thread
 
@@ -61,8 +61,7 @@ class CodedColumn:
     def __init__(self) -> None:
         self.values: list[str] = []
         self._lookup: dict[str, int] = {}
-        self._codes = np.zeros(1024, dtype=np.int32)
-        self._size = 0
+        self._codes = GrowingArray(np.int32)
 
     def extend(self, column: pa.Array | pa.ChunkedArray) -> None:
         """Append a string column (nulls read as "")."""
@@ -72,13 +71,7 @@ class CodedColumn:
                              dtype=np.int32)
         codes = (mapping[encoded.indices.to_numpy(zero_copy_only=False)] if len(mapping)
                  else np.zeros(0, dtype=np.int32))
-        end = self._size + len(codes)
-        if end > len(self._codes):
-            grown = np.zeros(max(end, 2 * len(self._codes)), dtype=np.int32)
-            grown[:self._size] = self._codes[:self._size]
-            self._codes = grown
-        self._codes[self._size:end] = codes
-        self._size = end
+        self._codes.extend(codes)
 
     def _code(self, value: str) -> int:
         code = self._lookup.get(value)
@@ -89,10 +82,10 @@ class CodedColumn:
 
     def assign(self, positions: np.ndarray, value: str) -> None:
         """Give the rows at `positions` the value `value`."""
-        self._codes[positions] = self._code(value)
+        self._codes.view()[positions] = self._code(value)
 
     def codes(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        return self._codes[start:self._size if stop is None else stop]
+        return self._codes.view()[start:stop]
 
     def isin(self, wanted: Sequence[str], start: int, stop: int) -> np.ndarray:
         """Mask of rows start..stop whose value is one of `wanted`."""
@@ -101,7 +94,7 @@ class CodedColumn:
 
     def at(self, positions: np.ndarray) -> list[str]:
         values = self.values
-        return [values[c] for c in self._codes[positions]]
+        return [values[c] for c in self._codes.view()[positions]]
 
 
 class _Bitmap:
@@ -134,7 +127,8 @@ class VectorIndex:
         compressed kind is `ann.RERANKED`, and the rows added must be stored)."""
         self.dim = dim
         self.stored = stored
-        self._row_ids = RowIds() if stored is not None else None
+        #: the store row id at each position (a RERANKED search reads the store by them)
+        self._row_ids = GrowingArray(np.int64) if stored is not None else None
         self.ivf_threshold = ivf_threshold
         self.compressed_threshold = compressed_threshold
         self._lock = threading.RLock()         # searches, adds, relabels
@@ -222,8 +216,8 @@ class VectorIndex:
         thresholds call for an IVF kind at `rows`, its lists are trained first, on the
         vectors `sample_of` reads at the seeded positions `ann.sample_positions(rows)`,
         and every batch goes straight into them: memory holds the index it ends with and
-        one batch, never a flat index of every row first (for the compressed kind, four
-        times the memory it ends with)."""
+        one batch, never a flat index of every row first (for the compressed kinds, four
+        or eight times the memory they end with)."""
         kind = self.wanted_kind(rows)
         if kind == ann.FLAT or len(self) or self.kind != ann.FLAT:
             return self.add_batches(batches)
@@ -337,7 +331,7 @@ class VectorIndex:
             yield Snapshot(self._index, ids, self.kind, self.trained_rows)
 
     def vectors_at(self, positions: np.ndarray) -> np.ndarray:
-        """The indexed vectors at `positions` (as FAISS holds them: decoded from 8-bit
+        """The indexed vectors at `positions` (as FAISS holds them: decoded from the
         codes in a compressed index)."""
         self.flush()
         with self._lock:
@@ -348,7 +342,7 @@ class VectorIndex:
         self.flush()
         with self._lock:
             assert self._row_ids is not None
-            return self._row_ids.at(positions)
+            return self._row_ids.view()[positions]
 
     def _rows(self, positions: np.ndarray) -> np.ndarray:
         """The exact vectors at `positions`, for (re)training: from the store by row id
@@ -357,7 +351,7 @@ class VectorIndex:
         with self._lock:
             if self._row_ids is None or self.kind not in ann.CODED:
                 return ann.rows_of(self._index, positions)
-            row_ids = self._row_ids.at(positions)
+            row_ids = self._row_ids.view()[positions]
         assert self.stored is not None
         return self.stored.vectors_by_row_id(row_ids)
 
@@ -544,7 +538,7 @@ class VectorIndex:
             _, positions = self._index.search(queries, count, params=params)
             distinct = np.unique(positions[positions >= 0])
             assert self._row_ids is not None and self.stored is not None
-            row_ids = self._row_ids.at(distinct)
+            row_ids = self._row_ids.view()[distinct]
         vectors = self.stored.vectors_by_row_id(row_ids)
         return exact_order(queries, positions, vectors, np.searchsorted(distinct, positions))
 

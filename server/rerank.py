@@ -1,7 +1,7 @@
 """Exact re-ranking of a coded index's candidates against the store's vectors.
 
 A `RERANKED` index (ann.py) holds 4-bit codes, about 256 bytes a 512-d row, and the
-stable row id of the store row at each of its positions (`RowIds`, 8 bytes a row). A
+stable row id of the store row at each of its positions (8 bytes a row). A
 search asks the codes for `ann.RERANK_FACTOR` times the neighbours wanted, reads those
 candidates' vectors from the store by row id (one read for every query of the call) and
 orders them by their exact distances (`exact_order`): the neighbours and distances a
@@ -22,30 +22,6 @@ class StoredVectors(Protocol):
     def vectors_by_row_id(self, row_ids: np.ndarray) -> np.ndarray: ...
 
     def row_ids_of(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray: ...
-
-
-class RowIds:
-    """The store row id at each index position (a growing int64 array)."""
-
-    def __init__(self) -> None:
-        self._values = np.zeros(1024, dtype=np.int64)
-        self._size = 0
-
-    def __len__(self) -> int:
-        return self._size
-
-    def extend(self, row_ids: np.ndarray) -> None:
-        end = self._size + len(row_ids)
-        if end > len(self._values):
-            grown = np.zeros(max(end, 2 * len(self._values)), dtype=np.int64)
-            grown[:self._size] = self._values[:self._size]
-            self._values = grown
-        self._values[self._size:end] = row_ids
-        self._size = end
-
-    def at(self, positions: np.ndarray) -> np.ndarray:
-        """The row ids at `positions` (a copy)."""
-        return self._values[:self._size][np.asarray(positions, dtype=np.int64)]
 
 
 def exact_order(queries: np.ndarray, positions: np.ndarray, vectors: np.ndarray,

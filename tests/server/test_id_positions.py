@@ -92,3 +92,13 @@ def test_append_new_holds_each_new_id_once():
     assert held.append_new(pa.array(["a", "d"])) == 0 and held.append_new(pa.array([])) == 0
     assert held.array().to_pylist()[:2] == ["a", "b"] and len(held) == 4
     assert sorted(held.array().to_pylist()[2:]) == ["c", "d"]
+
+
+def test_a_growing_array_keeps_every_value_across_its_buffer_doublings():
+    array = id_positions.GrowingArray(np.int64)
+    for start in range(0, 5000, 700):
+        array.extend(np.arange(start, min(start + 700, 5000)))
+    assert len(array) == 5000
+    np.testing.assert_array_equal(array.view(), np.arange(5000))
+    array.view()[[3, 4999]] = -1
+    assert array.view()[3] == array.view()[4999] == -1
