@@ -187,7 +187,7 @@ def test_a_saved_8bit_index_becomes_reranked_at_load(tmp_path):
     vectors = clustered(2000)
     store = store_of(tmp_path / "lancedb", vectors)
     eight_bit = VectorIndex(DIM, ivf_threshold=1, compressed_threshold=1)
-    eight_bit.add_table(store.read().drop_columns([]))
+    eight_bit.add_table(store.read())                    # read without row ids
     assert eight_bit.kind == ann.COMPRESSED
     directory = tmp_path / "index"
     save_index(directory, eight_bit, model_id="m", table_version=store.version)
