@@ -229,8 +229,7 @@ def _others(ivf: faiss.IndexIVF, x: np.ndarray, positions: np.ndarray, nprobe: i
     fetch = (CALIBRATION_K + 1) * (1 if exact_rows is None else RERANK_FACTOR)
     _, found = ivf.search(x, fetch, params=params)
     if exact_rows is not None:
-        distinct = np.unique(found[found >= 0])
-        _, found = exact_order(x, found, exact_rows(distinct), np.searchsorted(distinct, found))
+        _, found = exact_order(x, found, exact_rows)
     out = np.full((len(x), CALIBRATION_K), -1, dtype=np.int64)
     for q, (row, own) in enumerate(zip(found, positions, strict=True)):
         others = row[(row != own) & (row >= 0)][:CALIBRATION_K]

@@ -536,11 +536,12 @@ class VectorIndex:
                 return self._index.search(queries, n, params=params)
             count = min(n * ann.RERANK_FACTOR, allowed)
             _, positions = self._index.search(queries, count, params=params)
-            distinct = np.unique(positions[positions >= 0])
             assert self._row_ids is not None and self.stored is not None
-            row_ids = self._row_ids.view()[distinct]
-        vectors = self.stored.vectors_by_row_id(row_ids)
-        return exact_order(queries, positions, vectors, np.searchsorted(distinct, positions))
+            # rows are only appended: these positions' row ids stay as they are in this
+            # view, whatever is added meanwhile
+            row_ids, stored = self._row_ids.view(), self.stored
+        return exact_order(queries, positions,
+                           lambda distinct: stored.vectors_by_row_id(row_ids[distinct]))
 
     def relabel(self, ids: Sequence[str], label: str) -> None:
         """Set the label of indexed rows (after the store's; unknown ids are ignored).

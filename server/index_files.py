@@ -200,6 +200,7 @@ def _load(directory: Path, store: EmbeddingStore, settings: VectorIndex
     """The saved index plus the rows stored since, the rows added, the store's ids, and
     whether its kind changed on the way (`settings`: an empty index with the thresholds)."""
     manifest = _manifest(directory, store)
+    row_ids = settings.stored is not None       # the index reads the store by row id
     _remove_unlisted(directory, {manifest["index_file"], manifest["ids_file"], MANIFEST})
     # the saved files are checked and read (zlib and FAISS, outside the GIL) while the
     # store's metadata is read: at a million rows each takes seconds
@@ -208,7 +209,7 @@ def _load(directory: Path, store: EmbeddingStore, settings: VectorIndex
         # the version first: a commit between the two makes the writer read the ids again
         version = store.version
         metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS,
-                              with_row_ids=settings.stored is not None)
+                              with_row_ids=row_ids)
         faiss_index, ids = reading.result()
     rows = manifest["rows"]
     if faiss_index.ntotal != rows or len(ids) != rows or faiss_index.d != store.dim:
@@ -218,7 +219,7 @@ def _load(directory: Path, store: EmbeddingStore, settings: VectorIndex
         faiss_index.nprobe = manifest["nprobe"]  # type: ignore[attr-defined]
     stored_ids = metadata.column("id").combine_chunks()
     _check_kind(manifest["kind"], settings.wanted_kind(len(stored_ids)),
-                reranked=settings.stored is not None)
+                reranked=row_ids)
     where, missing = _match_saved_rows(ids, stored_ids)
     saved = Snapshot(faiss_index, ids, manifest["kind"], manifest["trained_rows"])
     in_index = metadata.slice(0, len(ids)) if where is None else metadata.take(where)
@@ -227,7 +228,7 @@ def _load(directory: Path, store: EmbeddingStore, settings: VectorIndex
                                  stored=settings.stored)
     _spot_check(index, ids, store)
     added = (index.add_table(store.read_ids(missing.to_pylist(),
-                                            with_row_ids=settings.stored is not None))
+                                            with_row_ids=row_ids))
              if len(missing) else 0)
     index.settle()              # thresholds lowered since the save: the kind they call for
     # the index holds distinct store ids of this version: as many means the same ones

@@ -10,6 +10,7 @@ caller gets are those of the stored vectors, as with a flat index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -24,14 +25,17 @@ class StoredVectors(Protocol):
     def row_ids_of(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray: ...
 
 
-def exact_order(queries: np.ndarray, positions: np.ndarray, vectors: np.ndarray,
-                where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def exact_order(queries: np.ndarray, positions: np.ndarray,
+                read: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Each query's candidates sorted by their exact squared L2 distance.
 
-    `positions` [q, c] are the candidates (-1: none), `vectors` the distinct candidates'
-    vectors and `where` [q, c] the row of `vectors` of each candidate. Returns the
-    distances and positions in that order; missing candidates stay last, at infinity.
+    `positions` [q, c] are the candidates (-1: none); `read` gives the vectors at
+    sorted distinct positions, called once for every query. Returns the distances and
+    positions in that order; missing candidates stay last, at infinity.
     """
+    distinct = np.unique(positions[positions >= 0])
+    vectors = read(distinct)
+    where = np.searchsorted(distinct, positions)
     distances = np.full(positions.shape, np.inf, dtype=np.float32)
     for q, query in enumerate(queries):
         found = positions[q] >= 0

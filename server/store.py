@@ -17,6 +17,7 @@ without them (by another tool) keeps the index's 8-bit codes (server/ann.py).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -218,7 +219,6 @@ class EmbeddingStore:
         self.model_id = model_id
         self.dim = dim
         self._env_counts: tuple[int, dict[str, int]] | None = None
-        self._stable_row_ids: bool | None = None
         #: where the acknowledged record lives (store_recovery.py): a local file, or an
         #: object beside the LanceDB folder on object storage
         self._record: LocalRecord | RemoteRecord
@@ -434,13 +434,10 @@ class EmbeddingStore:
             raise KeyError(f"{where.null_count} of {len(ids)} ids are not stored")
         return vectors_of(table.take(where))
 
-    @property
+    @functools.cached_property
     def has_stable_row_ids(self) -> bool:
         """True when the table's row ids never change (set when it was created)."""
-        if self._stable_row_ids is None:
-            self._stable_row_ids = bool(getattr(self._table.to_lance(),
-                                                "has_stable_row_ids", False))
-        return self._stable_row_ids
+        return bool(getattr(self._table.to_lance(), "has_stable_row_ids", False))
 
     def vectors_by_row_id(self, row_ids: np.ndarray) -> np.ndarray:
         """The stored vectors of the rows with these (stable) row ids, in their order;

@@ -153,14 +153,15 @@ def _histogram_location_scale(weights: np.ndarray) -> tuple[float, float]:
 class ReferenceMoments:
     """Mean and standard deviation of each detector's reference scores (the fit set's
     scale), in the order of the detectors they were taken for, and the reference's
-    histogram, median and MAD in z units (z = (s - mean) / sd): fixed for a bundle, so
-    taken once, not at every Score."""
+    histogram, median, MAD and `low` location and scale in z units (z = (s - mean) / sd):
+    fixed for a bundle, so taken once, not at every Score."""
 
     mean: np.ndarray
     sd: np.ndarray
     histogram: np.ndarray          # [k, STAT_BINS], each row sums to 1
     median_z: np.ndarray
     mad_z: np.ndarray
+    low_z: np.ndarray              # [k, 2]: `low`'s location and scale of the histogram
     #: how a camera the detectors never saw scores (unseen_camera.py; None: unknown), and
     #: the fit set's cameras, which keep the fit set's own prior
     unseen: UnseenCameraPrior | None = None
@@ -179,8 +180,9 @@ class ReferenceMoments:
             median_z[j] = float(np.median(z)) if len(z) else 0.0
             mad_z[j] = float(np.median(np.abs(z - median_z[j]))) if len(z) else 1.0
         cameras = frozenset(unseen_camera.cameras) if unseen_camera else frozenset()
+        low_z = np.array([_histogram_low_location_scale(h) for h in histogram]).reshape(-1, 2)
         return cls(mean, sd, histogram, median_z, np.maximum(mad_z, MIN_SCALE_FRACTION),
-                   unseen_camera, cameras)
+                   low_z, unseen_camera, cameras)
 
     def unseen_for(self, env: str) -> UnseenCameraPrior | None:
         """The unseen-camera prior camera `env` takes (when one is asked for): the prior,
@@ -271,7 +273,7 @@ class ScoreAdaptation:
             if self.statistic == LOW:
                 # the camera's quantiles and the reference's, weighed n : P (quantiles
                 # of the two histograms pooled would span both when the camera is moved)
-                fit_z = _histogram_low_location_scale(fit.histogram[j])
+                fit_z = fit.low_z[j]
                 unseen = fit.unseen_for(env) if self.unseen_prior else None
                 prior_z = fit_z if unseen is None else (fit_z[0] + unseen.shift[j],
                                                         fit_z[1] * unseen.spread[j])
@@ -292,8 +294,8 @@ class ScoreAdaptation:
         if self.statistic in (MEAN, FROZEN):
             return fit.mean, fit.sd
         if self.statistic == LOW:
-            low = np.array([_histogram_low_location_scale(h) for h in fit.histogram])
-            return fit.mean + fit.sd * low[:, 0], fit.sd * np.maximum(low[:, 1], 1e-12)
+            return (fit.mean + fit.sd * fit.low_z[:, 0],
+                    fit.sd * np.maximum(fit.low_z[:, 1], 1e-12))
         return fit.mean + fit.sd * fit.median_z, fit.sd * fit.mad_z
 
     def adapt(self, raw: dict[str, np.ndarray], fit: ReferenceMoments,

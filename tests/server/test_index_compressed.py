@@ -181,22 +181,6 @@ def test_a_retrained_compressed_index_keeps_its_recall_and_decoded_rows(tmp_path
     assert error.max() < ann.COMPRESSED_TOLERANCE / 2
 
 
-def test_a_saved_compressed_index_loads_and_answers_the_same(tmp_path):
-    vectors = clustered(3000)
-    store = store_of(tmp_path, vectors)
-    queries = clustered(3100)[3000:]
-    directory = tmp_path / "index"
-    first = open_index(directory, store, ivf_threshold=1, compressed_threshold=1000)
-    assert not first.loaded and first.index.kind == ann.COMPRESSED
-    again = open_index(directory, store, ivf_threshold=1, compressed_threshold=1000)
-    assert again.loaded and again.index.kind == ann.COMPRESSED
-    assert again.index._index.nprobe == first.index._index.nprobe
-    camera = RowFilter(envs=("e2",))
-    for how in ({}, {"row_filter": camera}, {"exclude_labels": ("anomaly",)}):
-        np.testing.assert_array_equal(found_ids(again.index, queries, 10, **how),
-                                      found_ids(first.index, queries, 10, **how))
-
-
 def test_a_store_crossing_the_threshold_switches_the_saved_kind_at_load(tmp_path):
     vectors = clustered(3000)
     store = store_of(tmp_path, vectors[:1500])

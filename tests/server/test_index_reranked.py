@@ -16,6 +16,9 @@ from test_index_compressed import (
     found_ids,
     store_without_stable_row_ids,
 )
+from test_index_compressed import (
+    store_of as store_without_row_ids_of,
+)
 
 from envad.records import RowFilter
 from envad.server import ann
@@ -166,15 +169,20 @@ def test_retraining_encodes_the_stored_vectors(tmp_path):
                                   index.encoded(vectors[::97]))
 
 
-def test_a_saved_index_loads_and_answers_the_same(tmp_path):
+@pytest.mark.parametrize("kind", [ann.RERANKED, ann.COMPRESSED])
+def test_a_saved_coded_index_loads_and_answers_the_same(kind, tmp_path):
+    """Either coded kind: `ivf-sq4` on a store with stable row ids, `ivf-sq8` on one
+    without."""
     vectors = clustered(3000)
-    store = store_of(tmp_path / "lancedb", vectors)
+    store = (store_of(tmp_path / "lancedb", vectors) if kind == ann.RERANKED
+             else store_without_row_ids_of(tmp_path, vectors))
     queries = clustered(3100)[3000:]
     directory = tmp_path / "index"
     first = open_index(directory, store, ivf_threshold=1, compressed_threshold=1000)
-    assert not first.loaded and first.index.kind == ann.RERANKED
+    assert not first.loaded and first.index.kind == kind
     again = open_index(directory, store, ivf_threshold=1, compressed_threshold=1000)
-    assert again.loaded and again.index.kind == ann.RERANKED
+    assert again.loaded and again.index.kind == kind
+    assert again.index._index.nprobe == first.index._index.nprobe
     for how in ({}, {"row_filter": RowFilter(envs=("e2",))},
                 {"exclude_labels": ("anomaly",)}):
         np.testing.assert_array_equal(found_ids(again.index, queries, 10, **how),
