@@ -26,7 +26,8 @@ natural mix, and the new-heavy one, are scored in every arrival order of
 envad/arrival_orders.py (each chunk with the statistics of the rows stored before it, as
 the server keeps them). For the chosen (candidate, space, detector set), the option in
 SCORE_ADAPTATION_CANDIDATES whose worst condition (the lowest mean ROC-AUC over the
-folds of any mix or order) is highest is chosen ("none" wins ties within TIE_MARGIN).
+folds of any mix or order) is highest is chosen ("none", then the shipped default's
+adaptation, win ties within TIE_MARGIN).
 
 Detectors are also fitted the way `envad scan` and a Fit on a backfilled archive fit
 them: on rows that include the images being scored, new content among them. Per fold,
@@ -61,7 +62,7 @@ from tqdm import tqdm
 
 from envad.arrival_orders import DEFAULT_ORDERS as ARRIVAL_ORDERS
 from envad.arrival_orders import arrange
-from envad.pipeline import COSINE, Pipeline
+from envad.pipeline import COSINE, DEFAULT_PIPELINE, Pipeline
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.exact import neighbour_scale
@@ -566,13 +567,17 @@ def adaptation_criterion(means: dict) -> float:
     return means.get("worst", means["mean"])
 
 
-def pick_adaptation(means: dict[str, dict]) -> str:
-    """The adaptation with the best `adaptation_criterion`; "none" unless another beats
-    it by more than TIE_MARGIN."""
+def pick_adaptation(means: dict[str, dict],
+                    incumbent: str = DEFAULT_PIPELINE.score_adaptation) -> str:
+    """The adaptation with the best `adaptation_criterion`, unless "none", then the
+    `incumbent` (the shipped default's), is within TIE_MARGIN of it: a change needs
+    more evidence than a difference the folds' noise makes (when the worst condition is
+    one that the adaptations hardly move, many tie, docs/results/selection-shift/)."""
     best = max(means, key=lambda a: adaptation_criterion(means[a]))
-    if "none" in means and (adaptation_criterion(means[best])
-                            <= adaptation_criterion(means["none"]) + TIE_MARGIN):
-        return "none"
+    for keeper in ("none", incumbent):
+        if keeper in means and (adaptation_criterion(means[best])
+                                <= adaptation_criterion(means[keeper]) + TIE_MARGIN):
+            return keeper
     return best
 
 

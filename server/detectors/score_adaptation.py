@@ -42,6 +42,8 @@ The statistics (the spec's name):
 set toward how an unseen camera scores (measured by leaving the fit set's cameras out,
 unseen_camera.py) instead of toward the fit set: a new camera's first images, before
 its own statistics weigh, are already scored as a new camera's, not as fit rows.
+Any statistic with `+shift` (last) adapts the location only: a camera's scores are moved
+onto the fit set's location and keep the fit set's scale.
 
 **Score never changes the statistics.** They are built from what is stored: the writer
 hands every committed row to `observe` (server/space.py), and a new bundle starts from
@@ -83,6 +85,10 @@ FROZEN_AFTER = 4
 #: `camera:P+unseen`, `frozen:P+unseen`, `low:P+unseen`: a camera outside the fit set is
 #: shrunk toward how an unseen camera scores (unseen_camera.py), not toward the fit set
 UNSEEN_SUFFIX = "+unseen"
+#: `...+shift` (after `+unseen` when both): only a camera's location is adapted; its
+#: scores keep the fit set's scale (a scale read from a camera's first images, or from a
+#: run of new content among them, does not stretch or squeeze its later scores)
+SHIFT_SUFFIX = "+shift"
 #: prior weight of the fit set's statistics, in rows: chosen with the statistic by
 #: `envad select` on the training cameras of two content families (each fold's held-out
 #: camera pooled with the other cameras' val images, in every anomaly-share mix and
@@ -211,6 +217,7 @@ class ScoreAdaptation:
     frozen_rows: int | None = None    # `frozen`: rows kept (None: FROZEN_AFTER x prior)
     gate_z: float | None = None       # `gated`: the gate (None: GATE_Z)
     unseen_prior: bool = False        # `+unseen`: a new camera's prior (unseen_camera.py)
+    shift_only: bool = False          # `+shift`: the location adapted, the scale kept
 
     @property
     def enabled(self) -> bool:
@@ -223,7 +230,8 @@ class ScoreAdaptation:
         rows = f":{self.frozen_rows}" if self.frozen_rows is not None else ""
         gate = f":{self.gate_z:g}" if self.gate_z is not None else ""
         unseen = UNSEEN_SUFFIX if self.unseen_prior else ""
-        return f"{self.statistic}:{self.prior_rows}{rows}{gate}{unseen}"
+        shift = SHIFT_SUFFIX if self.shift_only else ""
+        return f"{self.statistic}:{self.prior_rows}{rows}{gate}{unseen}{shift}"
 
     def describe(self) -> str:
         """For provenance: `none` or `camera(prior_rows=16)`."""
@@ -232,7 +240,8 @@ class ScoreAdaptation:
         rows = f", rows={self.frozen_rows}" if self.frozen_rows is not None else ""
         gate = f", gate={self.gate_z:g}" if self.gate_z is not None else ""
         unseen = ", prior=unseen camera" if self.unseen_prior else ""
-        return f"{self.statistic}(prior_rows={self.prior_rows}{rows}{gate}{unseen})"
+        shift = ", location only" if self.shift_only else ""
+        return f"{self.statistic}(prior_rows={self.prior_rows}{rows}{gate}{unseen}{shift})"
 
     def dim(self, n_detectors: int) -> int:
         """Length of the per-row statistics vector a camera's running sums add up."""
@@ -321,6 +330,8 @@ class ScoreAdaptation:
                     continue           # the fit set's prior alone maps nothing
                 stats = CameraStats(0, np.zeros(self.dim(len(detectors))))
             location, scale = self.location_scale(stats, fit, str(env))
+            if self.shift_only:
+                scale = fit_scale
             rows = envs == env
             weight[rows] = stats.count / (stats.count + prior)
             for j, name in enumerate(detectors):
@@ -388,24 +399,28 @@ def parse_score_adaptation(text: str | None) -> ScoreAdaptation:
     `:P` (P >= 1 rows; DEFAULT_PRIOR_ROWS when left out); `frozen:P:N` keeps a camera's
     first N stored rows (N >= 1; FROZEN_AFTER x P when left out), `low:P:N` likewise
     (every row when left out); `gated:P:Z` gates at Z robust standard deviations (Z > 0;
-    GATE_Z when left out); `camera`, `frozen` and `low` take UNSEEN_SUFFIX."""
+    GATE_Z when left out); `camera`, `frozen` and `low` take UNSEEN_SUFFIX, and every
+    statistic SHIFT_SUFFIX (last)."""
     spec_text = (text or NONE).strip()
+    shift = spec_text.endswith(SHIFT_SUFFIX)
+    spec_text = spec_text.removesuffix(SHIFT_SUFFIX)
     unseen = spec_text.endswith(UNSEEN_SUFFIX)
     name, _, value = spec_text.removesuffix(UNSEEN_SUFFIX).partition(":")
-    if name == NONE and not value and not unseen:
+    if name == NONE and not value and not unseen and not shift:
         return ScoreAdaptation(None)
     if unseen and name not in (MEAN, FROZEN, LOW):
         raise InvalidInput(f"score adaptation {text!r}: the unseen-camera prior "
                            f"({UNSEEN_SUFFIX}) goes with {MEAN}, {FROZEN} or {LOW}")
     if name in STATISTICS:
         if not value:
-            return ScoreAdaptation(DEFAULT_PRIOR_ROWS, name, unseen_prior=unseen)
+            return ScoreAdaptation(DEFAULT_PRIOR_ROWS, name, unseen_prior=unseen,
+                                   shift_only=shift)
         prior_text, _, third = value.partition(":")
         prior = _whole(prior_text)
         rows = _whole(third) if third and name in (FROZEN, LOW) else None
         gate = _positive(third) if third and name == GATED else None
         if prior >= 1 and (not third or (rows or 0) >= 1 or (gate or 0) > 0):
-            return ScoreAdaptation(prior, name, rows, gate, unseen)
+            return ScoreAdaptation(prior, name, rows, gate, unseen, shift)
         raise InvalidInput(f"score adaptation {text!r}: the prior must be a whole number "
                            "of rows >= 1, as in camera:16 (frozen's rows a whole number "
                            ">= 1, as in frozen:16:256; gated's gate a number > 0, as in "

@@ -193,6 +193,21 @@ def test_score_adaptation_needs_a_margin_to_beat_none():
     assert pick_adaptation({"camera:16": {"mean": 0.5}}) == "camera:16"
 
 
+def test_the_shipped_adaptation_keeps_a_tie_and_loses_to_a_margin():
+    """A candidate within TIE_MARGIN of the shipped default's adaptation (what the folds'
+    noise does when the worst condition is one no adaptation moves) does not replace it;
+    one beyond the margin does; "none" still wins a tie first."""
+    means = {"frozen:64": {"worst": 0.632, "mean": 0.67},
+             "frozen:16+shift": {"worst": 0.632 + TIE_MARGIN / 2, "mean": 0.67},
+             "camera:64": {"worst": 0.60, "mean": 0.69}}
+    assert pick_adaptation(means, incumbent="frozen:64") == "frozen:64"
+    assert pick_adaptation(means, incumbent="camera:16") == "frozen:16+shift"
+    means["frozen:16+shift"]["worst"] = 0.632 + TIE_MARGIN + 0.001
+    assert pick_adaptation(means, incumbent="frozen:64") == "frozen:16+shift"
+    means["none"] = {"worst": 0.632 + TIE_MARGIN / 2, "mean": 0.6}
+    assert pick_adaptation(means, incumbent="frozen:64") == "none"
+
+
 def test_choosable_scorers_are_singles_all_and_the_best_few():
     means = {name: float(i) for i, name in enumerate(registry.names())}   # NORM best
     family = choosable_scorers(means)

@@ -32,6 +32,9 @@ from envad.training.metrics import roc_auc
     ("gated:64:1.5", 64, "gated:64:1.5", "gated(prior_rows=64, gate=1.5)"),
     ("low:16", 16, "low:16", "low(prior_rows=16)"),
     ("low:64:256", 64, "low:64:256", "low(prior_rows=64, rows=256)"),
+    ("frozen:64+shift", 64, "frozen:64+shift", "frozen(prior_rows=64, location only)"),
+    ("camera+unseen+shift", DEFAULT_PRIOR_ROWS, f"camera:{DEFAULT_PRIOR_ROWS}+unseen+shift",
+     f"camera(prior_rows={DEFAULT_PRIOR_ROWS}, prior=unseen camera, location only)"),
 ])
 def test_specs_parse_and_print_back(text, prior, spec, described):
     adaptation = parse_score_adaptation(text)
@@ -46,7 +49,7 @@ def test_specs_parse_and_print_back(text, prior, spec, described):
                                   "frozen:16:0", "camera:16:256", "frozen:16:x",
                                   "gated:64:0", "gated:64:-1", "gated:64:nan",
                                   "frozen:16:1.5", "median:64:2", "low:0", "low:16:0",
-                                  "low:16:1.5"])
+                                  "low:16:1.5", "none+shift", "camera:64+shift+unseen"])
 def test_bad_specs_are_refused_by_name(text):
     with pytest.raises(InvalidInput, match="score adaptation"):
         parse_score_adaptation(text)
@@ -363,3 +366,27 @@ def test_a_bundle_with_another_adaptation_shares_its_calibrations(monkeypatch):
     for name in bundle.detectors:
         np.testing.assert_array_equal(shared.adapted[name], plain.adapted[name])
     np.testing.assert_array_equal(shared.ensemble, plain.ensemble)
+
+
+def test_shift_moves_a_cameras_scores_onto_the_fit_location_and_keeps_their_spread():
+    """`+shift`: a camera's scores are moved by the difference of its location and the
+    fit set's, never rescaled: the distances between a camera's scores stay as they are,
+    where the full map rescales them by the camera's spread (pooled with the prior's)."""
+    rng = np.random.default_rng(11)
+    reference = {"KNN": np.sort(rng.normal(1.0, 0.2, 2000))}
+    fit = knn_moments(reference)
+    first = rng.normal(3.0, 0.01, 64)                  # a camera's first images, alike
+    later = np.array([3.0, 3.2, 4.0])
+    for spec, spread in (("frozen:16", None), ("frozen:16+shift", 1.0)):
+        adaptation = parse_score_adaptation(spec)
+        stats = EnvStatistics(None, adaptation.dim(1))
+        stats.update(np.array(["c"] * 64), adaptation.statistics_of({"KNN": first}, ["KNN"]))
+        adapted, _ = adaptation.adapt({"KNN": later}, fit, ["KNN"], ["c"] * 3, stats.get)
+        gaps = np.diff(adapted["KNN"]) / np.diff(later)
+        if spread is None:
+            assert (np.abs(gaps - 1.0) > 0.5).all()    # rescaled by the camera's spread
+        else:
+            np.testing.assert_allclose(gaps, spread)   # moved, not stretched
+            location = (64 * first.mean() + 16 * reference["KNN"].mean()) / 80
+            assert adapted["KNN"][0] == pytest.approx(
+                reference["KNN"].mean() + 3.0 - location)
