@@ -27,7 +27,7 @@ system-deps:
 	  else echo "make system-deps: install the Debian package chromium (as root)" >&2; fi; }
 
 ## run the default test suite (CPU-only, offline; slow and GPU checks are skipped) with one
-## pytest-xdist worker per core: 413 s against 551 s serially on the 2-core build host
+## pytest-xdist worker per core, each with one-thread OpenMP/BLAS pools (tests/conftest.py)
 ## (pytest's exit code 5, "no tests collected", is a failure here, not a pass)
 test: $(STAMP) system-deps
 	@$(PY) -m pytest -n auto --durations=25; code=$$?; \

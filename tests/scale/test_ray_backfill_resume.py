@@ -126,8 +126,18 @@ def kill_a_worker_after_first_commit(checkpoint: Path, done: threading.Event,
         time.sleep(0.05)
 
 
+@pytest.fixture
+def local_ray():
+    """One local Ray (2 CPUs) for the killed run and its resume, as a cluster that
+    outlives a worker: the backfill connects to it instead of starting its own."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
 def test_a_killed_worker_then_resume_stores_every_image_once(
-        archive, models, s3_options, s3_uri, service_rows, tmp_path) -> None:
+        archive, models, s3_options, s3_uri, service_rows, local_ray, tmp_path) -> None:
     target = target_for(s3_uri, model_file(models), s3_options)
     assert SECRET not in repr(target)
     ray_options = RayOptions(num_cpus=2, workers=2, batch_size=64, chunk_size=CHUNK)
