@@ -64,8 +64,8 @@ FIT_OPTION_HELP: dict[str, str] = {
     "score_adaptation": "put each camera's scores on the fit set's scale: camera[:P], "
                         "median[:P], gated[:P[:Z]], frozen[:P[:N]] or low[:P[:N]] (P rows "
                         "of the fit set's statistics as a prior; Z the gate, N the rows "
-                        "kept; camera, frozen and low take +unseen: a new camera's prior), "
-                        "or none (default: "
+                        "kept; camera, frozen and low take +unseen: a new camera's prior; "
+                        "any takes +shift, last: the location only), or none (default: "
                         f"{_PIPELINE}, {DEFAULT_PIPELINE.score_adaptation}; see "
                         "docs/detectors.md)",
     "contamination": "expected anomaly rate of the fit rows; sets the threshold (default: "
