@@ -37,6 +37,9 @@ from envad.training.selection import (
     subsample,
 )
 
+#: the score adaptations of the tests whose subject is not the adaptation's choice
+FEW_ADAPTATIONS = ("none", "frozen:64")
+
 
 def test_folds_are_seeded_and_use_cameras_and_classes_evenly(tiny_photodigits):
     ds = load_folder(tiny_photodigits)
@@ -275,13 +278,17 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     data = generate(tmp_path / "pd", 32, 0, progress=False, train_per_camera=60,
                     test_per_camera=10)
     candidates = {"erm-class": Pipeline(algorithm="erm", task="class", epochs=1)}
+    # spaces, detector settings and archive sets are what is rescored here: two score
+    # adaptations stand for the defaults (test_a_tiny_selection_writes_a_usable_pipeline
+    # scores every one)
     first = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
-                          progress=False, spaces=("l2",))
+                          progress=False, spaces=("l2",), score_adaptations=FEW_ADAPTATIONS)
     assert {r["space"] for r in first["ranking"]} == {"l2"}
     encoder = next((tmp_path / "sel" / "runs").glob("*/encoder.onnx"))
     trained_at = encoder.stat().st_mtime_ns
     second = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
-                           progress=False, spaces=("l2", "white_l2"))
+                           progress=False, spaces=("l2", "white_l2"),
+                           score_adaptations=FEW_ADAPTATIONS)
     assert {r["space"] for r in second["ranking"]} == {"l2", "white_l2"}
     assert encoder.stat().st_mtime_ns == trained_at            # not trained again
     fold = json.loads(next((tmp_path / "sel" / "folds").glob("*.json")).read_text())
@@ -296,7 +303,8 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     saved["scores"]["l2"]["KDE"] = -1.0
     stale.write_text(json.dumps(saved))
     again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
-                          progress=False, spaces=("l2", "white_l2"))
+                          progress=False, spaces=("l2", "white_l2"),
+                          score_adaptations=FEW_ADAPTATIONS)
     assert encoder.stat().st_mtime_ns == trained_at
     rescored = json.loads(stale.read_text())
     assert rescored["scores"]["l2"]["KDE"] >= 0.0
@@ -305,27 +313,29 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(tmp
     del rescored["archive"]
     stale.write_text(json.dumps(rescored))
     run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
-                  progress=False, spaces=("l2", "white_l2"))
+                  progress=False, spaces=("l2", "white_l2"), score_adaptations=FEW_ADAPTATIONS)
     assert encoder.stat().st_mtime_ns == trained_at
     assert set(json.loads(stale.read_text())["archive"]) == set(ARCHIVE_MIXES)
     assert {r["space"] for r in again["ranking"]} == {"l2", "white_l2"}
     # asking for fewer spaces reuses the fold as it is and ranks only those
     third = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
-                          progress=False, spaces=("white_l2",))
+                          progress=False, spaces=("white_l2",),
+                          score_adaptations=FEW_ADAPTATIONS)
     assert {r["space"] for r in third["ranking"]} == {"white_l2"}
-    assert set(third["score_adaptation"]) == set(SCORE_ADAPTATION_CANDIDATES)
+    assert set(third["score_adaptation"]) == set(FEW_ADAPTATIONS)
     # more score adaptations: the fold is scored again, not retrained, and the added ones
     # are chosen among
     added = ("low:64:256", "frozen:64+unseen")
     more = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                          progress=False, spaces=("white_l2",),
-                         score_adaptations=SCORE_ADAPTATION_CANDIDATES + added)
+                         score_adaptations=FEW_ADAPTATIONS + added)
     assert encoder.stat().st_mtime_ns == trained_at
-    assert set(more["score_adaptation"]) == set(SCORE_ADAPTATION_CANDIDATES + added)
+    assert set(more["score_adaptation"]) == set(FEW_ADAPTATIONS + added)
     assert set(added) <= set(json.loads(stale.read_text())["pooled"]["natural"]["white_l2"])
     # detectors fitted on fewer rows: a fold of its own, the same encoder
     few = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
-                        progress=False, spaces=("l2",), fit_rows=40)
+                        progress=False, spaces=("l2",), fit_rows=40,
+                        score_adaptations=FEW_ADAPTATIONS)
     assert encoder.stat().st_mtime_ns == trained_at
     small = json.loads(next((tmp_path / "sel" / "folds").glob("*-fit40.json")).read_text())
     assert small["n_fit"] == 40 and fold["n_fit"] > 40
@@ -424,7 +434,8 @@ def test_a_selection_over_two_datasets_chooses_by_the_mean_over_all_their_folds(
     candidates = {"erm-class": Pipeline(algorithm="erm", task="class", epochs=1)}
     out = tmp_path / "sel"
     summary = run_selection([str(digits), str(shapes)], candidates, out, n_folds=1,
-                            size=16, progress=False, spaces=("l2",), jobs=2)
+                            size=16, progress=False, spaces=("l2",), jobs=2,
+                            score_adaptations=FEW_ADAPTATIONS)
     assert [d["tag"] for d in summary["datasets"]] == ["photodigits", "shapes"]
     assert summary["data"] == [str(digits), str(shapes)] and len(summary["folds"]) == 2
     shape_envs = {r.env for r in load_folder(shapes).records}
@@ -446,7 +457,7 @@ def test_a_selection_over_two_datasets_chooses_by_the_mean_over_all_their_folds(
     fold_files = sorted((out / "folds").glob("*/*.json"))
     scored_at = [f.stat().st_mtime_ns for f in fold_files]
     again = run_selection([str(digits), str(shapes)], candidates, out, n_folds=1, size=16,
-                          progress=False, spaces=("l2",))
+                          progress=False, spaces=("l2",), score_adaptations=FEW_ADAPTATIONS)
     assert [e.stat().st_mtime_ns for e in encoders] == trained_at
     assert [f.stat().st_mtime_ns for f in fold_files] == scored_at
     assert again["best"] == best and again["chosen"] == summary["chosen"]
