@@ -63,10 +63,12 @@ def log(message: str) -> None:
 @dataclass(frozen=True)
 class SelectBudget:
     """`--select`: how much of `envad select` runs before the demo trains: the first
-    `candidates` built-in candidates, each trained on `folds` leave-one-camera-out folds."""
+    `candidates` built-in candidates, each trained on `folds` leave-one-camera-out folds,
+    scored in the space steps `spaces` (None: every one of the selection's)."""
 
     candidates: int = 4
     folds: int = 3
+    spaces: tuple[str, ...] | None = None
 
 
 def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DEFAULT_PIPELINE,
@@ -157,7 +159,8 @@ def _selected(workdir: Path, data: Path, budget: SelectBudget, epochs: int | Non
         f"{budget.folds} folds (test cameras not read) in {workdir / 'select'}")
     chosen = select_pipeline(data, workdir / "select", candidates=budget.candidates,
                              folds=budget.folds, epochs=epochs, seed=seed, image_size=size,
-                             device=resolve_device(device), progress=False)
+                             device=resolve_device(device), progress=False,
+                             spaces=budget.spaces)
     log(f"selected: {chosen.describe()} ({workdir / 'select' / 'selection.md'})")
     return chosen
 
@@ -363,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
                              "(the budget: N x folds trainings)")
     parser.add_argument("--select-folds", type=int, default=SelectBudget.folds,
                         help="with --select: leave-one-camera-out folds (at least 2)")
+    parser.add_argument("--select-spaces", default=None,
+                        help="with --select: the space steps compared, comma-separated "
+                             "(default: every one of `envad select`'s; fewer take less "
+                             "time: the scoring of each fold grows with them)")
     args = parser.parse_args(argv)
     if args.data is not None and not (args.data / "metadata.csv").is_file():
         parser.error(f"--data {args.data}: no metadata.csv there (docs/training.md, "
@@ -371,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--select chooses the pipeline: leave out --pipeline and --algorithm")
     if args.select and (args.select_candidates < 1 or args.select_folds < 2):
         parser.error("--select needs --select-candidates >= 1 and --select-folds >= 2")
-    select = (SelectBudget(args.select_candidates, args.select_folds) if args.select
+    spaces = (tuple(v for v in args.select_spaces.split(",") if v) or None
+              if args.select_spaces else None)
+    select = (SelectBudget(args.select_candidates, args.select_folds, spaces) if args.select
               else None)
     run_demo(args.workdir, data=args.data, pipeline=resolve_pipeline(args.pipeline),
              epochs=args.epochs, algorithm=args.algorithm, seed=args.seed, size=args.size,
