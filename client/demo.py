@@ -53,6 +53,7 @@ from envad.client.training_bridge import (
     train_encoder,
 )
 from envad.devices import DEVICE_HELP, resolve_device
+from envad.errors import InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE, Pipeline, resolve_pipeline
 
 
@@ -163,6 +164,19 @@ def _selected(workdir: Path, data: Path, budget: SelectBudget, epochs: int | Non
                              spaces=budget.spaces)
     log(f"selected: {chosen.describe()} ({workdir / 'select' / 'selection.md'})")
     return chosen
+
+
+def _check_spaces(parser: argparse.ArgumentParser, spaces: tuple[str, ...]) -> None:
+    """`--select-spaces` names space steps the server knows, or the demo stops at once
+    (not after the dataset is written)."""
+    # the server extra (the demo serves what it trains): not imported by the client library
+    from envad.server.detectors.geometry import parse_space
+
+    for space in spaces:
+        try:
+            parse_space(space)
+        except InvalidInput as exc:
+            parser.error(f"--select-spaces: {exc}")
 
 
 def _dataset(workdir: Path, data: Path | None, size: int, seed: int) -> Path:
@@ -380,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--select needs --select-candidates >= 1 and --select-folds >= 2")
     spaces = (tuple(v for v in args.select_spaces.split(",") if v) or None
               if args.select_spaces else None)
+    if spaces:
+        _check_spaces(parser, spaces)
     select = (SelectBudget(args.select_candidates, args.select_folds, spaces) if args.select
               else None)
     run_demo(args.workdir, data=args.data, pipeline=resolve_pipeline(args.pipeline),

@@ -66,6 +66,7 @@ from envad.pipeline import COSINE, DEFAULT_PIPELINE, Pipeline
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.exact import neighbour_scale
+from envad.server.detectors.geometry import parse_space
 from envad.server.detectors.leave_out import DEFAULT_EVENT_GAP_S, FitGroups
 from envad.server.detectors.score_adaptation import (
     NONE,
@@ -719,6 +720,8 @@ def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: P
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     for adaptation in score_adaptations:      # a bad name fails before any training
         parse_score_adaptation(adaptation)
+    for space in spaces:
+        parse_space(space)
     settings = SelectionSettings(seed, size, device, tuple(spaces), fit_rows,
                                  tuple(dict.fromkeys(score_adaptations)))
     out = Path(out)

@@ -134,3 +134,7 @@ def test_demo_selects_its_pipeline_on_the_training_cameras_first(tmp_path, capsy
     assert (work / "runs" / chosen.run_name(16, 0) / "encoder.onnx").is_file()
     with pytest.raises(SystemExit):
         main(["--data", str(data), "--workdir", str(work), "--select", "--pipeline", "paper"])
+    with pytest.raises(SystemExit):
+        main(["--data", str(data), "--workdir", str(work), "--select", "--select-spaces",
+              "l2,white"])
+    assert "--select-spaces: unknown space 'white'" in capsys.readouterr().err

@@ -350,6 +350,13 @@ def test_a_score_adaptation_that_does_not_parse_fails_before_any_training(tmp_pa
     assert not (tmp_path / "sel").exists()
 
 
+def test_a_space_that_does_not_parse_fails_before_any_training(tmp_path):
+    with pytest.raises(InvalidInput, match="unknown space 'white'"):
+        run_selection(str(tmp_path / "no-data"), {}, tmp_path / "sel",
+                      spaces=("l2", "white"))
+    assert not (tmp_path / "sel").exists()
+
+
 def test_a_tie_goes_to_the_candidate_that_trains_fewer_epochs():
     candidates = {"long": Pipeline(epochs=30), "short": Pipeline(epochs=15)}
     ranking = [{"candidate": "long", "space": "l2", "scorer": "KNN", "mean": 0.758},
