@@ -155,11 +155,23 @@ def _run_ray(args, source, options) -> int:
     ray_options = RayOptions(address=args.ray_address, num_cpus=args.num_cpus,
                              workers=args.workers, batch_size=args.batch_size,
                              chunk_size=args.chunk_size)
-    with _summary_on_interrupt(args.json):
+    with _summary_on_interrupt(args.json), stdout_for_json_only(args.json):
         summary = run_ray_backfill(source, target, checkpoint, options, ray_options,
                                    resume=args.resume, progress=not args.no_progress)
     _print_summary(summary, args.json)
     return 1 if summary.failed else 0
+
+
+@contextlib.contextmanager
+def stdout_for_json_only(as_json: bool):
+    """With --json, whatever a library prints to stdout while the job runs goes to stderr
+    (Ray prints its workers' and raylet's messages, such as "A worker died", to the
+    driver's stdout), so that stdout carries the JSON summary alone."""
+    if not as_json:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 @contextlib.contextmanager
