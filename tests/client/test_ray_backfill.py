@@ -4,7 +4,6 @@ store's Lance table are picked up, searched and scored by the running server."""
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import time
 from pathlib import Path
@@ -14,6 +13,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 lance = pytest.importorskip("lance")
+
+from local_ray import local_ray_cluster  # noqa: E402
 
 from client_archives import make_camtrap_dp, make_folder_dataset  # noqa: E402
 from envad.client import EnvadClient  # noqa: E402
@@ -27,10 +28,8 @@ from envad.client.sources import open_source  # noqa: E402
 
 @pytest.fixture(scope="module")
 def local_ray():
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+    with local_ray_cluster():
+        yield
 
 
 def wait_for_rows(client: EnvadClient, n: int, timeout: float = 30.0) -> None:

@@ -23,6 +23,7 @@ ray = pytest.importorskip("ray")
 lance = pytest.importorskip("lance")
 psutil = pytest.importorskip("psutil")
 
+from local_ray import local_ray_cluster  # noqa: E402
 from s3_emulator import BUCKET, SECRET, in_process, listed, local_models  # noqa: E402
 
 from envad.client import EnvadClient  # noqa: E402
@@ -130,10 +131,8 @@ def kill_a_worker_after_first_commit(checkpoint: Path, done: threading.Event,
 def local_ray():
     """One local Ray (2 CPUs) for the killed run and its resume, as a cluster that
     outlives a worker: the backfill connects to it instead of starting its own."""
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+    with local_ray_cluster():
+        yield
 
 
 def test_a_killed_worker_then_resume_stores_every_image_once(
