@@ -2,10 +2,11 @@
 
 Rebuilt from LanceDB at start, extended on every write and whenever another process adds
 rows to the table. Each row gets a dense integer position; its metadata sits beside the
-index in columnar form (ids, uris and content hashes as Arrow strings; env, label and
-split dictionary-coded as int32 numpy codes), so a structured filter becomes a FAISS
-bitmap selector. The bitmap of a filter is kept and extended only over rows added since,
-so a search never passes over every row to build it. Flat (exact) L2 search below
+index in columnar form (ids as Arrow strings; env, label and split dictionary-coded as
+int32 numpy codes; uris and content hashes as Arrow strings too, except in a re-ranked
+index, which reads them with its candidates: hit_strings.py), so a structured filter
+becomes a FAISS bitmap selector. The bitmap of a filter is kept and extended only over
+rows added since, so a search never passes over every row to build it. Flat (exact) L2 search below
 `ivf_threshold` rows; an IVF index above it (ann.py: trained on a sample, calibrated,
 extended without retraining, retrained only after the table has grown 4x), whose lists
 hold 8-bit codes instead of float32 vectors from `compressed_threshold` rows, or, on a
@@ -42,8 +43,9 @@ from envad.errors import InvalidInput
 from envad.records import Neighbor, RowFilter
 from envad.server import ann
 from envad.server.config import DEFAULT_COMPRESSED_THRESHOLD, DEFAULT_IVF_THRESHOLD
-from envad.server.id_positions import GrowingArray, IdPositions, StringColumn
-from envad.server.rerank import StoredVectors, exact_order
+from envad.server.hit_strings import READ_COLUMNS, HeldStrings, HitStrings, ReadStrings
+from envad.server.id_positions import GrowingArray, IdPositions
+from envad.server.rerank import StoredVectors, candidate_positions, order_by_vectors
 from envad.server.store import ROW_ID, vectors_of
 from envad.server.threads import limit_faiss_in_this_thread
 
@@ -53,6 +55,12 @@ log = logging.getLogger(__name__)
 MAX_CACHED_FILTERS = 32
 #: (id, content sha256) of a query whose own stored row must not be returned
 SelfKey = tuple[str, str]
+
+
+def held_columns(kind: str) -> tuple[str, ...]:
+    """The store columns an index of `kind` holds beside its vectors (a re-ranked one
+    reads its hits' uris and content hashes with their vectors)."""
+    return ("id", "env", "label", "split") + (() if kind == ann.RERANKED else ("uri", "sha256"))
 
 
 class CodedColumn:
@@ -135,8 +143,8 @@ class VectorIndex:
         self._growing = threading.Lock()       # adds and saves: rows held still, searches go on
         self._index: faiss.Index = faiss.IndexFlatL2(dim)
         self._ids = IdPositions()              # the store id at each position, and back
-        self._uris = StringColumn()
-        self._hashes = StringColumn()
+        #: uris and content hashes by position (None: read with a search's candidates)
+        self._strings: HeldStrings | None = HeldStrings.empty()
         self._coded = {name: CodedColumn() for name in ("env", "label", "split")}
         self._bitmaps: dict[tuple, _Bitmap] = {}
         self.kind = ann.FLAT            # ann.KINDS
@@ -225,12 +233,11 @@ class VectorIndex:
         positions = ann.sample_positions(rows)
         trained = ann.trained_kind(kind, sample_of(positions), ann.nlist_for(rows))
         with self._growing, self._lock:
-            self._index, self.kind, self.trained_rows = trained, kind, rows
+            self._take(trained, kind, rows)
         added = self.add_batches(batches)
-        with self._growing, self._lock:
-            self._index.nprobe = ann.calibrate_nprobe(self._index,
-                                                      exact_rows=self._exact_rows(kind))
-            nlist, nprobe = self._index.nlist, self._index.nprobe
+        with self._growing, self._lock:       # `trained` is still the index: no switch
+            trained.nprobe = ann.calibrate_nprobe(trained, exact_rows=self._exact_rows(kind))
+            nlist, nprobe = trained.nlist, trained.nprobe
         log.info("%s index trained on %d sampled rows, then the table's %d rows read into "
                  "it: %d lists, nprobe %d, %.1f s", kind, len(positions), added, nlist,
                  nprobe, time.monotonic() - started)
@@ -284,11 +291,19 @@ class VectorIndex:
             self._append_metadata(subset)
             return subset.num_rows
 
+    def _take(self, faiss_index: faiss.Index, kind: str, trained_rows: int) -> None:
+        """Make `faiss_index` of `kind` this index's (under both locks, or while no other
+        thread holds it yet). A re-ranked one reads its hits' uris and content hashes
+        with their vectors, so the ones held until now are let go."""
+        self._index, self.kind, self.trained_rows = faiss_index, kind, trained_rows
+        if kind == ann.RERANKED:
+            self._strings = None
+
     def _append_metadata(self, rows: pa.Table) -> None:
         """Give the rows just added to the FAISS index their positions and metadata."""
         self._ids.append(rows.column("id"))
-        self._uris.extend(rows.column("uri").combine_chunks())
-        self._hashes.extend(_column_or_empty(rows, "sha256"))
+        if self._strings is not None:
+            self._strings.extend(rows)
         for name, column in self._coded.items():
             column.extend(rows.column(name))
         if self._row_ids is not None:
@@ -315,8 +330,7 @@ class VectorIndex:
                              f"{saved.faiss_index.ntotal}")
         index = cls(saved.faiss_index.d, ivf_threshold=ivf_threshold,
                     compressed_threshold=compressed_threshold, stored=stored)
-        index._index, index.kind, index.trained_rows = (saved.faiss_index, saved.kind,
-                                                        saved.trained_rows)
+        index._take(saved.faiss_index, saved.kind, saved.trained_rows)
         index._append_metadata(metadata)
         return index
 
@@ -392,8 +406,8 @@ class VectorIndex:
         if not self._training_due(total):
             return False
         kind = self._kind_after(total)
-        self._index = ann.build_ivf(self._index, new_vectors, kind=kind, rows=self._rows)
-        self.kind, self.trained_rows = kind, total
+        self._take(ann.build_ivf(self._index, new_vectors, kind=kind, rows=self._rows),
+                   kind, total)
         return True
 
     def _training_running(self) -> bool:
@@ -438,7 +452,7 @@ class VectorIndex:
                 end = self._index.ntotal
                 if copied < end:
                     ivf.add(self._rows(np.arange(copied, end)))
-                self._index, self.kind, self.trained_rows = ivf, kind, end
+                self._take(ivf, kind, end)
                 larger_due = self._kind_after(end) != kind
             log.info("%s index trained beside the writes on %d of %d rows: %d lists, "
                      "nprobe %d, %.1f s", kind, len(sample), end, ivf.nlist, ivf.nprobe,
@@ -498,12 +512,12 @@ class VectorIndex:
         wanted = min(k, allowed)
         fetch = wanted + (1 if exclude_self is not None else 0)
         while True:      # `_bits` keeps the selector's bitmap alive until the searches end
-            distances, positions = self._candidates(queries, min(fetch, allowed), allowed,
-                                                    params)
+            distances, positions, strings = self._candidates(queries, min(fetch, allowed),
+                                                             allowed, params)
             with self._lock:
-                kept = self._drop_self(positions, exclude_self)
+                kept = self._drop_self(positions, exclude_self, strings)
                 if fetch >= allowed or all(len(row) >= wanted for row in kept):
-                    return self._neighbors(distances, positions, kept, wanted)
+                    return self._neighbors(distances, positions, kept, wanted, strings)
             fetch = min(2 * fetch, allowed)
 
     def _search_params(self, row_filter: RowFilter, exclude_labels: Sequence[str]
@@ -527,21 +541,27 @@ class VectorIndex:
                 bitmap.count, packed)
 
     def _candidates(self, queries: np.ndarray, n: int, allowed: int,
-                    params: faiss.SearchParameters | None) -> tuple[np.ndarray, np.ndarray]:
-        """Squared distances and positions of each query's n nearest allowed rows; a
-        RERANKED index ranks `ann.RERANK_FACTOR` times as many by their codes, then by
-        the stored vectors (read without the lock, so other searches go on)."""
+                    params: faiss.SearchParameters | None
+                    ) -> tuple[np.ndarray, np.ndarray, HitStrings]:
+        """Squared distances and positions of each query's n nearest allowed rows, and
+        their uris and hashes; a RERANKED index ranks `ann.RERANK_FACTOR` times as many
+        by their codes, then by the stored vectors, read with their uris and hashes
+        (without the lock, so other searches go on)."""
         with self._lock:
             if self.kind != ann.RERANKED:
-                return self._index.search(queries, n, params=params)
+                assert self._strings is not None
+                return (*self._index.search(queries, n, params=params), self._strings)
             count = min(n * ann.RERANK_FACTOR, allowed)
             _, positions = self._index.search(queries, count, params=params)
             assert self._row_ids is not None and self.stored is not None
             # rows are only appended: these positions' row ids stay as they are in this
             # view, whatever is added meanwhile
             row_ids, stored = self._row_ids.view(), self.stored
-        return exact_order(queries, positions,
-                           lambda distinct: stored.vectors_by_row_id(row_ids[distinct]))
+        distinct = candidate_positions(positions)
+        rows = stored.rows_by_row_id(row_ids[distinct], READ_COLUMNS)
+        distances, positions = order_by_vectors(queries, positions, distinct,
+                                                vectors_of(rows))
+        return distances, positions, ReadStrings.of(distinct, rows)
 
     def relabel(self, ids: Sequence[str], label: str) -> None:
         """Set the label of indexed rows (after the store's; unknown ids are ignored).
@@ -554,15 +574,15 @@ class VectorIndex:
                 self._coded["label"].assign(positions, label)
                 self._bitmaps.clear()
 
-    def _drop_self(self, positions: np.ndarray, exclude_self: Sequence[SelfKey] | None
-                   ) -> list[list[int]]:
+    def _drop_self(self, positions: np.ndarray, exclude_self: Sequence[SelfKey] | None,
+                   strings: HitStrings) -> list[list[int]]:
         """Per query, the result columns to keep (found, and not the query itself)."""
         if exclude_self is None:
             return [[j for j, p in enumerate(row) if p >= 0] for row in positions]
         flat = positions.ravel()
         valid = flat[flat >= 0]
         ids = dict(zip(valid.tolist(), self._ids.at(valid), strict=True))
-        hashes = dict(zip(valid.tolist(), self._hashes.at(valid), strict=True))
+        hashes = dict(zip(valid.tolist(), strings.hashes_at(valid), strict=True))
         kept = []
         for row, (own_id, own_hash) in zip(positions.tolist(), exclude_self, strict=True):
             kept.append([j for j, p in enumerate(row) if p >= 0 and ids[p] != own_id
@@ -570,10 +590,10 @@ class VectorIndex:
         return kept
 
     def _neighbors(self, distances: np.ndarray, positions: np.ndarray,
-                   kept: list[list[int]], k: int) -> list[list[Neighbor]]:
+                   kept: list[list[int]], k: int, strings: HitStrings) -> list[list[Neighbor]]:
         chosen = [[positions[q, j] for j in cols[:k]] for q, cols in enumerate(kept)]
         flat = np.asarray([p for row in chosen for p in row], dtype=np.int64)
-        ids, uris = self._ids.at(flat), self._uris.at(flat)
+        ids, uris = self._ids.at(flat), strings.uris_at(flat)
         env, label, split = (self._coded[n].at(flat) for n in ("env", "label", "split"))
         out, i = [], 0
         for q, cols in enumerate(kept):
@@ -586,8 +606,3 @@ class VectorIndex:
             out.append(row)
         return out
 
-
-def _column_or_empty(table: pa.Table, name: str) -> pa.Array:
-    if name in table.column_names:
-        return table.column(name).combine_chunks()
-    return pa.array([""] * table.num_rows, type=pa.string())

@@ -61,8 +61,8 @@ from envad.server.config import DEFAULT_COMPRESSED_THRESHOLD, DEFAULT_IVF_THRESH
 from envad.server.durable import fsync_path
 from envad.server.freed_memory import return_freed_memory
 from envad.server.id_positions import IdPositions
-from envad.server.index import Snapshot, VectorIndex
-from envad.server.store import METADATA_COLUMNS, EmbeddingStore, StoredIds, vectors_of
+from envad.server.index import Snapshot, VectorIndex, held_columns
+from envad.server.store import EmbeddingStore, StoredIds, vectors_of
 from envad.server.threads import every_core_for_bulk_work
 
 log = logging.getLogger(__name__)
@@ -208,7 +208,7 @@ def _load(directory: Path, store: EmbeddingStore, settings: VectorIndex
         reading = pool.submit(_read_saved, directory, manifest)
         # the version first: a commit between the two makes the writer read the ids again
         version = store.version
-        metadata = store.read(with_vectors=False, columns=METADATA_COLUMNS,
+        metadata = store.read(with_vectors=False, columns=held_columns(manifest["kind"]),
                               with_row_ids=row_ids)
         faiss_index, ids = reading.result()
     rows = manifest["rows"]

@@ -10,7 +10,7 @@ costs memory in proportion to the ids, not to a query string.
 
 Tables are created with stable row ids (Lance's `_rowid` of a row stays the same through
 relabels and compactions), so the neighbour index can keep 4-bit codes and re-rank its
-candidates against the vectors read here by row id (`vectors_by_row_id`). A table created
+candidates against the vectors read here by row id (`rows_by_row_id`). A table created
 without them (by another tool) keeps the index's 8-bit codes (server/ann.py).
 """
 
@@ -442,11 +442,18 @@ class EmbeddingStore:
     def vectors_by_row_id(self, row_ids: np.ndarray) -> np.ndarray:
         """The stored vectors of the rows with these (stable) row ids, in their order;
         a row id may repeat. KeyError when one is not in the table."""
-        row_ids = np.asarray(row_ids, dtype=np.int64)
         if len(row_ids) == 0:
             return np.zeros((0, self.dim), np.float32)
+        return vectors_of(self.rows_by_row_id(row_ids, ("vector",)))
+
+    def rows_by_row_id(self, row_ids: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        """`columns` of the rows with these (stable) row ids, in their order; a row id
+        may repeat. KeyError when one is not in the table."""
+        row_ids = np.asarray(row_ids, dtype=np.int64)
         wanted = np.unique(row_ids)
-        table = (self._table.take_row_ids(wanted.tolist()).select(["vector"])
+        if len(wanted) == 0:
+            return self._table.schema.empty_table().select(list(columns))
+        table = (self._table.take_row_ids(wanted.tolist()).select(list(columns))
                  .with_row_id().to_arrow())
         found = table.column(ROW_ID).to_numpy().astype(np.int64)
         if len(found) < len(wanted):
@@ -457,7 +464,7 @@ class EmbeddingStore:
         at = order[where]
         if not np.array_equal(found[at], row_ids):
             raise KeyError("row ids that are not in the table")
-        return vectors_of(table)[at]
+        return table.select(list(columns)).take(pa.array(at))
 
     def row_ids_of(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The row id of each of `ids` (each stored), newest fragments searched first:

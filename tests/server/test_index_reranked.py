@@ -239,7 +239,61 @@ def test_row_ids_of_and_vectors_by_row_id_read_the_store(tmp_path):
     row_ids = store.row_ids_of(pa.array(["r9", "r0", "r49"]))
     np.testing.assert_array_equal(store.vectors_by_row_id(row_ids[[0, 1, 0, 2]]),
                                   vectors[[9, 0, 9, 49]])
+    rows = store.rows_by_row_id(row_ids[[2, 0, 2]], ("sha256", "id"))
+    assert rows.column_names == ["sha256", "id"]
+    assert rows.to_pylist() == [{"sha256": f"h{i}", "id": f"r{i}"} for i in (49, 9, 49)]
+    assert store.rows_by_row_id(np.zeros(0, np.int64), ("id",)).num_rows == 0
     with pytest.raises(KeyError):
         store.row_ids_of(pa.array(["r0", "nope"]))
     with pytest.raises(KeyError):
         store.vectors_by_row_id(np.array([10**6]))
+
+
+def long_uri(i: int) -> str:
+    return f"s3://camera-archive/{'site-' * 20}/{i}.jpg"
+
+
+def rows_with_uris(vectors: np.ndarray, numbers) -> list[Row]:
+    return [Row(id=f"r{i}", vector=vectors[i], uri=long_uri(i), sha256=f"{i:064x}")
+            for i in numbers]
+
+
+def test_a_reranked_index_reads_its_hits_uris_and_hashes_from_the_store(tmp_path):
+    """The 4-bit index holds no uri or content hash: they come with its candidates'
+    vectors. Neighbours carry the stored uris and a query's own content is left out by
+    its hash, for the rows of the switch and for rows the writer adds after it."""
+    vectors = clustered(1200)
+    store = EmbeddingStore(tmp_path / "lancedb", "m", DIM)
+    store.insert(rows_with_uris(vectors, range(1000)))
+    index = reranked_index(store, ivf=100, compressed=500)
+    index.add_table(store.read(with_row_ids=True))
+    later = store.to_arrow(rows_with_uris(vectors, range(1000, 1200)))
+    store.append(later)
+    index.add_table(later)
+    assert index.kind == ann.RERANKED and index._strings is None
+    hits = index.search(vectors[[3, 1100]], 2)
+    assert [row[0].uri for row in hits] == [long_uri(3), long_uri(1100)]
+    assert all(h.uri == long_uri(int(h.id[1:])) for row in hits for h in row)
+    own = index.search(vectors[[3, 1100]], 2,
+                       exclude_self=[("q1", f"{3:064x}"), ("q2", f"{1100:064x}")])
+    assert [len(row) for row in own] == [2, 2]
+    assert "r3" not in {h.id for h in own[0]} and "r1100" not in {h.id for h in own[1]}
+
+
+def test_an_uncompressed_index_holds_uris_until_it_becomes_reranked(tmp_path):
+    """Below `compressed_threshold` the uris and hashes sit beside the vectors (no store
+    read per search); a saved 4-bit index is loaded without reading them at all."""
+    vectors = clustered(1200)
+    store = EmbeddingStore(tmp_path / "lancedb", "m", DIM)
+    store.insert(rows_with_uris(vectors, range(1200)))
+    flat = VectorIndex(DIM, stored=store)
+    flat.add_table(store.read(with_row_ids=True))
+    assert flat.kind == ann.FLAT and flat._strings is not None
+    assert flat.search(vectors[[7]], 1)[0][0].uri == long_uri(7)
+    directory = tmp_path / "index"
+    open_index(directory, store, ivf_threshold=1, compressed_threshold=1)
+    opened = open_index(directory, store, ivf_threshold=1, compressed_threshold=1)
+    assert opened.loaded and opened.index.kind == ann.RERANKED
+    assert opened.index._strings is None
+    own = opened.index.search(vectors[[7]], 1, exclude_self=[("q", f"{7:064x}")])[0]
+    assert own[0].id != "r7" and own[0].uri == long_uri(int(own[0].id[1:]))
