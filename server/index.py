@@ -63,22 +63,28 @@ def held_columns(kind: str) -> tuple[str, ...]:
     return ("id", "env", "label", "split") + (() if kind == ann.RERANKED else ("uri", "sha256"))
 
 
+#: the code types of a CodedColumn, narrowest first, each with the distinct values it holds
+CODE_TYPES = ((np.uint8, 1 << 8), (np.uint16, 1 << 16), (np.int32, 1 << 31))
+
+
 class CodedColumn:
-    """A string column as int32 codes into a list of distinct values (amortised growth)."""
+    """A string column as codes into a list of distinct values (amortised growth). The
+    codes take the narrowest type that holds every value seen (one byte a row for up to
+    256 cameras, labels or splits), widened when a value beyond it comes."""
 
     def __init__(self) -> None:
         self.values: list[str] = []
         self._lookup: dict[str, int] = {}
-        self._codes = GrowingArray(np.int32)
+        self._codes = GrowingArray(CODE_TYPES[0][0])
 
     def extend(self, column: pa.Array | pa.ChunkedArray) -> None:
         """Append a string column (nulls read as "")."""
         encoded = pa.chunked_array([column]) if isinstance(column, pa.Array) else column
         encoded = encoded.cast(pa.string()).fill_null("").combine_chunks().dictionary_encode()
         mapping = np.asarray([self._code(v) for v in encoded.dictionary.to_pylist()],
-                             dtype=np.int32)
+                             dtype=np.int64)
         codes = (mapping[encoded.indices.to_numpy(zero_copy_only=False)] if len(mapping)
-                 else np.zeros(0, dtype=np.int32))
+                 else np.zeros(0, dtype=np.int64))
         self._codes.extend(codes)
 
     def _code(self, value: str) -> int:
@@ -86,11 +92,21 @@ class CodedColumn:
         if code is None:
             code = self._lookup[value] = len(self.values)
             self.values.append(value)
+            self._widen_for(len(self.values))
         return code
+
+    def _widen_for(self, distinct: int) -> None:
+        """Move the codes to the narrowest type that holds `distinct` values."""
+        wanted = next(kind for kind, holds in CODE_TYPES if distinct <= holds)
+        if wanted != self._codes.view().dtype:
+            wider = GrowingArray(wanted)
+            wider.extend(self._codes.view())
+            self._codes = wider
 
     def assign(self, positions: np.ndarray, value: str) -> None:
         """Give the rows at `positions` the value `value`."""
-        self._codes.view()[positions] = self._code(value)
+        code = self._code(value)
+        self._codes.view()[positions] = code
 
     def codes(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         return self._codes.view()[start:stop]
@@ -106,12 +122,30 @@ class CodedColumn:
 
 
 class _Bitmap:
-    """The rows one filter allows, as a mask and FAISS's little-endian bitmap."""
+    """The rows one filter allows, as FAISS's little-endian bitmap: a bit a row (a mask
+    of bools would take eight times the memory, for every filter kept)."""
 
     def __init__(self) -> None:
-        self.mask = np.zeros(0, dtype=bool)
+        self.rows = 0                                   # rows the bitmap covers
         self.packed = np.zeros(0, dtype=np.uint8)
-        self.count = 0
+        self.count = 0                                  # rows allowed
+
+    def extend(self, keep: np.ndarray) -> None:
+        """Cover the next rows, `keep` telling which are allowed: only the last, partial
+        byte is unpacked again. The bytes are a new array, so a search still running
+        on the previous one reads it unchanged."""
+        whole = self.rows // 8
+        tail = np.unpackbits(self.packed[whole:], count=self.rows - 8 * whole,
+                             bitorder="little").astype(bool)
+        self.packed = np.concatenate([self.packed[:whole], np.packbits(
+            np.concatenate([tail, keep]), bitorder="little")])
+        self.rows += len(keep)
+        self.count += int(keep.sum())
+
+    def selector(self) -> faiss.IDSelectorBitmap:
+        """FAISS's selector over these bytes (rows past them are not allowed: a row
+        added since the bitmap was extended is left out, never read past its end)."""
+        return faiss.IDSelectorBitmap(len(self.packed), faiss.swig_ptr(self.packed))
 
 
 @dataclass(frozen=True)
@@ -471,7 +505,7 @@ class VectorIndex:
             if len(self._bitmaps) >= MAX_CACHED_FILTERS:
                 self._bitmaps.clear()
             bitmap = self._bitmaps[key] = _Bitmap()
-        start, stop = len(bitmap.mask), len(self._ids)
+        start, stop = bitmap.rows, len(self._ids)
         if start < stop:
             keep = np.ones(stop - start, dtype=bool)
             for values, name in ((row_filter.envs, "env"), (row_filter.splits, "split"),
@@ -480,9 +514,7 @@ class VectorIndex:
                     keep &= self._coded[name].isin(values, start, stop)
             if exclude_labels:
                 keep &= ~self._coded["label"].isin(exclude_labels, start, stop)
-            bitmap.mask = np.concatenate([bitmap.mask, keep])
-            bitmap.packed = np.packbits(bitmap.mask, bitorder="little")
-            bitmap.count += int(keep.sum())
+            bitmap.extend(keep)
         return bitmap
 
     def search(self, queries: np.ndarray, k: int, row_filter: RowFilter = RowFilter(), *,
@@ -532,7 +564,7 @@ class VectorIndex:
             # a filter that leaves every row in (no stored anomalies) needs no selector
             return None, bitmap.count, None
         packed = bitmap.packed
-        selector = faiss.IDSelectorBitmap(len(bitmap.mask), faiss.swig_ptr(packed))
+        selector = bitmap.selector()
         # faiss's SWIG stubs know neither the keyword constructors nor IVF's nprobe
         if self.kind == ann.FLAT:
             return faiss.SearchParameters(sel=selector), bitmap.count, packed  # type: ignore[call-arg]

@@ -30,6 +30,9 @@ from envad.server.detectors.distances import row_blocks, squared_distances, squa
 
 #: fit rows whose nearest-neighbour distance makes the reference (a seeded sample)
 MAX_REFERENCE_ROWS = 4000
+#: the remembered vectors' type at rest (a Fit of many rows labelled normal remembers
+#: them all); distances are computed in float64 from them
+VECTOR_TYPE = np.float32
 NO_CAMERA = ""
 
 
@@ -77,7 +80,8 @@ class ReviewMemory:
         reference = _nearest_other(data[fit], envs[fit], codes[fit], seed)
         if len(reference) == 0:
             return None
-        return ReviewMemory(data[normal], envs[normal], data[anomalous], envs[anomalous],
+        return ReviewMemory(data[normal].astype(VECTOR_TYPE), envs[normal],
+                            data[anomalous].astype(VECTOR_TYPE), envs[anomalous],
                             np.sort(reference))
 
     def normal_scores(self, X: np.ndarray, envs=None) -> np.ndarray:
@@ -117,7 +121,7 @@ class ReviewMemory:
             if not mine.any():
                 continue
             rows = np.flatnonzero(envs == env)
-            nearest[rows] = np.sqrt(_min_squared(X[rows], vectors[mine]))
+            nearest[rows] = np.sqrt(_min_squared(X[rows], vectors[mine].astype(np.float64)))
         return nearest
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -135,9 +139,9 @@ class ReviewMemory:
         anomaly_vectors = (arrays["anomaly_vectors"] if "anomaly_vectors" in files
                            else np.zeros((0, width)))
         anomaly_envs = arrays["anomaly_envs"] if "anomaly_envs" in files else np.zeros(0, str)
-        return ReviewMemory(np.asarray(arrays["vectors"], dtype=np.float64),
+        return ReviewMemory(np.asarray(arrays["vectors"], dtype=VECTOR_TYPE),
                             np.asarray(arrays["envs"]).astype(str),
-                            np.asarray(anomaly_vectors, dtype=np.float64),
+                            np.asarray(anomaly_vectors, dtype=VECTOR_TYPE),
                             np.asarray(anomaly_envs).astype(str),
                             np.asarray(arrays["reference"], dtype=np.float64))
 

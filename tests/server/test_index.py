@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from envad.errors import InvalidInput
 from envad.records import RowFilter
-from envad.server.index import VectorIndex
+from envad.server.index import CodedColumn, VectorIndex, _Bitmap
 from envad.server.store import EmbeddingStore, Row
 
 
@@ -115,7 +116,7 @@ def test_a_filter_bitmap_is_extended_with_new_rows_not_rebuilt(tmp_path):
     index.add_table(data.slice(30))
     second = index.search(vectors[:1], 30, only_e1)[0]
     assert len(second) == 20 and all(h.env == "e1" for h in second)
-    assert index._bitmaps[(("e1",), (), (), ())] is bitmap and len(bitmap.mask) == 60
+    assert index._bitmaps[(("e1",), (), (), ())] is bitmap and bitmap.rows == 60
 
 
 def test_rows_after_ivf_training_join_the_lists_and_retrain_only_after_growth(tmp_path,
@@ -227,3 +228,33 @@ def test_rows_added_while_ivf_trains_in_the_background_are_found_and_moved_into_
     assert index._index.ntotal == 500
     own = index.search(vectors[[0, 299, 300, 499]], 1)
     assert [h[0].id for h in own] == ["r0", "r299", "r300", "r499"]
+
+
+def test_a_filter_bitmap_grows_a_bit_a_row_and_never_allows_rows_past_its_end():
+    """Extended in pieces of any size, the bitmap equals the packed mask of every row; a
+    search holding an earlier one reads it unchanged; FAISS's selector over it allows no
+    row it does not cover (a row added after the filter was extended)."""
+    mask = np.random.default_rng(0).random(1000) < 0.4
+    bitmap, held = _Bitmap(), []
+    for start, stop in ((0, 3), (3, 3), (3, 21), (21, 22), (22, 517), (517, 1000)):
+        held.append((bitmap.packed, bitmap.rows))
+        bitmap.extend(mask[start:stop])
+    np.testing.assert_array_equal(bitmap.packed, np.packbits(mask, bitorder="little"))
+    assert (bitmap.rows, bitmap.count) == (1000, int(mask.sum()))
+    for packed, rows in held:
+        np.testing.assert_array_equal(packed, np.packbits(mask[:rows], bitorder="little"))
+    selector = bitmap.selector()
+    assert [selector.is_member(i) for i in range(1000)] == mask.tolist()
+    assert not any(selector.is_member(i) for i in range(1000, 1100))
+
+
+def test_coded_columns_take_the_narrowest_code_type_and_widen_when_needed():
+    column = CodedColumn()
+    column.extend(pa.array(["cam-a", None, "cam-b"]))
+    assert column.codes().dtype == np.uint8
+    column.extend(pa.array([f"cam-{i}" for i in range(300)]))
+    assert column.codes().dtype == np.uint16
+    column.assign(np.array([0]), "cam-new")
+    assert column.at(np.array([0, 1, 2, 302])) == ["cam-new", "", "cam-b", "cam-299"]
+    assert column.isin(["cam-b", "cam-299"], 0, len(column.codes())).nonzero()[0].tolist() == [
+        2, 302]
