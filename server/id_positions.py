@@ -3,8 +3,8 @@
 The index mirror needs each stored id's position and the writer needs to know whether an
 id is stored. A Python dict or set of a million ids holds a million string objects
 (about 0.1-0.2 GB, more for long ids). `IdPositions` keeps the ids as one Arrow string
-array in position order, plus their 64-bit hashes sorted with the position of each: 16
-bytes a row beside the id's own bytes. Lookups are exact: a hash match is confirmed by
+array in position order, plus their 64-bit hashes sorted with the (32-bit) position of
+each: 12 bytes a row beside the id's own bytes. Lookups are exact: a hash match is confirmed by
 comparing the id stored at that position. Ids appended since the last merge sit in a
 small dict and are merged into the sorted arrays once they are many (geometric, so
 merging costs O(n log n) in all).
@@ -26,6 +26,9 @@ MERGE_MIN = 65_536
 MERGE_SHARE = 0.125
 #: ids hashed at a time when many are (bounds the transient Python strings)
 HASH_CHUNK = 65_536
+#: the type of a held position, and so the most ids one IdPositions holds
+POSITION_TYPE = np.uint32
+MAX_IDS = int(np.iinfo(POSITION_TYPE).max) + 1
 
 
 def id_hash(row_id: str) -> int:
@@ -117,7 +120,7 @@ class IdPositions:
         self._ids = StringColumn()
         self._count = 0
         self._sorted_hashes = np.zeros(0, np.int64)
-        self._sorted_positions = np.zeros(0, np.int64)
+        self._sorted_positions = np.zeros(0, POSITION_TYPE)
         self._recent: dict[str, int] = {}
         if ids is not None:
             self.append(ids)
@@ -175,11 +178,13 @@ class IdPositions:
         array = array.cast(pa.string()).fill_null("")
         if not len(array):
             return
+        if self._count + len(array) > MAX_IDS:
+            raise OverflowError(f"one index holds at most {MAX_IDS:,} ids")
         start = self._count
         self._ids.extend(array)
         self._count += len(array)
         if len(array) >= max(MERGE_MIN, len(self._recent)):
-            self._merge(hashes_of(array), np.arange(start, self._count, dtype=np.int64))
+            self._merge(hashes_of(array), np.arange(start, self._count, dtype=POSITION_TYPE))
             return
         self._recent.update(zip(array.to_pylist(), range(start, self._count), strict=True))
         if len(self._recent) >= max(MERGE_MIN, MERGE_SHARE * len(self._sorted_hashes)):
@@ -222,7 +227,7 @@ class IdPositions:
 
     def _merge_recent(self) -> None:
         ids = list(self._recent)
-        positions = np.fromiter(self._recent.values(), dtype=np.int64, count=len(ids))
+        positions = np.fromiter(self._recent.values(), dtype=POSITION_TYPE, count=len(ids))
         self._recent = {}
         self._merge(hashes_of(ids), positions)
 

@@ -102,3 +102,12 @@ def test_a_growing_array_keeps_every_value_across_its_buffer_doublings():
     np.testing.assert_array_equal(array.view(), np.arange(5000))
     array.view()[[3, 4999]] = -1
     assert array.view()[3] == array.view()[4999] == -1
+
+
+def test_positions_take_32_bits_and_an_id_past_the_limit_is_refused(monkeypatch):
+    held = IdPositions(pa.array(["a", "b"]))
+    assert held._sorted_positions.dtype == np.uint32
+    monkeypatch.setattr(id_positions, "MAX_IDS", 3)
+    with pytest.raises(OverflowError, match="at most 3"):
+        held.append(["c", "d"])
+    assert len(held) == 2 and held.positions(["b", "c"]).tolist() == [1, -1]
