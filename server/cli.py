@@ -81,6 +81,10 @@ def run(args) -> int:
     # before the engine's imports (whose libraries log as they load): a wrong setting or
     # a port in use is one line on stderr
     refuse_port_in_use(config.host, config.port)
+    # before the engine starts its threads, so that they share `malloc_arenas` heaps
+    from envad.server.freed_memory import limit_malloc_arenas
+
+    limit_malloc_arenas(config.malloc_arenas)
     check_storage(config)
     from envad.server.app import serve  # the engine: ONNX Runtime, LanceDB, FAISS ([server])
 

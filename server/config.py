@@ -41,7 +41,7 @@ DEFAULT_IVF_THRESHOLD = 200_000
 #: float32 vector (2,048 bytes at 512 dims): 4-bit codes (256 bytes) whose candidates
 #: are re-ranked against the store's vectors on a table with stable row ids (every one
 #: envad creates), else 8-bit codes (512). At 1M rows the server held 2.80 GiB with the
-#: vectors, 2 GiB of them vectors; with 4-bit codes a row costs the server about 490
+#: vectors, 2 GiB of them vectors; with 4-bit codes a row costs the server about 330
 #: bytes (docs/results/archive-scale.md). Re-ranking reads the store for every search, a
 #: round trip on object storage, so smaller stores keep float32 vectors in memory
 #: (docs/neighbour-index.md)
@@ -79,6 +79,7 @@ class ServerConfig:
     intra_op_spinning: int = 0              # 1: idle ONNX Runtime threads spin (0: they yield)
     blas_threads: int = 0                   # OpenBLAS/MKL threads (0 = budget's default)
     faiss_threads: int = 0                  # FAISS OpenMP threads (0 = budget's default)
+    malloc_arenas: int = 2                  # glibc heaps the threads share (0 = glibc's limit)
     accelerator: str = "auto"               # encoder on "auto" (CUDA if present), "cpu", "cuda"
     default_top_k: int = DEFAULT_TOP_K      # neighbours returned as evidence
     anomaly_labels: str = ANOMALY_LABEL     # comma-separated labels of known anomalies

@@ -4,6 +4,7 @@ dropped arrays resident until asked to release them."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,51 @@ def test_dropped_arrow_arrays_leave_the_resident_set(tmp_path):
                          check=True, timeout=120).stdout
     memory = json.loads(out)
     assert memory["dropped"] - memory["released"] >= 2 / 3 * memory["held"], memory
+
+
+ARENAS_SCRIPT = """
+import ctypes, ctypes.util, json, os, sys, tempfile, threading
+from envad.server.freed_memory import limit_malloc_arenas
+
+limited = limit_malloc_arenas(int(sys.argv[1]))
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype = libc.fopen.restype = ctypes.c_void_p
+done, ready = threading.Event(), threading.Barrier(7)
+
+def allocate():
+    held = [libc.malloc(1000) for _ in range(1000)]   # noqa: F841 (held until done)
+    ready.wait()
+    done.wait()
+
+threads = [threading.Thread(target=allocate) for _ in range(6)]
+for thread in threads:
+    thread.start()
+ready.wait()
+path = tempfile.mktemp()
+stream = libc.fopen(path.encode(), b"w")
+libc.malloc_info(0, ctypes.c_void_p(stream))
+libc.fclose(ctypes.c_void_p(stream))
+done.set()
+for thread in threads:
+    thread.join()
+print(json.dumps({"limited": limited, "heaps": open(path).read().count("<heap nr=")}))
+os.unlink(path)
+"""
+
+
+def heaps_of_six_threads(arenas: int, **env: str) -> dict:
+    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    out = subprocess.run([sys.executable, "-c", ARENAS_SCRIPT, str(arenas)],
+                         capture_output=True, text=True, check=True, timeout=60,
+                         env={**environment, **env}).stdout
+    return json.loads(out)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's arenas")
+def test_threads_share_the_heaps_malloc_arenas_allows():
+    """Six threads allocating at once get heaps of their own by glibc's default; limited
+    to two, they share two. MALLOC_ARENA_MAX in the environment is left to glibc."""
+    unlimited = heaps_of_six_threads(0)
+    assert not unlimited["limited"] and unlimited["heaps"] >= 7
+    assert heaps_of_six_threads(2) == {"limited": True, "heaps": 2}
+    assert heaps_of_six_threads(2, MALLOC_ARENA_MAX="3") == {"limited": False, "heaps": 3}
