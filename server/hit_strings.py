@@ -6,7 +6,7 @@ sha256 as Arrow strings (`HeldStrings`): a few dozen to a few hundred bytes a ro
 the 2 KB of its float32 vector. A re-ranked index reads its candidates' vectors from the
 store at every search (rerank.py); their URIs and hashes come with that read
 (`ReadStrings`), so it holds none: at ten million rows with 80-character URIs and
-sha256 hashes that is about 1.6 GB less on every replica.
+sha256 hashes that is about 1.5 GB less on every replica.
 """
 
 from __future__ import annotations
