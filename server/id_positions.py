@@ -4,8 +4,8 @@ The index mirror needs each stored id's position and the writer needs to know wh
 id is stored. A Python dict or set of a million ids holds a million string objects
 (about 0.1-0.2 GB, more for long ids). `IdPositions` keeps the ids as one Arrow string
 array in position order, plus their 64-bit hashes sorted with the (32-bit) position of
-each: 12 bytes a row beside the id's own bytes. Lookups are exact: a hash match is confirmed by
-comparing the id stored at that position. Ids appended since the last merge sit in a
+each: 12 bytes a row beside the id's own bytes. Lookups are exact: a hash match is
+confirmed by comparing the id stored at that position. Ids appended since the last merge sit in a
 small dict and are merged into the sorted arrays once they are many (geometric, so
 merging costs O(n log n) in all).
 

@@ -3,20 +3,20 @@
 Rebuilt from LanceDB at start, extended on every write and whenever another process adds
 rows to the table. Each row gets a dense integer position; its metadata sits beside the
 index in columnar form (ids as Arrow strings; env, label and split dictionary-coded as
-int32 numpy codes; uris and content hashes as Arrow strings too, except in a re-ranked
-index, which reads them with its candidates: hit_strings.py), so a structured filter
-becomes a FAISS bitmap selector. The bitmap of a filter is kept and extended only over
-rows added since, so a search never passes over every row to build it. Flat (exact) L2 search below
-`ivf_threshold` rows; an IVF index above it (ann.py: trained on a sample, calibrated,
-extended without retraining, retrained only after the table has grown 4x), whose lists
-hold 8-bit codes instead of float32 vectors from `compressed_threshold` rows, or, on a
-store with stable row ids (`stored`), 4-bit codes whose candidates are re-ranked against
-the store's vectors (rerank.py). Rows added
-after a training are encoded into the trained lists at once (found by the next search;
-no side index). When written rows make a switch or a retraining due, it runs in a
-background thread while searches go on with the current index and rows keep being added;
-the new index takes every row in and replaces it under the lock. An index only moves to
-a larger kind. The index can be saved next to the store and loaded at start
+numpy codes of the narrowest type; uris and content hashes as Arrow strings too, except
+in a re-ranked index, which reads them with its candidates: hit_strings.py), so a
+structured filter becomes a FAISS bitmap selector. The bitmap of a filter is kept and
+extended only over rows added since, so a search never passes over every row to build
+it. Flat (exact) L2 search below `ivf_threshold` rows; an IVF index above it (ann.py:
+trained on a sample, calibrated, extended without retraining, retrained only after the
+table has grown 4x), whose lists hold 8-bit codes instead of float32 vectors from
+`compressed_threshold` rows, or, on a store with stable row ids (`stored`), 4-bit codes
+whose candidates are re-ranked against the store's vectors (rerank.py). Rows added after
+a training are encoded into the trained lists at once (found by the next search; no side
+index). When written rows make a switch or a retraining due, it runs in a background
+thread while searches go on with the current index and rows keep being added; the new
+index takes every row in and replaces it under the lock. An index only moves to a larger
+kind. The index can be saved next to the store and loaded at start
 (index_files.py).
 
 Evidence rules (`search`'s `exclude_labels` and `exclude_self`): rows whose label is
