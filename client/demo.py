@@ -166,17 +166,19 @@ def _selected(workdir: Path, data: Path, budget: SelectBudget, epochs: int | Non
     return chosen
 
 
-def _check_spaces(parser: argparse.ArgumentParser, spaces: tuple[str, ...]) -> None:
-    """`--select-spaces` names space steps the server knows, or the demo stops at once
-    (not after the dataset is written)."""
+def _space_list(text: str) -> tuple[str, ...] | None:
+    """`--select-spaces`: comma-separated space steps the server knows (None: none named),
+    checked as the flags are read, so a wrong name stops the demo at once."""
     # the server extra (the demo serves what it trains): not imported by the client library
     from envad.server.detectors.geometry import parse_space
 
+    spaces = tuple(v for v in text.split(",") if v)
     for space in spaces:
         try:
             parse_space(space)
         except InvalidInput as exc:
-            parser.error(f"--select-spaces: {exc}")
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return spaces or None
 
 
 def _dataset(workdir: Path, data: Path | None, size: int, seed: int) -> Path:
@@ -380,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(the budget: N x folds trainings)")
     parser.add_argument("--select-folds", type=int, default=SelectBudget.folds,
                         help="with --select: leave-one-camera-out folds (at least 2)")
-    parser.add_argument("--select-spaces", default=None,
+    parser.add_argument("--select-spaces", type=_space_list, default=None,
                         help="with --select: the space steps compared, comma-separated "
                              "(default: every one of `envad select`'s; fewer take less "
                              "time: the scoring of each fold grows with them)")
@@ -392,12 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--select chooses the pipeline: leave out --pipeline and --algorithm")
     if args.select and (args.select_candidates < 1 or args.select_folds < 2):
         parser.error("--select needs --select-candidates >= 1 and --select-folds >= 2")
-    spaces = (tuple(v for v in args.select_spaces.split(",") if v) or None
-              if args.select_spaces else None)
-    if spaces:
-        _check_spaces(parser, spaces)
-    select = (SelectBudget(args.select_candidates, args.select_folds, spaces) if args.select
-              else None)
+    select = (SelectBudget(args.select_candidates, args.select_folds, args.select_spaces)
+              if args.select else None)
     run_demo(args.workdir, data=args.data, pipeline=resolve_pipeline(args.pipeline),
              epochs=args.epochs, algorithm=args.algorithm, seed=args.seed, size=args.size,
              fresh=args.fresh, device=args.device, select=select)
