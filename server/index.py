@@ -57,10 +57,15 @@ MAX_CACHED_FILTERS = 32
 SelfKey = tuple[str, str]
 
 
+def holds_strings(kind: str) -> bool:
+    """Whether an index of `kind` holds its rows' uris and content hashes (a re-ranked
+    one reads its hits' with their vectors)."""
+    return kind != ann.RERANKED
+
+
 def held_columns(kind: str) -> tuple[str, ...]:
-    """The store columns an index of `kind` holds beside its vectors (a re-ranked one
-    reads its hits' uris and content hashes with their vectors)."""
-    return ("id", "env", "label", "split") + (() if kind == ann.RERANKED else ("uri", "sha256"))
+    """The store columns an index of `kind` holds beside its vectors."""
+    return ("id", "env", "label", "split") + (("uri", "sha256") if holds_strings(kind) else ())
 
 
 #: the code types of a CodedColumn, narrowest first, each with the distinct values it holds
@@ -330,7 +335,7 @@ class VectorIndex:
         thread holds it yet). A re-ranked one reads its hits' uris and content hashes
         with their vectors, so the ones held until now are let go."""
         self._index, self.kind, self.trained_rows = faiss_index, kind, trained_rows
-        if kind == ann.RERANKED:
+        if not holds_strings(kind):
             self._strings = None
 
     def _append_metadata(self, rows: pa.Table) -> None:

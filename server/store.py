@@ -442,8 +442,6 @@ class EmbeddingStore:
     def vectors_by_row_id(self, row_ids: np.ndarray) -> np.ndarray:
         """The stored vectors of the rows with these (stable) row ids, in their order;
         a row id may repeat. KeyError when one is not in the table."""
-        if len(row_ids) == 0:
-            return np.zeros((0, self.dim), np.float32)
         return vectors_of(self.rows_by_row_id(row_ids, ("vector",)))
 
     def rows_by_row_id(self, row_ids: np.ndarray, columns: Sequence[str]) -> pa.Table:
