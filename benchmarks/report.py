@@ -215,6 +215,23 @@ def _train_speed_label(record: dict) -> str:
     return record["algorithm"]
 
 
+def encode_devices(records: list[dict]) -> list[str]:
+    first = records[0]
+    lines = [f"Images/s of one {first['batch']}-image batch at {first['size']} px, the best "
+             f"of {first['rounds']} rounds.", "",
+             "| engine | provider | images/s | x ONNX Runtime CPU | max difference from it |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in records:
+        where = ", ".join(r["providers"]) + (f" ({r['gpu']})" if r.get("gpu") else "")
+        if "missing" in r:
+            lines.append(f"| {r['engine']} | {where} | not available: {r['missing']} | | |")
+            continue
+        lines.append(f"| {r['engine']} | {where} | {_f(r['images_per_s'])} | "
+                     f"{_f(r['relative_to_onnxruntime_cpu'], 2)} | "
+                     f"{r['max_abs_difference']:.1e} |")
+    return lines
+
+
 def quantized(records: list[dict]) -> list[str]:
     lines = ["| model | px | fp32 images/s | int8 images/s | ratio | KNN ROC-AUC fp32 → int8 | "
              "ensemble ROC-AUC fp32 → int8 |", "| --- |" + " --- |" * 6]
@@ -437,6 +454,7 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "ingest": serving_all, "hardware_limit": serving_all, "one_image_score": serving_all,
              "one_image_floor": serving_all, "one_image_cpu_floor": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
+             "encode_devices": encode_devices,
              "threads": threads, "rpc_pool": rpc_pool, "scale": scale, "server_scale": server_scale,
              "scale_out": scale_out, "ray_backfill": ray_backfill, "stored_ids": stored_ids,
              "compressed_candidates": compressed_candidates,
@@ -455,7 +473,8 @@ def render(path: Path) -> str:
     machine = records[0].get("machine", {})
     renderer = RENDERERS[records[0]["benchmark"]]
     device = records[0].get("device", "cpu")
-    where = f"{device} device, " if device != "cpu" else ""
+    gpu = f" ({records[0]['gpu']})" if records[0].get("gpu") else ""
+    where = f"{device} device{gpu}, " if device != "cpu" else ""
     loads = [r.get("machine", {}).get("load_1min") for r in records]
     loads = [x for x in loads if x is not None]
     busy = bool(loads) and max(loads) > (machine.get("cpu_count") or 1)

@@ -195,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     from envad.training.photodigits import generate
 
     gemm = gemm_gflops() if args.device == "cpu" else device_gemm_gflops(args.device)
+    gpu = ({"gpu": torch.cuda.get_device_name(args.device)}
+           if args.device.startswith("cuda") else {})
     log(f"float32 GEMM: {gemm:.1f} GFLOP/s, torch threads {torch.get_num_threads()}")
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
                     if erm_rate:
                         record["relative_to_erm"] = round(record["images_per_s"] / erm_rate,
                                                           3)
-                emit({"benchmark": "train_speed", **record, "device": args.device,
+                emit({"benchmark": "train_speed", **record, "device": args.device, **gpu,
                       "gemm_gflops": round(gemm, 1),
                       "torch_threads": torch.get_num_threads()})
 
