@@ -119,6 +119,14 @@ def scan_auc(archive: Path, model: Path, reference: Path | None, work: Path) -> 
             "fit_rows": report.fit_rows}
 
 
+def shipped_scoring() -> dict:
+    """The default pipeline's scoring, which `envad scan` fits when none is named."""
+    from envad.pipeline import DEFAULT_PIPELINE
+
+    return {"space": DEFAULT_PIPELINE.space, "detectors": list(DEFAULT_PIPELINE.detectors),
+            "score_adaptation": DEFAULT_PIPELINE.score_adaptation}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.archive_path",
                                      description=__doc__.split("\n\n")[0])
@@ -150,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['reference']['roc_auc'] - row['clean']['roc_auc']:+.3f}",
                   flush=True)
     record = {"benchmark": "archive_path", "data": str(args.data), "model": args.model.name,
-              "burst": args.burst, "seed": args.seed, "results": results,
-              "machine": machine()}
+              "burst": args.burst, "seed": args.seed, "scoring": shipped_scoring(),
+              "results": results, "machine": machine()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "a") as handle:
         handle.write(json.dumps(record) + "\n")
