@@ -27,7 +27,7 @@ DEMO_DATA = Path("var/demo/photodigits")
 DOCS_PAGE = Path("docs/benchmarks.md")
 #: the page and the detail pages it links, each with tables rendered from DOCS_RESULTS
 DOCS_PAGES = (DOCS_PAGE, Path("docs/results/train-overhead.md"),
-              Path("docs/results/archive-scale.md"))
+              Path("docs/results/archive-scale.md"), Path("docs/results/gpu.md"))
 DOCS_RESULTS = Path("docs/results/bench")
 
 

@@ -93,8 +93,7 @@ def test_request_defaults_are_resolved_from_the_config() -> None:
     fit = server.fit_options_from_pb(pb.FitRequest(), config)
     assert fit.row_filter == RowFilter(splits=("train",)) and fit.max_samples == 321
     # no detector named: the default pipeline's set, not the paper's eight
-    assert fit.detectors == DEFAULT_PIPELINE.detectors == ("IsoForest", "INNE", "OCSVM",
-                                                                  "KNN")
+    assert fit.detectors == DEFAULT_PIPELINE.detectors == ("KNN",)
     assert fit.contamination == 0.05
     assert fit.stylist_drop_fraction is None and fit.space and fit.min_camera_rows == 32
     fit = server.fit_options_from_pb(pb.FitRequest(

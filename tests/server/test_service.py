@@ -59,16 +59,14 @@ def test_a_fit_naming_no_detector_fits_the_default_pipelines_set(envad_server):
     stub = stub_for(envad_server)
     ingest(stub, synthetic_images("normal", 120, seed=1))
     fit = stub.Fit(pb.FitRequest(seed=0), timeout=120)
-    shipped = ["IsoForest", "INNE", "OCSVM", "KNN"]
-    assert [s.detector for s in fit.stats] == list(DEFAULT_PIPELINE.detectors) == shipped
+    assert [s.detector for s in fit.stats] == list(DEFAULT_PIPELINE.detectors) == ["KNN"]
     bundle = stub.GetInfo(pb.GetInfoRequest(), timeout=10).bundle
-    assert list(bundle.detectors) == shipped and bundle.calibration == "interpolated"
+    assert list(bundle.detectors) == ["KNN"] and bundle.calibration == "interpolated"
     result = stub.Score(pb.ScoreRequest(images=[pb.Image(data=synthetic_images("odd", 1,
                                                                                 seed=9)[0])]),
                         timeout=60).results[0]
-    assert [d.detector for d in result.detectors] == shipped
-    assert result.ensemble == pytest.approx(
-        sum(d.calibrated for d in result.detectors) / len(shipped))
+    assert [d.detector for d in result.detectors] == ["KNN"]
+    assert result.ensemble == pytest.approx(result.detectors[0].calibrated)
 
 
 def test_health_serving_and_reflection_lists_service(envad_server):
