@@ -41,18 +41,19 @@ def torch_rate(size: int, images: np.ndarray, device: str, args) -> tuple[dict, 
     """images/s of the same graph (same seed, so the same weights) in torch on `device`."""
     import torch
 
+    from benchmarks.train_speed import synchronize
     from envad.training.models import Encoder, EncoderConfig, Uint8Encoder
 
     torch.manual_seed(0)          # build_resnet18_onnx's seed: the exported weights
     graph = Uint8Encoder(Encoder(EncoderConfig(input_size=size))).eval()
-    graph = graph.to(device, memory_format=torch.channels_last)
+    graph.to(device)
+    graph.to(memory_format=torch.channels_last)
     batch = torch.from_numpy(images).to(device)
 
     def run() -> torch.Tensor:
         with torch.inference_mode():
             out = graph(batch)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
+        synchronize(device)
         return out
 
     seconds = best_time(run, repeats=args.rounds, min_seconds=args.seconds)
