@@ -101,15 +101,21 @@ def build_normals(data: Path, out: Path, split: str) -> Path:
     return out
 
 
-def scan_auc(archive: Path, model: Path, reference: Path | None, work: Path) -> dict:
-    """`envad scan` of the archive (in-process), its ensemble's pooled ROC-AUC."""
+def scan_auc(archive: Path, model: Path, reference: Path | None, work: Path,
+             scoring: dict | None = None) -> dict:
+    """`envad scan` of the archive (in-process) with `scoring` (space, detectors, score
+    adaptation; None: the server's defaults), its ensemble's pooled ROC-AUC."""
     from sklearn.metrics import roc_auc_score
 
     from envad.client.scan import ScanOptions, run_scan
 
     scores = work / "scores.jsonl"
+    scoring = scoring or {}
     report = run_scan(ScanOptions(source=archive, model=model, reference=reference,
                                   data_dir=work / "data", scores_out=scores, top=0,
+                                  detectors=tuple(scoring.get("detectors", ())),
+                                  space=scoring.get("space", ""),
+                                  score_adaptation=scoring.get("score_adaptation", ""),
                                   progress=False))
     records = [json.loads(line) for line in scores.read_text().splitlines()]
     records = [r for r in records if r.get("status") == "ok"]
@@ -127,6 +133,14 @@ def shipped_scoring() -> dict:
             "score_adaptation": DEFAULT_PIPELINE.score_adaptation}
 
 
+def chosen_scoring(space: str, detectors: str, score_adaptation: str) -> dict:
+    """The scoring the options name, the shipped one where they are empty."""
+    shipped = shipped_scoring()
+    return {"space": space or shipped["space"],
+            "detectors": detectors.split(",") if detectors else shipped["detectors"],
+            "score_adaptation": score_adaptation or shipped["score_adaptation"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.archive_path",
                                      description=__doc__.split("\n\n")[0])
@@ -137,8 +151,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="new content's share of each camera's images")
     parser.add_argument("--burst", type=int, default=5, help="frames of one burst")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--space", default="", help="space step (default: the shipped one)")
+    parser.add_argument("--detectors", default="",
+                        help="comma-separated detectors (default: the shipped ones)")
+    parser.add_argument("--score-adaptation", default="",
+                        help="score adaptation (default: the shipped one)")
     parser.add_argument("--out", type=Path, default=OUT, help="JSON lines appended here")
     args = parser.parse_args(argv)
+    scoring = chosen_scoring(args.space, args.detectors, args.score_adaptation)
     results = {}
     with tempfile.TemporaryDirectory(prefix="envad-archive-") as tmp:
         root = Path(tmp)
@@ -147,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         for share in (float(s) for s in args.shares.split(",")):
             archive = build_archive(args.data, root / f"archive-{share}", share, args.burst,
                                     args.seed)
-            row = {name: scan_auc(archive, args.model, ref, root / f"work-{share}-{name}")
+            row = {name: scan_auc(archive, args.model, ref, root / f"work-{share}-{name}",
+                                  scoring)
                    for name, ref in (("archive", None), ("reference", reference),
                                      ("clean", clean))}
             results[str(share)] = row
@@ -158,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['reference']['roc_auc'] - row['clean']['roc_auc']:+.3f}",
                   flush=True)
     record = {"benchmark": "archive_path", "data": str(args.data), "model": args.model.name,
-              "burst": args.burst, "seed": args.seed, "scoring": shipped_scoring(),
+              "burst": args.burst, "seed": args.seed, "scoring": scoring,
               "results": results, "machine": machine()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "a") as handle:

@@ -73,7 +73,7 @@ FIT_OPTION_HELP: dict[str, str] = {
     "allow_few_rows": f"fit even on fewer than {MIN_FIT_ROWS} rows (with a warning; the "
                       "server's Fit refuses them otherwise)",
     "event_gap": "fit rows of a camera at most SECONDS apart are one event (a burst); "
-                 "scoring a fit row, KNN and KDE leave its whole event out (default 0: the "
+                 "scoring a fit row, every detector leaves its whole event out (default 0: the "
                  f"server's, {_seconds(DEFAULT_EVENT_GAP_S)}; negative: only the row itself)",
     "max_samples": "cap on fit rows, seeded sample (default 0: the server's fit_max_samples, "
                    f"{FIT_MAX_SAMPLES})",

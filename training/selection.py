@@ -119,10 +119,11 @@ ORDER_SETS: dict[str, tuple[str, str]] = {
 #: the scored images too
 ARCHIVE_MIXES: dict[str, tuple[float, int, bool]] = {
     "2%": (0.02, 1, True), "5%": (0.05, 1, True), "2% in bursts of 4": (0.02, 4, True),
-    "2% seen in 4 events": (0.02, 4, False)}
+    "2% seen in 4 events": (0.02, 4, False), "10% in bursts of 8": (0.10, 8, True)}
 #: how archive sets are scored; a fold saved with another value is scored again
-#: (2: each archive row scored without its own event, as Score scores fit rows)
-ARCHIVE_SCORING = 2
+#: (2: each archive row scored without its own event, as Score scores fit rows, by KNN
+#: and KDE only; 3: by every detector, the others cross-fitted, leave_out.py)
+ARCHIVE_SCORING = 3
 #: how far a burst's frames lie from their anomaly's embedding: this fraction of the
 #: rows' median 5th-neighbour distance (frames of one trigger differ far less from each
 #: other than from any other image)

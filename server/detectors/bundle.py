@@ -396,8 +396,8 @@ def fit_bundle(X: np.ndarray, spec: FitSpec | None = None, *, envs: np.ndarray |
         data = data[:, kept]
     split = _split(len(data), spec, normal)
     fit_groups = None if ids is None or groups is None else groups.with_fit_rows(ids[split.fit])
-    cal_leave_out = None if fit_groups is None else fit_groups.leave_out(ids[split.cal])
-    detectors = _fit_detectors(names, data, embeddings, split, spec, cal_leave_out)
+    detectors = _fit_detectors(names, data, embeddings, split, spec, fit_groups,
+                               None if ids is None else ids[split.cal])
     unseen = (_unseen_camera(names, data, embeddings, split, envs, spec.seed)
               if spec.adaptation().unseen_prior and envs is not None else None)
     bundle = DetectorBundle(
@@ -456,10 +456,13 @@ class _FittedDetectors:
 
 
 def _fit_detectors(names: list[str], data: np.ndarray, embeddings: np.ndarray,
-                   split: _Split, spec: FitSpec,
-                   cal_leave_out: tuple[np.ndarray, np.ndarray] | None
-                   ) -> _FittedDetectors:
-    """Fit each detector on the fit part and score the held-out part with it."""
+                   split: _Split, spec: FitSpec, fit_groups: FitGroups | None,
+                   cal_ids: np.ndarray | None) -> _FittedDetectors:
+    """Fit each detector on the fit part and score the held-out part with it, each
+    held-out row without its group (`fit_groups`, leave_out.py; the ones that cannot
+    leave rows out by themselves are cross-fitted on the groups)."""
+    fit_codes = None if fit_groups is None else fit_groups.fit_codes
+    cal_leave_out = None if fit_groups is None else fit_groups.leave_out(cal_ids)
     # (fit part, calibration part) in the space step's output, and of the raw embeddings
     # for the detectors that read those (split once, by the same rows)
     parts = {False: (data[split.fit], data[split.cal])}
@@ -469,7 +472,7 @@ def _fit_detectors(names: list[str], data: np.ndarray, embeddings: np.ndarray,
     for name in tqdm(names, desc="fitting detectors", disable=not spec.progress):
         fit_part, cal_part = parts[registry.get(name).reads_raw]
         start = time.perf_counter()
-        out.fitted[name] = registry.Detector(name, spec.seed).fit(fit_part)
+        out.fitted[name] = registry.Detector(name, spec.seed).fit(fit_part, fit_codes)
         out.stats[name] = {"fit_seconds": time.perf_counter() - start,
                            "n_samples": len(fit_part)}
         held_out = out.fitted[name].score(cal_part, cal_leave_out)

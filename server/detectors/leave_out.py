@@ -14,8 +14,11 @@ neither is a group of its own. When a Score query is one of those rows (by id), 
 detectors that can leave rows out (KNN, KDE: `Detector.score`'s `leave_out`) score it
 against the fit rows outside its group, as if its event had not been fitted on. The
 calibration part is scored the same way, so calibrated scores stay on one scale. A
-query that is no fit row (a new image) is scored as before. The other detectors still
-count a fit row's own group (docs/detectors.md).
+query that is no fit row (a new image) is scored as before. The other detectors (the
+trees, OCSVM, LOF, and any detector fitted on a capped sample) are cross-fitted: fitted
+once more per fold of the groups (a group's fold is its code modulo CROSS_FIT_FOLDS),
+each time without that fold's groups, and a fit row is scored by the fit that never saw
+its group (registry.Detector; docs/detectors.md).
 """
 
 from __future__ import annotations
@@ -30,6 +33,20 @@ from envad.event_rule import event_codes
 
 #: no group: a query that is none of the fit rows
 NO_GROUP = -1
+#: the folds of a cross-fit: each fold's fit sees 3/4 of the fit rows, so its scores stay
+#: near the whole fit's scale while it costs 4 fits more (1 + 4 x 3/4 = 4x the rows of
+#: the whole fit for a linear detector, 3.25x for a quadratic one)
+CROSS_FIT_FOLDS = 4
+#: a fold with fewer other rows is not fitted (its groups are scored by the whole fit):
+#: the fewest rows a bundle fits its detectors on (bundle.MIN_SAMPLES less the
+#: calibration part's minimum)
+MIN_CROSS_FIT_ROWS = 10
+
+
+def cross_fit_folds(codes: np.ndarray) -> np.ndarray:
+    """The cross-fit fold of each group code (codes count up in a camera's time order,
+    so a camera's events are spread over every fold)."""
+    return np.asarray(codes, dtype=np.int64) % CROSS_FIT_FOLDS
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,11 @@ from sklearn.preprocessing import StandardScaler
 from envad.errors import InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE
 from envad.server.detectors.exact import ExactKDE, ExactKNN
+from envad.server.detectors.leave_out import (
+    CROSS_FIT_FOLDS,
+    MIN_CROSS_FIT_ROWS,
+    cross_fit_folds,
+)
 from envad.server.detectors.magnitude import FeatureMagnitude
 
 
@@ -254,15 +259,32 @@ class Detector:
         self.name = name
         self.seed = seed
 
-    def fit(self, X: np.ndarray) -> Detector:
+    def fit(self, X: np.ndarray, groups: np.ndarray | None = None) -> Detector:
+        """Fit on rows X. `groups` (the group code of each row, leave_out.FitGroups's
+        `fit_codes`): a detector that cannot leave rows out by itself is also fitted
+        once per cross-fit fold (leave_out.cross_fit_folds), without that fold's groups,
+        so that `score` can score a fit row's group by a fit that never saw it."""
         spec = get(self.name)
         X = np.asarray(X, dtype=np.float64)
+        self._fit_estimator(X, spec)
+        self.folds_: list[Detector | None] | None = None
+        if groups is not None and not self.leaves_out:
+            fold = cross_fit_folds(np.asarray(groups, dtype=np.int64))
+            if len(fold) != len(X):
+                raise InvalidInput(f"{len(fold)} group codes for {len(X)} rows")
+            # a fold whose other rows are too few to fit on keeps its groups on the whole
+            # fit (the same for every seed and detector: no fit that fails on some data)
+            self.folds_ = [Detector(self.name, self.seed).fit(X[fold != k])
+                           if np.count_nonzero(fold != k) >= MIN_CROSS_FIT_ROWS else None
+                           for k in range(CROSS_FIT_FOLDS)]
+        return self
+
+    def _fit_estimator(self, X: np.ndarray, spec: DetectorSpec) -> None:
         if spec.max_fit_rows is not None and len(X) > spec.max_fit_rows:
             rng = np.random.default_rng(self.seed)
             X = X[np.sort(rng.choice(len(X), size=spec.max_fit_rows, replace=False))]
         self.scaler_ = StandardScaler().fit(X) if spec.uses_scaler else None
         self.estimator_ = spec.factory(self.seed).fit(self._scaled(X))
-        return self
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:
         """StandardScaler.transform's arithmetic without its input checks (X is checked
@@ -275,19 +297,31 @@ class Detector:
               ) -> np.ndarray:
         """Anomaly scores of X (float64, higher = more anomalous); X is read in the
         detector's own precision (`DetectorSpec.float32`). `leave_out`: (group code per
-        row of X, group code per fit row) from leave_out.FitGroups: a detector that
-        `leaves_out` scores each row against the fit rows outside its group."""
+        row of X, group code per fit row) from leave_out.FitGroups: each row whose group
+        holds fit rows is scored without them: against the fit rows outside its group
+        (a detector that `leaves_out`), or by its group's cross-fit fold (`fit` with
+        `groups`)."""
         spec = get(self.name)
-        X = self._scaled(np.asarray(X, dtype=spec.score_dtype))
+        rows: np.ndarray = np.asarray(X, dtype=spec.score_dtype)
         if leave_out is not None and self.leaves_out:
-            scores = self.estimator_.decision_function_leaving_out(X, *leave_out)
-        else:
-            scores = self.estimator_.decision_function(X)
-        return np.asarray(scores, dtype=np.float64)
+            scores = self.estimator_.decision_function_leaving_out(self._scaled(rows),
+                                                                   *leave_out)
+            return np.asarray(scores, dtype=np.float64)
+        scores = np.asarray(self.estimator_.decision_function(self._scaled(rows)),
+                            dtype=np.float64)
+        folds = getattr(self, "folds_", None)   # None in a bundle saved before cross-fits
+        if leave_out is not None and folds is not None:
+            codes, fit_codes = leave_out
+            fold = np.where(np.isin(codes, fit_codes), cross_fit_folds(codes), -1)
+            for k, fold_detector in enumerate(folds):
+                if fold_detector is not None and np.any(fold == k):
+                    scores[fold == k] = fold_detector.score(rows[fold == k])
+        return scores
 
     @property
     def leaves_out(self) -> bool:
-        """Whether this detector can leave a fit row's group out when scoring it (its
-        estimator saw every fit row, in order: no fit-row cap)."""
+        """Whether this detector can leave a fit row's group out when scoring it by
+        itself (its estimator saw every fit row, in order: no fit-row cap); the others
+        are cross-fitted when fitted with groups."""
         return (get(self.name).max_fit_rows is None
                 and hasattr(self.estimator_, "decision_function_leaving_out"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from benchmarks.archive_path import build_archive, build_normals
+from benchmarks.archive_path import build_archive, build_normals, chosen_scoring, shipped_scoring
 from envad.client.sources.exif import exif_timestamp
 
 
@@ -52,3 +52,11 @@ def test_the_archive_holds_its_share_of_new_content_in_timed_bursts(tmp_path):
         sorted(p.name for p in (archive / "cam-x").iterdir())
     normals = build_normals(data, tmp_path / "normals", "train")
     assert len(list((normals / "cam-t").iterdir())) == 10
+
+
+def test_the_scoring_options_name_what_scan_fits_and_default_to_the_shipped_one():
+    shipped = shipped_scoring()
+    assert chosen_scoring("", "", "") == shipped
+    named = chosen_scoring("center_l2", "IsoForest,KNN", "")
+    assert named == {"space": "center_l2", "detectors": ["IsoForest", "KNN"],
+                     "score_adaptation": shipped["score_adaptation"]}

@@ -10,10 +10,13 @@ from event_times import times
 from sklearn.metrics import roc_auc_score
 
 from envad.errors import InvalidInput
+from envad.server.detectors import registry
 from envad.server.detectors.bundle import FitSpec, fit_bundle
 from envad.server.detectors.leave_out import (
+    CROSS_FIT_FOLDS,
     NO_GROUP,
     FitGroups,
+    cross_fit_folds,
     fit_groups_of,
 )
 
@@ -81,6 +84,68 @@ def test_a_burst_fitted_on_hides_from_knn_and_kde_unless_its_event_is_left_out()
     # the calibration part was scored the same way: the burst's frames held out for
     # calibration are far from every fit row outside their event
     assert events.score(X, ids=ids).ensemble[400:].min() > 0.9
+
+
+def near_burst_archive(seed=0):
+    """400 normal rows in 8 dimensions and a burst of 20 near-identical frames (5%) five
+    standard deviations out along one axis: a lone frame there is far from every normal
+    row, the burst together is a dense cluster."""
+    rng = np.random.default_rng(seed)
+    burst = np.zeros(8)
+    burst[0] = 5.0
+    X = np.concatenate([rng.normal(size=(400, 8)),
+                        burst + rng.normal(scale=0.01, size=(20, 8))])
+    ids = np.array([f"row-{n}" for n in range(len(X))])
+    codes = np.arange(len(X))
+    codes[400:] = 400
+    return X, ids, codes, np.r_[np.zeros(400), np.ones(20)]
+
+
+CROSS_FITTED = ("OCSVM", "LOF5", "INNE", "PCA")
+
+
+def test_detectors_that_cannot_leave_rows_out_are_cross_fitted_on_events():
+    """OCSVM, LOF, INNE and PCA have no leave-out of their own: fitted with the burst's
+    event, a fit that never saw the event scores its frames (they stand out); fitted
+    with each row its own group, every fold saw most of the burst (it hides)."""
+    X, ids, codes, positive = near_burst_archive()
+    spec = FitSpec(detectors=CROSS_FITTED)
+    events = fit_bundle(X, spec, ids=ids, groups=FitGroups.of_members(ids, codes, 60))
+    alone = fit_bundle(X, spec, ids=ids)
+    for name in CROSS_FITTED:
+        assert not events.fitted[name].leaves_out
+        assert len(events.fitted[name].folds_) == CROSS_FIT_FOLDS
+    by_event = events.score(X, ids=ids)
+    by_row = alone.score(X, ids=ids)
+    for name in CROSS_FITTED:
+        assert roc_auc_score(positive, by_event.raw[name]) > 0.95, name
+    for name in ("OCSVM", "LOF5"):
+        assert roc_auc_score(positive, by_row.raw[name]) < 0.6, name
+    # the same images as new ones (ids that are no fit rows) are scored by the whole
+    # fit, which saw the burst: as without ids
+    as_new = events.score(X, ids=[f"new-{n}" for n in range(len(X))])
+    without_ids = events.score(X)
+    for name in CROSS_FITTED:
+        np.testing.assert_array_equal(as_new.raw[name], without_ids.raw[name])
+    assert roc_auc_score(positive, as_new.raw["OCSVM"]) < 0.6
+
+
+def test_a_fold_too_small_to_fit_keeps_its_groups_on_the_whole_fit():
+    """Every fit row in one group: its fold's other rows are none, so that fold is not
+    fitted and the group is scored by the whole fit; the other folds (no member rows in
+    their groups) are fitted but score nothing."""
+    X = np.random.default_rng(2).normal(size=(60, 4))
+    codes = np.zeros(60, dtype=np.int64)
+    detector = registry.Detector("OCSVM").fit(X, codes)
+    assert detector.folds_[0] is None and all(f is not None for f in detector.folds_[1:])
+    np.testing.assert_array_equal(detector.score(X[:9], (codes[:9], codes)),
+                                  detector.score(X[:9]))
+    with pytest.raises(InvalidInput, match="59 group codes for 60 rows"):
+        registry.Detector("OCSVM").fit(X, codes[:59])
+
+
+def test_cross_fit_folds_spread_consecutive_groups():
+    assert cross_fit_folds(np.arange(9)).tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 0]
 
 
 def test_queries_that_are_no_fit_rows_score_as_without_ids():

@@ -95,16 +95,18 @@ def test_fit_groups_round_trip_and_bundles_fitted_without_ids_have_none(tmp_path
     X[100:] = 4.0 + 0.01 * rng.normal(size=(20, 6))    # one burst of 20 frames
     ids = np.array([f"img-{n:03d}" for n in range(120)])
     codes = np.r_[np.arange(100), np.full(20, 100)]
-    bundle = fit_bundle(X, FitSpec(detectors=("KNN", "KDE")), ids=ids,
+    # KNN, KDE leave the event out themselves; OCSVM's cross-fit folds are saved with it
+    bundle = fit_bundle(X, FitSpec(detectors=("KNN", "KDE", "OCSVM")), ids=ids,
                         groups=FitGroups.of_members(ids, codes, 30))
     path = save_bundle(bundle, tmp_path)
     loaded = load_bundle(path, tmp_path)
     assert loaded.info().fit_groups == bundle.info().fit_groups
     assert "else <= 30 s apart" in loaded.info().fit_groups
     expected, served = bundle.score(X, ids=ids), loaded.score(X, ids=ids)
-    for name in ("KNN", "KDE"):
+    for name in ("KNN", "KDE", "OCSVM"):
         np.testing.assert_array_equal(served.raw[name], expected.raw[name])
     assert served.raw["KNN"][100:].min() > served.raw["KNN"][:100].max()
+    assert served.raw["OCSVM"][100:].min() > np.quantile(served.raw["OCSVM"][:100], 0.9)
     # a bundle fitted without ids has no fit-groups file: each query scored like any image
     manifest_path = path / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
