@@ -103,9 +103,10 @@ COSINE = {"schedule": "cosine", "warmup_fraction": COSINE_WARMUP}
 #: preferred). tests/training/test_sweep_defaults.py checks both halves of the rule.
 #: Over two content families at 30 epochs (docs/results/selection-spaces-e30/) `envad
 #: select` prefers `center_l2` with IsoForest+INNE+OCSVM+KNN (0.676 against 0.646 for
-#: this scoring, whose shapes folds score 0.515); it is not adopted because those
-#: detectors cannot leave an archive image's own event out, and the README's path (fit on
-#: the folder itself) then misses new content (tests/test_user_path.py fails with them).
+#: this scoring, whose shapes folds score 0.515); it is not adopted because the README's
+#: path (fit on the folder itself) then misses new content (tests/test_user_path.py fails
+#: with it, also with those detectors cross-fitted to leave an image's event out), and
+#: its folds' archive mixes lacked the 10% bursts `envad select` now scores.
 DEFAULT_PIPELINE = Pipeline(algorithm="erm", task="class", augment="style", epochs=30,
                             hparams=COSINE, space="white_l2:0.001", detectors=("KNN",),
                             score_adaptation="frozen:64")

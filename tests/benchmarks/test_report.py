@@ -22,15 +22,16 @@ def test_detectors_table_shows_ratios_and_missing_references(tmp_path):
         {"benchmark": "detectors", "detector": "INNE", "n_reference": 10000, "n_queries": 1000,
          "fit_seconds_envad": 0.5, "fit_seconds_pyod": 1.0, "score_seconds_envad": 0.01,
          "score_seconds_pyod": 0.1, "single_query_ms_envad": 1.0,
-         "single_query_ms_pyod": 13.0, "spearman": 1.0},
+         "single_query_ms_pyod": 13.0, "spearman": 1.0, "fit_seconds_envad_with_events": 2.0,
+         "fit_ratio_with_events_over_without": 4.0},
         {"benchmark": "detectors", "detector": "KDE", "n_reference": 100000,
          "n_queries": 1000, "fit_seconds_envad": 0.2, "score_seconds_envad": 3.0,
          "single_query_ms_envad": 9.0}])
     text = report.render(path)
     assert text.startswith("`detectors.jsonl` (2 CPU cores, x86_64, Python 3.11.7):")
-    assert ("| INNE | 10,000 | 0.50 / 1.00 (x0.50) | 0.010 / 0.100 (x0.10) | "
+    assert ("| INNE | 10,000 | 0.50 / 1.00 (x0.50) | 2.00 (x4.00) | 0.010 / 0.100 (x0.10) | "
             "1.00 / 13.00 (x0.08) | 1.0000 |") in text
-    assert "| KDE | 100,000 | 0.20 / – | 3.000 / – | 9.00 / – | – |" in text
+    assert "| KDE | 100,000 | 0.20 / – | – | 3.000 / – | 9.00 / – | – |" in text
 
 
 def test_serving_rows_merge_the_four_benchmarks_of_a_size(tmp_path):
