@@ -2,11 +2,7 @@
 
 scikit-learn scores an IsolationForest through a joblib `Parallel` call per request that
 dispatches one task per tree; for one query that bookkeeping costs tens of milliseconds
-(100 trees), far more than walking the trees. The fit grows pyod's forest (the same
-trees for a seed); the two scorings of the training rows that fit makes on the way
-(scikit-learn's contamination offset, pyod's threshold) take the direct walk too, as
-the one scoring they share: at 10,000 rows they cost more than growing the trees
-(`python -m benchmarks.detectors`). Scoring
+(100 trees), far more than walking the trees. Here the fit is pyod's own, and scoring
 walks all trees at once: the fitted trees are flattened into one node table (global
 feature, threshold, children, and the path length a leaf contributes), every query
 starts at every tree's root and takes one step per level in a single vectorised gather,
@@ -20,9 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from pyod.models.iforest import IForest
-from sklearn.ensemble import IsolationForest
 from sklearn.ensemble._iforest import _average_path_length
-from sklearn.utils import check_array
 
 
 @dataclass(frozen=True)
@@ -66,25 +60,6 @@ def flatten(forest) -> FlatForest:
 
 class DirectIForest(IForest):
     """pyod's IForest (Liu et al. 2008) whose `decision_function` walks the trees itself."""
-
-    def fit(self, X, y=None):
-        """pyod's IForest.fit: the same forest, offset and threshold, with the training
-        rows scored once, by the direct walk (scikit-learn's offset for a numeric
-        contamination is that quantile of the rows' `score_samples`)."""
-        X = check_array(X)
-        self._set_n_classes(y)
-        self.detector_ = IsolationForest(
-            n_estimators=self.n_estimators, max_samples=self.max_samples,
-            contamination="auto", max_features=self.max_features, bootstrap=self.bootstrap,
-            n_jobs=self.n_jobs, random_state=self.random_state, verbose=self.verbose,
-        ).fit(X)
-        self.detector_.offset_ = 0.0
-        scores = self.decision_function(X)          # -score_samples: higher = outlier
-        self.detector_.contamination = self.contamination
-        self.detector_.offset_ = float(np.percentile(-scores, 100.0 * self.contamination))
-        self.decision_scores_ = scores + self.detector_.offset_
-        self._process_decision_scores()
-        return self
 
     def __getstate__(self):
         """The flat table is rebuilt from the trees on first use: bundles store pyod's

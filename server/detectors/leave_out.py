@@ -35,7 +35,8 @@ from envad.event_rule import event_codes
 NO_GROUP = -1
 #: the folds of a cross-fit: each fold's fit sees 3/4 of the fit rows, so its scores stay
 #: near the whole fit's scale while it costs 4 fits more (1 + 4 x 3/4 = 4x the rows of
-#: the whole fit for a linear detector, 3.25x for a quadratic one)
+#: the whole fit for a linear detector, 3.25x for a quadratic one, 5x for one whose
+#: fit-row cap applies to each fold; measured: `python -m benchmarks.detectors`)
 CROSS_FIT_FOLDS = 4
 #: a fold with fewer other rows is not fitted (its groups are scored by the whole fit):
 #: the fewest rows a bundle fits its detectors on (bundle.MIN_SAMPLES less the
