@@ -154,6 +154,11 @@ def test_an_archive_fit_exposes_a_detector_that_finds_repeated_new_content_dense
     assert out["scores"]["raw"]["KDE"] > 0.95 and out["scores"]["raw"]["KNN"] > 0.95
     bursts = out["archive"]["2% in bursts of 4"]["raw"]
     assert bursts["KDE"] > 0.95 and bursts["KNN"] > 0.95
+    # 10% of the camera's images: two bursts of 8 frames, each one event
+    herd = archives["10% in bursts of 8"]
+    assert herd.positive.sum() == 16 and len(np.unique(herd.event_codes()[herd.positive])) == 2
+    herds = out["archive"]["10% in bursts of 8"]["raw"]
+    assert herds["KDE"] > 0.95 and herds["KNN"] > 0.95
     repeated = out["archive"]["2% seen in 4 events"]["raw"]
     assert repeated["KDE"] < 0.5 < 0.9 < repeated["KNN"]
     fold = {"scores": out["scores"], "archive": out["archive"]}
