@@ -307,16 +307,25 @@ class Detector:
             scores = self.estimator_.decision_function_leaving_out(self._scaled(rows),
                                                                    *leave_out)
             return np.asarray(scores, dtype=np.float64)
-        scores = np.asarray(self.estimator_.decision_function(self._scaled(rows)),
-                            dtype=np.float64)
         folds = getattr(self, "folds_", None)   # None in a bundle saved before cross-fits
-        if leave_out is not None and folds is not None:
-            codes, fit_codes = leave_out
-            fold = np.where(np.isin(codes, fit_codes), cross_fit_folds(codes), -1)
-            for k, fold_detector in enumerate(folds):
-                if fold_detector is not None and np.any(fold == k):
-                    scores[fold == k] = fold_detector.score(rows[fold == k])
+        if leave_out is None or folds is None:
+            return self._whole_fit_scores(rows)
+        codes, fit_codes = leave_out
+        fold = np.where(np.isin(codes, fit_codes), cross_fit_folds(codes), -1)
+        scores = np.empty(len(rows))
+        by_whole_fit = np.ones(len(rows), dtype=bool)
+        for k, fold_detector in enumerate(folds):
+            at = fold == k
+            if fold_detector is not None and at.any():
+                scores[at] = fold_detector.score(rows[at])
+                by_whole_fit &= ~at
+        if by_whole_fit.any():   # each row scored once: by its fold's fit or the whole one
+            scores[by_whole_fit] = self._whole_fit_scores(rows[by_whole_fit])
         return scores
+
+    def _whole_fit_scores(self, rows: np.ndarray) -> np.ndarray:
+        return np.asarray(self.estimator_.decision_function(self._scaled(rows)),
+                          dtype=np.float64)
 
     @property
     def leaves_out(self) -> bool:
