@@ -100,3 +100,16 @@ def fitted_process(envad_process) -> ServerHandle:
     """`envad_process` holding 120 normal training rows and a fitted bundle."""
     _ingest_and_fit(envad_process)
     return envad_process
+
+
+@pytest.fixture
+def one_archive_set(monkeypatch) -> dict:
+    """`envad select` scoring one archive set, the 10% bursts, instead of all of them (each
+    is fitted per space and cross-fitted: a selection's largest cost), for tests whose
+    subject is not the archive sets (tests/training/test_selection.py scores every one
+    through archive_sets and score_fold). Returns the sets left."""
+    from envad.training import selection  # the train extra: only the tests that ask
+
+    mixes = {"10% in bursts of 8": selection.ARCHIVE_MIXES["10% in bursts of 8"]}
+    monkeypatch.setattr(selection, "ARCHIVE_MIXES", mixes)
+    return mixes

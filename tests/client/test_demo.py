@@ -106,18 +106,14 @@ def test_runs_trained_on_a_gpu_live_beside_the_cpu_run() -> None:
 
 
 def test_demo_selects_its_pipeline_on_the_training_cameras_first(tmp_path, capsys,
-                                                                  monkeypatch) -> None:
+                                                                  one_archive_set) -> None:
     """`--select`: `envad select` within the budget (here one candidate, two folds, two
     space steps, one archive set: the selection's own tests score every one) on the
     dataset's training cameras, then the demo trains and serves what it chose."""
     from envad.client.demo import main
     from envad.pipeline import Pipeline
-    from envad.training import selection as selection_module
     from envad.training.photodigits import generate
-    from envad.training.selection import ARCHIVE_MIXES, DEFAULT_CANDIDATES
-
-    monkeypatch.setattr(selection_module, "ARCHIVE_MIXES",
-                        {"10% in bursts of 8": ARCHIVE_MIXES["10% in bursts of 8"]})
+    from envad.training.selection import DEFAULT_CANDIDATES
 
     data = generate(tmp_path / "pd", 32, 0, progress=False, train_per_camera=60,
                     test_per_camera=20)

@@ -238,15 +238,11 @@ def test_folds_scored_before_a_detector_existed_are_summarised_without_it():
     assert "| older | l2 | 0.650 | 0.700 | KNN | 0.700 | 0.700 | nan |" in table
 
 
-def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path, monkeypatch):
-    from envad.training import selection
+def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path, one_archive_set):
+    """Every space and score adaptation; one archive set stands for all of them."""
     from envad.training.photodigits import generate
 
-    # every space and score adaptation; one archive set stands for all of them (each is
-    # fitted per space, cross-fitted: the run's largest cost; archive_sets and
-    # score_fold are tested on every one above)
-    archive_mixes = {"10% in bursts of 8": ARCHIVE_MIXES["10% in bursts of 8"]}
-    monkeypatch.setattr(selection, "ARCHIVE_MIXES", archive_mixes)
+    archive_mixes = one_archive_set
 
     data = generate(tmp_path / "pd", 32, 0, progress=False, train_per_camera=60,
                     test_per_camera=10)
@@ -285,14 +281,11 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path, monkeypatch):
 
 
 def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(
-        tmp_path, monkeypatch):
-    from envad.training import selection
+        tmp_path, one_archive_set):
+    """What is rescored is the subject here, not the archive sets: one stands for all."""
     from envad.training.photodigits import generate
 
-    # what is rescored is the subject here, not the archive sets: one of them stands for
-    # all (test_a_tiny_selection_writes_a_usable_pipeline scores every one)
-    archive_mixes = {"10% in bursts of 8": ARCHIVE_MIXES["10% in bursts of 8"]}
-    monkeypatch.setattr(selection, "ARCHIVE_MIXES", archive_mixes)
+    archive_mixes = one_archive_set
 
     data = generate(tmp_path / "pd", 32, 0, progress=False, train_per_camera=60,
                     test_per_camera=10)
