@@ -273,9 +273,11 @@ class Detector:
             if len(fold) != len(X):
                 raise InvalidInput(f"{len(fold)} group codes for {len(X)} rows")
             # a fold whose other rows are too few to fit on keeps its groups on the whole
-            # fit (the same for every seed and detector: no fit that fails on some data)
+            # fit (the same for every seed and detector: no fit that fails on some data);
+            # a fold without rows (fewer groups than folds) would be the whole fit again
             self.folds_ = [Detector(self.name, self.seed).fit(X[fold != k])
-                           if np.count_nonzero(fold != k) >= MIN_CROSS_FIT_ROWS else None
+                           if (fold == k).any()
+                           and np.count_nonzero(fold != k) >= MIN_CROSS_FIT_ROWS else None
                            for k in range(CROSS_FIT_FOLDS)]
         return self
 

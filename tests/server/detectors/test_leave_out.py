@@ -132,16 +132,28 @@ def test_detectors_that_cannot_leave_rows_out_are_cross_fitted_on_events():
 
 def test_a_fold_too_small_to_fit_keeps_its_groups_on_the_whole_fit():
     """Every fit row in one group: its fold's other rows are none, so that fold is not
-    fitted and the group is scored by the whole fit; the other folds (no member rows in
-    their groups) are fitted but score nothing."""
+    fitted and the group is scored by the whole fit; the other folds leave no row out
+    (they would be the whole fit again) and are not fitted either."""
     X = np.random.default_rng(2).normal(size=(60, 4))
     codes = np.zeros(60, dtype=np.int64)
     detector = registry.Detector("OCSVM").fit(X, codes)
-    assert detector.folds_[0] is None and all(f is not None for f in detector.folds_[1:])
+    assert detector.folds_ == [None] * CROSS_FIT_FOLDS
     np.testing.assert_array_equal(detector.score(X[:9], (codes[:9], codes)),
                                   detector.score(X[:9]))
     with pytest.raises(InvalidInput, match="59 group codes for 60 rows"):
         registry.Detector("OCSVM").fit(X, codes[:59])
+
+
+def test_only_folds_that_leave_groups_out_are_fitted():
+    """Two groups, four folds: folds 0 and 1 leave a group out and are fitted on the other
+    group; folds 2 and 3 hold no group and are not fitted."""
+    X = np.random.default_rng(3).normal(size=(60, 4))
+    codes = np.repeat(np.arange(2, dtype=np.int64), 30)
+    detector = registry.Detector("OCSVM").fit(X, codes)
+    assert [fold is None for fold in detector.folds_] == [False, False, True, True]
+    without_group_0 = registry.Detector("OCSVM").fit(X[30:])
+    np.testing.assert_array_equal(detector.score(X[:5], (codes[:5], codes)),
+                                  without_group_0.score(X[:5]))
 
 
 def test_cross_fit_folds_spread_consecutive_groups():
