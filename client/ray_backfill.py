@@ -11,12 +11,14 @@ items to send, and the checkpoint's job header, come from `backfill_plan` like t
 service engine's.
 
 Per chunk of `chunk_size` images: embed (actor pool, one ONNX session per actor) ->
-materialize -> the driver drops ids already stored or repeated in the chunk, and images
-whose content is stored under another id (the service engine's rule,
-`content_index.duplicate_outcome`, unless --keep-duplicates) -> the blocks are merged
-and workers write Lance fragments of up to FRAGMENT_ROWS rows -> the driver commits all
-of the chunk's fragments as ONE Append (never one commit per row) and records it as
-acknowledged (ray_target.py) -> the chunk's outcomes go to the checkpoint. A crash
+materialize -> the driver fetches the embedded blocks, drops ids already stored or
+repeated in the chunk, and images whose content is stored under another id (the service
+engine's rule, `content_index.duplicate_outcome`, unless --keep-duplicates) -> the
+driver writes the kept rows as Lance fragments of up to FRAGMENT_ROWS rows and commits
+them as ONE Append (never one commit per row), and records it as acknowledged
+(ray_target.py) -> the chunk's outcomes go to the checkpoint. The driver holds the
+chunk's vectors once it has fetched them, so it writes them itself: a second Ray Data
+execution to write them on the workers cost seconds of scheduling per chunk. A crash
 before the commit leaves unreferenced fragment files and nothing visible; a crash after
 it is harmless on resume because stored ids are skipped. The store may be on object
 storage (`s3://...` with storage options), beside the service's single writer
@@ -26,10 +28,11 @@ the same time (the id key is unenforced across writers).
 
 from __future__ import annotations
 
-import json
+import itertools
 import logging
 import os
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +44,7 @@ from tqdm import tqdm
 
 from envad.client.backfill_plan import (
     BackfillOptions,
+    PlannedBatch,
     count_wanted,
     item_outcome,
     job_header,
@@ -67,6 +71,9 @@ log = logging.getLogger(__name__)
 #: default size is one fragment, not one per embedding block, so a table filled by a long
 #: backfill stays a few thousand fragments, not hundreds of thousands of small files
 FRAGMENT_ROWS = 16_384
+#: chunks embedded by one Ray Data execution: its actor pool (an ONNX Runtime session
+#: per actor) starts once for them, and its rows come back chunk by chunk to be committed
+WINDOW_CHUNKS = 16
 
 
 @dataclass(frozen=True)
@@ -109,19 +116,24 @@ def run_ray_backfill(
         with Checkpoint(checkpoint_path, header, resume=resume) as checkpoint:
             with tqdm(total=count_wanted(source, options), unit="img", desc="backfill (ray)",
                       disable=not progress) as bar:
-                for planned in plan_batches(source, options, checkpoint.is_done,
-                                            ray_options.chunk_size):
-                    summary.already_done += planned.already_done
-                    bar.update(planned.already_done)
-                    held = store.synced_ids(held)
-                    outcomes, inserted = _process_chunk(planned.items, target, store,
-                                                        held.ids, ray_options, content)
-                    outcomes += planned.skipped
-                    checkpoint.record(outcomes)
-                    n_ok = sum(o.status == "ok" for o in outcomes)
-                    summary.add(outcomes, inserted, n_ok - inserted)
-                    bar.update(len(outcomes))
-                    bar.set_postfix(ok=summary.ok, failed=summary.failed, refresh=False)
+                planned = plan_batches(source, options, checkpoint.is_done,
+                                       ray_options.chunk_size)
+                for window in _windows(planned, WINDOW_CHUNKS):
+                    for part in window:     # counted and recorded as the walk found them
+                        summary.already_done += part.already_done
+                        summary.add(part.skipped)
+                        checkpoint.record(part.skipped)
+                        bar.update(part.already_done + len(part.skipped))
+                    items = [item for part in window for item in part.items]
+                    for chunk_table in _embedded_chunks(items, target, ray_options):
+                        held = store.synced_ids(held)
+                        outcomes, inserted = _store_chunk(chunk_table, items, target, store,
+                                                          held.ids, content)
+                        checkpoint.record(outcomes)
+                        n_ok = sum(o.status == "ok" for o in outcomes)
+                        summary.add(outcomes, inserted, n_ok - inserted)
+                        bar.update(len(outcomes))
+                        bar.set_postfix(ok=summary.ok, failed=summary.failed, refresh=False)
     except KeyboardInterrupt as exc:
         summary.interrupted = True
         raise BackfillInterrupted(summary) from exc
@@ -157,39 +169,56 @@ def _content_index(target: RayTarget) -> ContentIndex:
                                                  storage_options=target.lance_options))
 
 
-def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, held_ids,
-                   ray_options: RayOptions, content: ContentIndex | None = None
-                   ) -> tuple[list[Outcome], int]:
-    """Embed, dedupe, write fragments and commit one chunk; returns outcomes and rows
-    added. `store`: the target's EmbeddingStore (ray_target.open_store); `held_ids`: the
-    table's ids as the chunk started (`IdPositions`, EmbeddingStore.synced_ids);
-    `content`: the stored content hashes, for the duplicate rule (None: keep
-    duplicates)."""
-    import lance  # pylance: the ray extra
+def _windows(planned: Iterable[PlannedBatch], size: int) -> Iterator[list[PlannedBatch]]:
+    """Consecutive lists of `size` planned chunks (the last one shorter)."""
+    it = iter(planned)
+    while window := list(itertools.islice(it, size)):
+        yield window
+
+
+def _embedded_chunks(items: list[SourceItem], target: RayTarget, ray_options: RayOptions
+                     ) -> Iterator[pa.Table]:
+    """Embed `items` in ONE Ray Data execution (one actor pool, one ONNX session per
+    actor) and yield its rows in tables of `chunk_size` as they stream back, so the
+    actors embed the next chunk while the driver commits one."""
     import ray  # Ray: the ray extra
 
-    if not chunk:
-        return [], 0
+    if not items:
+        return
     rows = [{"key": i.key, "id": i.id, "uri": i.uri, "env": i.env, "label": i.label,
              "split": i.split, "event": i.event,
-             "timestamp": i.timestamp.isoformat() if i.timestamp else ""} for i in chunk]
-    batches = -(-len(rows) // ray_options.batch_size)
-    blocks = max(1, min(batches, 4 * ray_options.workers))
+             "timestamp": i.timestamp.isoformat() if i.timestamp else ""} for i in items]
+    # blocks of a quarter of a chunk's share of each actor, and at least one ONNX batch
+    block_rows = max(ray_options.batch_size,
+                     -(-ray_options.chunk_size // (4 * ray_options.workers)))
+    blocks = -(-len(rows) // block_rows)
     embedded = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
         Embedder, fn_constructor_kwargs={"model_file": str(target.model_file),
                                          "threads": ray_options.intra_op_threads},
         batch_size=ray_options.batch_size, batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=min(ray_options.workers, blocks)), num_cpus=1,
-    ).materialize()
-    # the chunk's ids and errors (blocks are already computed: no new execution)
-    meta = pa.concat_tables(ray.get(embedded.to_arrow_refs()))
-    meta = meta.select(["key", "id", "sha256", "error"]).to_pylist()
+    )
+    yield from embedded.iter_batches(batch_size=ray_options.chunk_size,
+                                     batch_format="pyarrow")
+
+
+def _store_chunk(chunk_table: pa.Table, items: list[SourceItem], target: RayTarget, store,
+                 held_ids, content: ContentIndex | None = None) -> tuple[list[Outcome], int]:
+    """Dedupe, write fragments and commit one embedded chunk (rows of `items`, by key);
+    returns its outcomes and the rows added. `store`: the target's EmbeddingStore
+    (ray_target.open_store); `held_ids`: the table's ids as the chunk started
+    (`IdPositions`, EmbeddingStore.synced_ids); `content`: the stored content hashes,
+    for the duplicate rule (None: keep duplicates)."""
+    import lance  # pylance: the ray extra
+
+    meta = chunk_table.select(["key", "id", "sha256", "error"]).to_pylist()
     dataset = lance.dataset(target.table_uri, storage_options=target.lance_options)
     checked = [m["id"] for m in meta if not m["error"]]
     stored = {i for i, at in zip(checked, held_ids.positions(checked).tolist(), strict=True)
               if at >= 0}
+    keys = {m["key"] for m in meta}
+    by_key = {i.key: i for i in items if i.key in keys}
     keep, outcomes, seen = set(), [], set()
-    by_key = {i.key: i for i in chunk}
     for m in meta:
         item = by_key[m["key"]]
         if m["error"]:
@@ -205,21 +234,30 @@ def _process_chunk(chunk: list[SourceItem], target: RayTarget, store, held_ids,
         seen.add(m["id"])
         outcomes.append(item_outcome(item, "ok", m["id"]))
     if keep:
-        fragments = embedded.repartition(-(-len(keep) // FRAGMENT_ROWS)).map_batches(
-            write_fragments_batch, batch_format="pyarrow", batch_size=None,
-            fn_kwargs={"uri": target.table_uri, "dim": target.dim,
-                       "model_id": target.model_id, "keep": keep,
-                       "storage_options": target.lance_options},
-        ).select_columns(["fragment"]).take_all()
-        metadata = [_fragment_from_json(f["fragment"]) for f in fragments]
-        commit_append(target, store, metadata, dataset.version)
+        commit_append(target, store, write_kept_fragments(chunk_table, keep, target),
+                      dataset.version)
     return outcomes, len(keep)
 
 
-def _fragment_from_json(text: str):
-    from lance.fragment import FragmentMetadata  # pylance: the ray extra
+def write_kept_fragments(chunk_table: pa.Table, keep: set[str], target: RayTarget) -> list:
+    """Write the kept rows (by key) of an embedded chunk as Lance fragments of up to
+    FRAGMENT_ROWS rows, not committed; built by the store's own row-table builder so the
+    rows match what the server writes. Returns their FragmentMetadata."""
+    from lance.fragment import write_fragments  # pylance: the ray extra
 
-    return FragmentMetadata.from_json(text)
+    # the server's code: the server extra
+    from envad.server.store import Row, make_schema, rows_table, vectors_of
+
+    kept = chunk_table.filter(pa.array([k in keep for k in chunk_table.column("key").to_pylist()]))
+    vectors = vectors_of(kept)
+    rows = [Row(id=r["id"], vector=vector, env=r["env"], label=r["label"], split=r["split"],
+                timestamp=datetime.fromisoformat(r["timestamp"]) if r["timestamp"] else None,
+                uri=r["uri"], sha256=r["sha256"], event=r["event"])
+            for r, vector in zip(kept.drop_columns(["vector"]).to_pylist(), vectors,
+                                 strict=True)]
+    return write_fragments(rows_table(rows, target.model_id, target.dim), target.table_uri,
+                           schema=make_schema(target.dim), max_rows_per_file=FRAGMENT_ROWS,
+                           storage_options=target.lance_options)
 
 
 # ------------------------------------------------------------------ worker side
@@ -269,29 +307,3 @@ class Embedder:
                 .append_column("error", pa.array(errors))
                 .append_column("vector", pa.FixedSizeListArray.from_arrays(
                     pa.array(vectors.ravel()), dim)))
-
-
-def write_fragments_batch(batch: pa.Table, uri: str, dim: int, model_id: str,
-                          keep: set[str], storage_options: dict[str, str] | None = None
-                          ) -> pa.Table:
-    """Ray task: write the kept rows of a block as Lance fragments (no commit), built by
-    the store's own row-table builder so the rows match what the server writes."""
-    from lance.fragment import write_fragments  # pylance: the ray extra
-
-    # the server's code: the server extra
-    from envad.server.store import Row, make_schema, rows_table, vectors_of
-
-    mask = pa.array([k in keep for k in batch.column("key").to_pylist()])
-    kept = batch.filter(mask)
-    if kept.num_rows == 0:
-        return pa.table({"fragment": pa.array([], pa.string())})
-    vectors = vectors_of(kept)
-    rows = [Row(id=r["id"], vector=vector, env=r["env"], label=r["label"], split=r["split"],
-                timestamp=datetime.fromisoformat(r["timestamp"]) if r["timestamp"] else None,
-                uri=r["uri"], sha256=r["sha256"], event=r["event"])
-            for r, vector in zip(kept.drop_columns(["vector"]).to_pylist(), vectors,
-                                     strict=True)]
-    fragments = write_fragments(rows_table(rows, model_id, dim), uri, schema=make_schema(dim),
-                                storage_options=storage_options)
-    return pa.table({"fragment": pa.array([json.dumps(f.to_json()) for f in fragments],
-                                          pa.string())})

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -21,6 +22,7 @@ from envad.client import EnvadClient  # noqa: E402
 from envad.client.backfill import run_backfill  # noqa: E402
 from envad.client.backfill_plan import BackfillOptions  # noqa: E402
 from envad.client.content_index import DUPLICATE_REASON  # noqa: E402
+from envad.client import ray_backfill  # noqa: E402
 from envad.client.ray_backfill import RayOptions, run_ray_backfill, target_for  # noqa: E402
 from envad.client.results import RowFilter  # noqa: E402
 from envad.client.sources import open_source  # noqa: E402
@@ -83,6 +85,30 @@ def test_ray_rows_are_served(local_ray, envad_server, tmp_path) -> None:
     assert fresh.ok == 20 and fresh.inserted == 0  # ids already stored are not written twice
     table = lance.dataset(target.table_uri).to_table(columns=["id"])
     assert table.num_rows == 20 and len(set(table.column("id").to_pylist())) == 20
+
+
+def test_the_kept_rows_of_a_chunk_are_written_in_fragments_of_at_most_fragment_rows(
+        envad_server, tmp_path, monkeypatch) -> None:
+    """12 embedded rows, 11 kept, fragments of at most 5 rows: 5 + 5 + 1, none committed,
+    the dropped key in none of them."""
+    monkeypatch.setattr(ray_backfill, "FRAGMENT_ROWS", 5)
+    target = target_for(envad_server.data_dir, envad_server.models_dir / "tiny-test.onnx")
+    n, dim = 12, target.dim
+    vectors = np.random.default_rng(0).normal(size=(n, dim)).astype(np.float32)
+    chunk = pa.table({
+        "key": [f"k{i}" for i in range(n)], "id": [f"id{i}" for i in range(n)],
+        "uri": [f"file:///img{i}.png" for i in range(n)], "env": ["cam0"] * n,
+        "label": [""] * n, "split": ["train"] * n, "event": [""] * n,
+        "timestamp": [""] * n, "sha256": [f"{i:064x}" for i in range(n)], "error": [""] * n,
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim)})
+    version = lance.dataset(target.table_uri).version
+    fragments = ray_backfill.write_kept_fragments(chunk, {f"k{i}" for i in range(1, n)},
+                                                  target)
+    assert [f.physical_rows for f in fragments] == [5, 5, 1]
+    assert lance.dataset(target.table_uri).version == version
+    written = lance.LanceDataset.commit(target.table_uri, lance.LanceOperation.Append(
+        fragments), read_version=version).to_table()
+    assert sorted(written.column("id").to_pylist()) == sorted(f"id{i}" for i in range(1, n))
 
 
 def test_ray_rows_keep_the_exif_capture_time(local_ray, envad_server, tmp_path) -> None:

@@ -28,6 +28,7 @@ from s3_emulator import BUCKET, SECRET, in_process, listed, local_models  # noqa
 
 from envad.client import EnvadClient  # noqa: E402
 from envad.client.backfill import run_backfill  # noqa: E402
+from envad.client import ray_backfill  # noqa: E402
 from envad.client.backfill_plan import BackfillOptions  # noqa: E402
 from envad.client.ray_backfill import RayOptions, run_ray_backfill, target_for  # noqa: E402
 from envad.client.sources import open_source  # noqa: E402
@@ -136,7 +137,12 @@ def local_ray():
 
 
 def test_a_killed_worker_then_resume_stores_every_image_once(
-        archive, models, s3_options, s3_uri, service_rows, local_ray, tmp_path) -> None:
+        archive, models, s3_options, s3_uri, service_rows, local_ray, tmp_path,
+        monkeypatch) -> None:
+    # two actor pools of 3 chunks each: once the first chunk is committed, an embedding
+    # actor is still alive or the second pool's is about to start, so one is killed
+    # mid-run whatever the timing
+    monkeypatch.setattr(ray_backfill, "WINDOW_CHUNKS", 3)
     target = target_for(s3_uri, model_file(models), s3_options)
     assert SECRET not in repr(target)
     ray_options = RayOptions(num_cpus=2, workers=2, batch_size=64, chunk_size=CHUNK)
