@@ -4,26 +4,27 @@ Runtime, write the store's Lance table directly; the server picks the rows up.
 Exception to the client's dependency rule: this module imports `envad.server.encoder`,
 `envad.server.images.decode_image` and `envad.server.store` (schema, table name and
 row-table builder), so that Ray workers embed exactly as the server does (same
-preprocessing, same ONNX session settings) and write exactly the server's rows. None of
-them imports torch; they are imported inside the functions that use them, so that
-importing the client (the base install) never loads the server's dependencies. Which
-items to send, and the checkpoint's job header, come from `backfill_plan` like the
-service engine's.
+preprocessing, same ONNX session settings) and the driver writes exactly the server's
+rows. None of them imports torch; they are imported inside the functions that use them,
+so that importing the client (the base install) never loads the server's dependencies.
+Which items to send, and the checkpoint's job header, come from `backfill_plan` like
+the service engine's.
 
-Per chunk of `chunk_size` images: embed (actor pool, one ONNX session per actor) ->
-materialize -> the driver fetches the embedded blocks, drops ids already stored or
-repeated in the chunk, and images whose content is stored under another id (the service
-engine's rule, `content_index.duplicate_outcome`, unless --keep-duplicates) -> the
-driver writes the kept rows as Lance fragments of up to FRAGMENT_ROWS rows and commits
-them as ONE Append (never one commit per row), and records it as acknowledged
-(ray_target.py) -> the chunk's outcomes go to the checkpoint. The driver holds the
-chunk's vectors once it has fetched them, so it writes them itself: a second Ray Data
-execution to write them on the workers cost seconds of scheduling per chunk. A crash
-before the commit leaves unreferenced fragment files and nothing visible; a crash after
-it is harmless on resume because stored ids are skipped. The store may be on object
-storage (`s3://...` with storage options), beside the service's single writer
-(docs/ray.md, "Beside the writer"). Do not ingest the same images through the server at
-the same time (the id key is unenforced across writers).
+Per window of WINDOW_CHUNKS chunks of `chunk_size` images, ONE Ray Data execution:
+embed (an actor pool, one ONNX session per actor), its rows streamed back to the driver
+a chunk at a time while the actors go on -> for each chunk, the driver drops ids already
+stored or repeated in the chunk, and images whose content is stored under another id
+(the service engine's rule, `content_index.duplicate_outcome`, unless
+--keep-duplicates) -> the driver writes the kept rows as Lance fragments of up to
+FRAGMENT_ROWS rows and commits them as ONE Append (never one commit per row), and
+records it as acknowledged (ray_target.py) -> the chunk's outcomes go to the
+checkpoint. The driver holds the chunk's rows by then, so it writes them itself (a
+second Ray Data execution per chunk, to write them on the workers, cost seconds of
+scheduling each). A crash before a commit leaves unreferenced fragment files and nothing
+visible; a crash after it is harmless on resume because stored ids are skipped. The
+store may be on object storage (`s3://...` with storage options), beside the service's
+single writer (docs/ray.md, "Beside the writer"). Do not ingest the same images through
+the server at the same time (the id key is unenforced across writers).
 """
 
 from __future__ import annotations
