@@ -18,11 +18,10 @@ lance = pytest.importorskip("lance")
 from local_ray import local_ray_cluster  # noqa: E402
 
 from client_archives import make_camtrap_dp, make_folder_dataset  # noqa: E402
-from envad.client import EnvadClient  # noqa: E402
+from envad.client import EnvadClient, ray_backfill  # noqa: E402
 from envad.client.backfill import run_backfill  # noqa: E402
 from envad.client.backfill_plan import BackfillOptions  # noqa: E402
 from envad.client.content_index import DUPLICATE_REASON  # noqa: E402
-from envad.client import ray_backfill  # noqa: E402
 from envad.client.ray_backfill import RayOptions, run_ray_backfill, target_for  # noqa: E402
 from envad.client.results import RowFilter  # noqa: E402
 from envad.client.sources import open_source  # noqa: E402

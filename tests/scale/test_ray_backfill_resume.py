@@ -26,9 +26,8 @@ psutil = pytest.importorskip("psutil")
 from local_ray import local_ray_cluster  # noqa: E402
 from s3_emulator import BUCKET, SECRET, in_process, listed, local_models  # noqa: E402
 
-from envad.client import EnvadClient  # noqa: E402
+from envad.client import EnvadClient, ray_backfill  # noqa: E402
 from envad.client.backfill import run_backfill  # noqa: E402
-from envad.client import ray_backfill  # noqa: E402
 from envad.client.backfill_plan import BackfillOptions  # noqa: E402
 from envad.client.ray_backfill import RayOptions, run_ray_backfill, target_for  # noqa: E402
 from envad.client.sources import open_source  # noqa: E402
