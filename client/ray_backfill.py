@@ -126,10 +126,11 @@ def run_ray_backfill(
                         checkpoint.record(part.skipped)
                         bar.update(part.already_done + len(part.skipped))
                     items = [item for part in window for item in part.items]
+                    by_key = {item.key: item for item in items}
                     for chunk_table in _embedded_chunks(items, target, ray_options):
                         held = store.synced_ids(held)
-                        outcomes, inserted = _store_chunk(chunk_table, items, target, store,
-                                                          held.ids, content)
+                        outcomes, inserted = _store_chunk(chunk_table, by_key, target,
+                                                          store, held.ids, content)
                         checkpoint.record(outcomes)
                         n_ok = sum(o.status == "ok" for o in outcomes)
                         summary.add(outcomes, inserted, n_ok - inserted)
@@ -203,8 +204,9 @@ def _embedded_chunks(items: list[SourceItem], target: RayTarget, ray_options: Ra
                                      batch_format="pyarrow")
 
 
-def _store_chunk(chunk_table: pa.Table, items: list[SourceItem], target: RayTarget, store,
-                 held_ids, content: ContentIndex | None = None) -> tuple[list[Outcome], int]:
+def _store_chunk(chunk_table: pa.Table, items: dict[str, SourceItem], target: RayTarget,
+                 store, held_ids, content: ContentIndex | None = None
+                 ) -> tuple[list[Outcome], int]:
     """Dedupe, write fragments and commit one embedded chunk (rows of `items`, by key);
     returns its outcomes and the rows added. `store`: the target's EmbeddingStore
     (ray_target.open_store); `held_ids`: the table's ids as the chunk started
@@ -217,11 +219,9 @@ def _store_chunk(chunk_table: pa.Table, items: list[SourceItem], target: RayTarg
     checked = [m["id"] for m in meta if not m["error"]]
     stored = {i for i, at in zip(checked, held_ids.positions(checked).tolist(), strict=True)
               if at >= 0}
-    keys = {m["key"] for m in meta}
-    by_key = {i.key: i for i in items if i.key in keys}
     keep, outcomes, seen = set(), [], set()
     for m in meta:
-        item = by_key[m["key"]]
+        item = items[m["key"]]
         if m["error"]:
             code, _, reason = m["error"].partition(": ")
             outcomes.append(item_outcome(item, "failed", m["id"], code, reason))
