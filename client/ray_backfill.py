@@ -204,10 +204,10 @@ def _embedded_chunks(items: list[SourceItem], target: RayTarget, ray_options: Ra
                                      batch_format="pyarrow")
 
 
-def _store_chunk(chunk_table: pa.Table, items: dict[str, SourceItem], target: RayTarget,
+def _store_chunk(chunk_table: pa.Table, by_key: dict[str, SourceItem], target: RayTarget,
                  store, held_ids, content: ContentIndex | None = None
                  ) -> tuple[list[Outcome], int]:
-    """Dedupe, write fragments and commit one embedded chunk (rows of `items`, by key);
+    """Dedupe, write fragments and commit one embedded chunk (its rows' items in `by_key`);
     returns its outcomes and the rows added. `store`: the target's EmbeddingStore
     (ray_target.open_store); `held_ids`: the table's ids as the chunk started
     (`IdPositions`, EmbeddingStore.synced_ids); `content`: the stored content hashes,
@@ -221,7 +221,7 @@ def _store_chunk(chunk_table: pa.Table, items: dict[str, SourceItem], target: Ra
               if at >= 0}
     keep, outcomes, seen = set(), [], set()
     for m in meta:
-        item = items[m["key"]]
+        item = by_key[m["key"]]
         if m["error"]:
             code, _, reason = m["error"].partition(": ")
             outcomes.append(item_outcome(item, "failed", m["id"], code, reason))
