@@ -1,4 +1,5 @@
-"""Damaged store files met at start, on real `envad serve` processes.
+"""Damaged store files met at start, on a real server (in this process: the start is
+the code `envad serve` runs after parsing its flags).
 
 Rows are ingested in two commits, the server stops, the newest version's data file or
 manifest is truncated or deleted, and the server starts again: it serves the newest
@@ -10,6 +11,7 @@ deletes the acknowledged record (the documented step), after which writes resume
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from server_handle import ingest_commit, writes_health
 from tiny_encoder import synthetic_images
 
 CASES = ("data-truncated", "data-deleted", "manifest-truncated", "manifest-deleted")
-BASE_ROWS = 120     # the fitted_process fixture's rows
+BASE_ROWS = 120     # the fitted_server fixture's rows
 PER_COMMIT = 8
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -56,21 +58,22 @@ def _refused(call) -> str:
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
-        fitted_process, tmp_path, case):
-    stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
+        fitted_server, caplog, case):
+    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
     assert ingest_commit(stub, "first", 11) == PER_COMMIT
     assert ingest_commit(stub, "second", 12) == PER_COMMIT       # the newest commit
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     acknowledged, total = info.table_version, info.total_rows
     assert total == BASE_ROWS + 2 * PER_COMMIT
-    fitted_process.stop()
-    [table_dir] = (fitted_process.data_dir / "lancedb").glob("*.lance")
+    fitted_server.stop()
+    [table_dir] = (fitted_server.data_dir / "lancedb").glob("*.lance")
     damaged = _damage(table_dir, case)
-    fitted_process.log_path = tmp_path / f"{case}.log"
-    fitted_process.start()                  # starts: health SERVING (else this raises)
-    assert writes_health(fitted_process) == NOT_SERVING     # reads served, writes not
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        fitted_server.start()               # starts: health SERVING (else this raises)
+    assert writes_health(fitted_server) == NOT_SERVING      # reads served, writes not
 
-    stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
+    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     served = acknowledged - 1
     assert info.total_rows == total - PER_COMMIT
@@ -88,8 +91,7 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert len(exported) == total - PER_COMMIT
     assert {f"first-{i}" for i in range(PER_COMMIT)} <= exported
     # one ERROR, naming the damaged (or missing) file and the version served
-    errors = [line for line in fitted_process.log_path.read_text().splitlines()
-              if " ERROR " in line]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, errors
     assert damaged.name in errors[0] and f"serving version {served}" in errors[0]
     # the acknowledged rows of the lost version are not dropped silently: writes refused
@@ -105,13 +107,13 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert stub.GetInfo(pb.GetInfoRequest(), timeout=10).total_rows == total - PER_COMMIT
 
     # the operator accepts the loss: the documented step, then a restart
-    fitted_process.stop()
-    records = list((fitted_process.data_dir / "lancedb.acknowledged").glob("*.json"))
+    fitted_server.stop()
+    records = list((fitted_server.data_dir / "lancedb.acknowledged").glob("*.json"))
     assert len(records) == 1 and records[0].name in details
     records[0].unlink()
-    fitted_process.start()
-    assert writes_health(fitted_process) == SERVING
-    stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
+    fitted_server.start()
+    assert writes_health(fitted_server) == SERVING
+    stub = pb_grpc.AnomalyServiceStub(fitted_server.channel())
     assert ingest_commit(stub, "second", 12) == PER_COMMIT        # stored again
     info = stub.GetInfo(pb.GetInfoRequest(), timeout=10)
     assert info.total_rows == total, info
@@ -120,8 +122,8 @@ def test_a_damaged_newest_version_serves_the_previous_one_and_refuses_writes(
     assert (info.hint == "ready" if case.startswith("manifest")
             else "restored as version" in info.hint), info.hint
     stub.SetLabel(pb.SetLabelRequest(ids=["first-0"], label="normal"), timeout=30)
-    fitted_process.restart()                # and the next start is clean
-    info = pb_grpc.AnomalyServiceStub(fitted_process.channel()).GetInfo(
+    fitted_server.restart()                 # and the next start is clean
+    info = pb_grpc.AnomalyServiceStub(fitted_server.channel()).GetInfo(
         pb.GetInfoRequest(), timeout=10)
     assert info.total_rows == total and info.hint == "ready", info
 

@@ -25,11 +25,15 @@ from envad.training.workers import run_workers
 from tiny_algorithms import build, tiny_config
 
 STEPS = 3
+#: the algorithms whose steps are compared with one process's: ERM, and one of each kind
+#: of per-environment term (GroupDRO's weights, IRM's penalty)
+STEPPED = ("erm", "groupdro", "irm")
 
 
 def steps_worker(rank: int, name: str, data_dir: str, out: str) -> None:
     """`STEPS` float64 updates of `name` on this worker's shards (all of each step when
-    no process group is running); saves parameters, buffers and logs to OUT/rankR.pt."""
+    no process group is running); saves parameters, buffers and logs to
+    OUT/NAME-rankR.pt."""
     import torch.distributed as dist  # only inside a worker's group
 
     from envad.training.batches import EnvBalancedSampler, TrainData
@@ -50,16 +54,33 @@ def steps_worker(rank: int, name: str, data_dir: str, out: str) -> None:
         logs.append(algorithm.update(batches))
     torch.save({"params": {k: v.detach().clone() for k, v in algorithm.named_parameters()},
                 "buffers": {k: v.clone() for k, v in algorithm.named_buffers()},
-                "logs": logs}, Path(out) / f"rank{rank}.pt")
+                "logs": logs}, Path(out) / f"{name}-rank{rank}.pt")
 
 
-def _steps(name: str, data_dir: Path, out: Path, workers: int) -> list[dict]:
-    out.mkdir()
-    if workers == 1:
-        steps_worker(0, name, str(data_dir), str(out))
-    else:
-        run_workers(steps_worker, (name, str(data_dir), str(out)), workers, "cpu")
-    return [torch.load(out / f"rank{r}.pt") for r in range(workers)]
+def two_worker_checks(rank: int, data_dir: str, out: str) -> None:
+    """What every test of two workers needs, in one launch (a launch spawns a process
+    that imports torch): the STEPPED algorithms' steps, then every algorithm's updates."""
+    for name in STEPPED:
+        steps_worker(rank, name, data_dir, out)
+    every_algorithm_worker(rank, data_dir, out)
+
+
+@pytest.fixture(scope="module")
+def launched(tiny_photodigits, tmp_path_factory) -> Path:
+    """OUT with one process's steps of the STEPPED algorithms (rank 0) in OUT/one and
+    two workers' steps and updates in OUT/two."""
+    out = tmp_path_factory.mktemp("distributed")
+    (out / "one").mkdir()
+    (out / "two").mkdir()
+    for name in STEPPED:
+        steps_worker(0, name, str(tiny_photodigits), str(out / "one"))
+    run_workers(two_worker_checks, (str(tiny_photodigits), str(out / "two")), 2, "cpu")
+    return out
+
+
+def _steps(launched: Path, name: str, workers: int) -> list[dict]:
+    folder = launched / ("one" if workers == 1 else "two")
+    return [torch.load(folder / f"{name}-rank{r}.pt") for r in range(workers)]
 
 
 def _relative(a: dict, b: dict) -> float:
@@ -68,11 +89,11 @@ def _relative(a: dict, b: dict) -> float:
                      / b[k].double().norm().clamp_min(1e-12)) for k in b)
 
 
-def test_two_workers_take_the_steps_of_one_process(tiny_photodigits, tmp_path):
+def test_two_workers_take_the_steps_of_one_process(launched):
     """ERM with the same global batch: each worker's equal shard of every camera, mean
     gradients and synchronised batch norm give one process's parameters."""
-    (one,) = _steps("erm", tiny_photodigits, tmp_path / "one", 1)
-    first, second = _steps("erm", tiny_photodigits, tmp_path / "two", 2)
+    (one,) = _steps(launched, "erm", 1)
+    first, second = _steps(launched, "erm", 2)
     assert _relative(first["params"], one["params"]) < 1e-5
     assert _relative(first["buffers"], one["buffers"]) < 1e-5      # BN running statistics
     assert _relative(second["params"], first["params"]) == 0.0
@@ -83,12 +104,11 @@ def test_two_workers_take_the_steps_of_one_process(tiny_photodigits, tmp_path):
 
 @pytest.mark.parametrize("name, shared", [("groupdro", "worst_env_loss"),
                                           ("irm", "penalty")])
-def test_per_environment_terms_are_identical_on_every_worker(name, shared,
-                                                             tiny_photodigits, tmp_path):
+def test_per_environment_terms_are_identical_on_every_worker(name, shared, launched):
     """GroupDRO's weights follow every worker's losses and IRM's penalty squares the
     whole minibatch's gradient: both the same on both workers, and as one process's."""
-    (one,) = _steps(name, tiny_photodigits, tmp_path / "one", 1)
-    first, second = _steps(name, tiny_photodigits, tmp_path / "two", 2)
+    (one,) = _steps(launched, name, 1)
+    first, second = _steps(launched, name, 2)
     for k in range(STEPS):
         assert first["logs"][k][shared] == second["logs"][k][shared]
         assert first["logs"][k][shared] == pytest.approx(one["logs"][k][shared], rel=1e-9)
@@ -149,7 +169,7 @@ def test_workers_must_divide_the_images_per_camera(workers, tmp_path):
 
 def every_algorithm_worker(rank: int, data_dir: str, out: str) -> None:
     """Two updates of every trained algorithm on this worker's shards; saves each one's
-    parameters and buffers to OUT/rankR.pt."""
+    parameters and buffers to OUT/every-rankR.pt."""
     from envad.training.algorithms import get, names
     from envad.training.batches import EnvBalancedSampler, TrainData
     from envad.training.data import load_folder
@@ -166,14 +186,13 @@ def every_algorithm_worker(rank: int, data_dir: str, out: str) -> None:
         for step in list(EnvBalancedSampler(data.envs, 16, 4, 0).epoch(1))[:2]:
             algorithm.update([data.batch(env, rows) for env, rows in shard_step(step, rank, 2)])
         states[name] = {k: v.detach().clone() for k, v in algorithm.state_dict().items()}
-    torch.save(states, Path(out) / f"rank{rank}.pt")
+    torch.save(states, Path(out) / f"every-rank{rank}.pt")
 
 
-def test_every_algorithm_keeps_its_workers_identical(tiny_photodigits, tmp_path):
+def test_every_algorithm_keeps_its_workers_identical(launched):
     """Each trained algorithm of the registry steps on 2 workers, and both hold the same
     weights, buffers (GroupDRO's weights, EA-MoCo's positives, BN statistics) after."""
-    run_workers(every_algorithm_worker, (str(tiny_photodigits), str(tmp_path)), 2, "cpu")
-    first, second = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
+    first, second = (torch.load(launched / "two" / f"every-rank{r}.pt") for r in range(2))
     assert set(first) == {"erm", "irm", "fish", "lisa", "groupdro", "coral", "mocov3",
                           "ea_mocov3"}
     for name, state in first.items():
