@@ -27,10 +27,13 @@ system-deps:
 	  else echo "make system-deps: install the Debian package chromium (as root)" >&2; fi; }
 
 ## run the default test suite (CPU-only, offline; slow and GPU checks are skipped) with one
-## pytest-xdist worker per core, each with one-thread OpenMP/BLAS pools (tests/conftest.py)
-## (pytest's exit code 5, "no tests collected", is a failure here, not a pass)
+## pytest-xdist worker more than there are cores (much of the suite waits on servers and
+## the processes it starts, so a worker per core leaves cores idle), each with one-thread
+## OpenMP/BLAS pools (tests/conftest.py); each test file runs on one worker, so a module's
+## costly fixtures are built once. pytest's exit code 5, "no tests collected", fails here.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: $(STAMP) system-deps
-	@$(PY) -m pytest -n auto --durations=25; code=$$?; \
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25; code=$$?; \
 	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$code
 

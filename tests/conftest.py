@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-#: `make test` runs one pytest-xdist worker per core; each worker, and every process it
-#: starts (servers, training workers, Ray), keeps its OpenMP/BLAS pools (torch's included)
-#: to one thread, or the workers' pools fight over the cores: 2.5x faster on the training
-#: tests on the 2-core build host. Set before torch or numpy's BLAS is loaded; a value the
-#: caller set is kept.
+#: `make test` runs one pytest-xdist worker more than there are cores; each worker, and
+#: every process it starts (servers, training workers, Ray), keeps its OpenMP/BLAS pools
+#: (torch's included) to one thread, or the workers' pools fight over the cores: 2.5x
+#: faster on the training tests on the 2-core build host. Set before torch or numpy's
+#: BLAS is loaded; a value the caller set is kept.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _pool in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_pool, "1")
@@ -113,3 +113,18 @@ def one_archive_set(monkeypatch) -> dict:
     mixes = {"10% in bursts of 8": selection.ARCHIVE_MIXES["10% in bursts of 8"]}
     monkeypatch.setattr(selection, "ARCHIVE_MIXES", mixes)
     return mixes
+
+
+#: the test files that keep one worker busy for a minute or more (`make test`'s slowest):
+#: collected first, so that `--dist loadfile` hands them out at the start, not at the end
+#: when the other workers would wait idle. Order only: a file not named runs in its turn.
+LONGEST_FILES = ("tests/training/test_selection.py", "tests/client/test_demo.py",
+                 "tests/training/test_distributed.py", "tests/scale/test_ray_backfill_resume.py",
+                 "tests/training/test_parallel_grid.py", "tests/training/test_sweep.py",
+                 "tests/training/test_evaluate.py", "tests/training/test_merge_reports.py",
+                 "tests/scale/test_failover.py", "tests/client/test_ray_backfill.py")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    first = {path: rank for rank, path in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))
