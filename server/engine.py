@@ -601,6 +601,9 @@ class Engine:
         bundle = fit_bundle(vectors, spec, envs=envs, labels=labels, ids=fit_ids,
                             groups=groups)
         self.bundles.save(bundle)
+        # served as every replica loads it: its arrays mapped from the saved files, so the
+        # cross-fit folds (scored only for fit rows) hold no memory until one is scored
+        bundle = self.bundles.load(bundle.bundle_id)
         if options.activate:
             space.prepare(bundle)      # its score statistics, from the stored rows
             self.bundles.activate(bundle.bundle_id)

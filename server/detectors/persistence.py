@@ -6,6 +6,13 @@ wire). A bundle is written to a temporary directory and renamed into place, so a
 never leaves half a bundle. The active bundle of each encoder is a small pointer file
 `<bundles_dir>/active/<model>.json`, also replaced atomically.
 
+A loaded bundle's arrays are mapped from its files (read-only), not copied: pages are
+read when a score first touches them, so what a server holds is what it scores with. A
+detector's cross-fit folds (leave_out.py), four fits beside the whole one, are scored
+only for fit rows, and a server that scores new images never reads them: at the default
+sample cap they are about 200 MB of the paper's eight detectors. A bundle's files are
+never changed once written (a new Fit writes a new bundle).
+
 On a data dir on object storage (`BundleStore(..., remote=...)`), the objects under
 `<uri>/bundles` are the bundles and the pointers, and the local folder is a cache: a
 bundle is uploaded once written (its manifest last, so a manifest seen names files that
@@ -54,7 +61,8 @@ def file_name_for(model_id: str) -> str:
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
@@ -156,7 +164,7 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
             reviewed = ReviewMemory.from_arrays(arrays)
     return DetectorBundle(
         bundle_id=manifest["bundle_id"], model_id=manifest["model_id"], detectors=names,
-        fitted={n: joblib.load(path / f"{n}.joblib") for n in names},
+        fitted={n: joblib.load(path / f"{n}.joblib", mmap_mode="r") for n in names},
         reference={n: np.load(path / f"{n}.reference.npy") for n in names},
         threshold=manifest["threshold"], contamination=manifest["contamination"],
         n_samples=manifest["n_samples"], n_features=manifest["n_features"],

@@ -223,6 +223,21 @@ def test_a_sampled_fit_leaves_out_each_burst_frames_whole_event(engine, config):
     assert np.median(alone[40:]) < np.median(alone[:40])
 
 
+def test_fit_serves_its_bundle_as_loaded_from_its_saved_files(engine, config):
+    """The writer scores with what every replica loads: the bundle's arrays mapped from
+    the files it saved (persistence.py), not the fit's copies."""
+    build_tiny_encoder(config.resolved_models_dir / "a.onnx", model_id="enc-a")
+    engine.start()
+    _fit_on_normal_images(engine)
+    served = engine.require_space().bundle
+    pca = served.fitted["PCA"]
+    arrays = [v for v in (*vars(pca.estimator_).values(), *vars(pca.scaler_).values())
+              if isinstance(v, np.ndarray)]
+    assert arrays and all(isinstance(v, np.memmap) for v in arrays)
+    assert [m["bundle_id"] for m in engine.bundles.list()] == [served.bundle_id]
+    assert np.isfinite(_score_one(engine).results[0].ensemble)
+
+
 def test_score_reuses_the_stored_embedding_of_a_stored_image(config):
     """reuse_stored: an image stored under its id with the same content is scored from
     its stored row without going through the encoder, with the scores and evidence it

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,6 +117,51 @@ def test_fit_groups_round_trip_and_bundles_fitted_without_ids_have_none(tmp_path
     older = load_bundle(path, tmp_path)
     assert older.fit_groups is None and older.info().fit_groups == ""
     assert older.score(X, ids=ids).raw["KNN"][100:].max() < 0.1
+
+
+_MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) ")
+
+
+def resident_bytes(array: np.ndarray) -> int:
+    """Bytes of the mappings that hold `array` resident in this process (/proc/self/smaps:
+    pages a read has touched, not the file's pages in the system's cache)."""
+    start, end = array.ctypes.data, array.ctypes.data + array.nbytes
+    total, overlaps = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            mapping = _MAPPING.match(line)
+            if mapping:
+                low, high = (int(bound, 16) for bound in mapping.groups())
+                overlaps = low < end and high > start
+            elif overlaps and line.startswith("Rss:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").is_file(), reason="reads Linux's smaps")
+def test_a_loaded_bundle_maps_its_arrays_and_reads_the_folds_only_for_fit_rows(tmp_path):
+    """What a server holds is what it scores with: LOF5's four cross-fit folds (each
+    about its fit rows) stay on disk until a fit row is scored."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2000, 64)).astype(np.float32)
+    ids = np.array([f"img-{n:04d}" for n in range(2000)])
+    bundle = fit_bundle(X, FitSpec(detectors=("LOF5",)), ids=ids)
+    loaded = load_bundle(save_bundle(bundle, tmp_path), tmp_path)
+    whole = loaded.fitted["LOF5"]
+    folds = [fold for fold in whole.folds_ if fold is not None]
+    assert len(folds) == 4
+    rows = [d.estimator_.detector_._fit_X for d in [whole, *folds]]
+    assert all(isinstance(r, np.memmap) and not r.flags.writeable for r in rows)
+    assert all(r.nbytes > 100_000 for r in rows)      # many pages each
+    new_images = rng.normal(size=(50, 64)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.score(new_images).raw["LOF5"],
+                                  bundle.score(new_images).raw["LOF5"])
+    assert resident_bytes(rows[0]) > 0
+    assert [resident_bytes(r) for r in rows[1:]] == [0, 0, 0, 0]
+    # fit rows are scored by the folds that left them out: read now, scores unchanged
+    served = loaded.score(X[:200], ids=ids[:200]).raw["LOF5"]
+    np.testing.assert_array_equal(served, bundle.score(X[:200], ids=ids[:200]).raw["LOF5"])
+    assert all(resident_bytes(r) > 0 for r in rows[1:])
 
 
 def test_score_adaptation_round_trips(tmp_path):
