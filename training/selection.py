@@ -46,6 +46,7 @@ over its mixes.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import itertools
 import json
 import logging
@@ -231,26 +232,51 @@ def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, fl
     """{detector: AUC, 'ensemble:A+B': AUC, ...}: each detector by its adapted score (its
     raw score when the bundle does not adapt), each set by its mean calibrated score
     (every set's AUC from one ranking of all the sets' scores)."""
-    combos = detector_sets(names)
-    keys = _scorer_keys(names, combos)
-    columns = np.empty((len(positive), len(keys)))
+    sets = _detector_set_sums(tuple(names))
+    columns = np.empty((len(positive), len(sets.keys)))
     for j, name in enumerate(names):
         columns[:, j] = scores.adapted[name]
-    for j, (combo, total) in enumerate(_subset_sums(combos, scores.calibrated), len(names)):
-        columns[:, j] = total / len(combo)
+    calibrated = np.column_stack([np.asarray(scores.calibrated[n], dtype=np.float64)
+                                  for n in names])
+    columns[:, len(names):] = sets.means(calibrated)
     aucs = roc_auc_columns(positive, columns)
-    return {key: float(auc) for key, auc in zip(keys, aucs, strict=True)}
+    return dict(zip(sets.keys, aucs.tolist(), strict=True))
 
 
-def _subset_sums(combos: list[tuple[str, ...]], calibrated: dict[str, np.ndarray]):
-    """(combo, the sum of its members' calibrated scores) for each combo (`detector_sets`
-    order, every prefix of a combo before it), each sum its prefix's plus its last
-    member: the additions np.mean makes over the members in order, one per combo."""
-    sums: dict[tuple[str, ...], np.ndarray] = {}
-    for combo in combos:
-        last = np.asarray(calibrated[combo[-1]], dtype=np.float64)
-        sums[combo] = sums[combo[:-1]] + last if len(combo) > 1 else last
-        yield combo, sums[combo]
+@dataclass(frozen=True)
+class _SetSums:
+    """How to sum every detector set's calibrated scores (`detector_sets` order): a set
+    of s members is its prefix's sum (s - 1 members, computed before it) plus its last
+    member's score, the additions np.mean makes over the members in order, done for all
+    sets of one size in one array operation."""
+
+    keys: list[str]                  # `_scorer_keys`: each detector, then each set
+    levels: list[tuple[np.ndarray, np.ndarray]]   # per size: (prefix column, last member)
+    sizes: np.ndarray                # members of each set
+
+    def means(self, calibrated: np.ndarray) -> np.ndarray:
+        """[n, sets] mean calibrated score of each set, from [n, detectors] scores."""
+        level = calibrated
+        sums = [level]
+        for prefix, last in self.levels:
+            level = level[:, prefix] + calibrated[:, last]
+            sums.append(level)
+        return np.concatenate(sums, axis=1) / self.sizes
+
+
+@functools.cache
+def _detector_set_sums(names: tuple[str, ...]) -> _SetSums:
+    combos = detector_sets(list(names))
+    position: dict[tuple[str, ...], int] = {}     # a set's column within its size
+    levels: list[tuple[np.ndarray, np.ndarray]] = []
+    for size in range(1, len(names) + 1):
+        members = [c for c in combos if len(c) == size]
+        position.update({c: i for i, c in enumerate(members)})
+        if size > 1:
+            levels.append((np.array([position[c[:-1]] for c in members]),
+                           np.array([names.index(c[-1]) for c in members])))
+    sizes = np.array([len(c) for c in combos], dtype=np.float64)
+    return _SetSums(_scorer_keys(list(names), combos), levels, sizes)
 
 
 def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,

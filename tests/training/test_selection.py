@@ -216,6 +216,33 @@ def test_the_shipped_adaptation_keeps_a_tie_and_loses_to_a_margin():
     assert pick_adaptation(means, incumbent="frozen:64") == "none"
 
 
+def test_each_detector_set_is_scored_by_its_members_mean_in_order():
+    """Every set's score is the mean of its members' calibrated scores, summed in
+    registry order as the bundle's ensemble sums them (bit for bit), ranked for its AUC."""
+    from envad.server.detectors.bundle import BundleScores
+    from envad.training.metrics import roc_auc
+    from envad.training.selection import _scorer_aucs, detector_sets
+
+    rng = np.random.default_rng(4)
+    names = ["IsoForest", "OCSVM", "KNN", "KDE"]
+    positive = rng.random(60) < 0.3
+    calibrated = {n: rng.random(60) + positive * rng.random() for n in names}
+    adapted = {n: rng.normal(size=60) for n in names}
+    aucs = _scorer_aucs(names, BundleScores(raw=adapted, calibrated=calibrated,
+                                            ensemble=np.zeros(60), adapted=adapted),
+                        positive)
+    sets = detector_sets(names)
+    assert list(aucs) == names + [ENSEMBLE_PREFIX + "+".join(c) for c in sets]
+    for name in names:
+        assert aucs[name] == roc_auc(positive, adapted[name])
+    for combo in sets:
+        total = np.zeros(60)
+        for name in combo:
+            total = total + calibrated[name] if name != combo[0] else calibrated[name]
+        assert aucs[ENSEMBLE_PREFIX + "+".join(combo)] == roc_auc(positive,
+                                                                 total / len(combo))
+
+
 def test_choosable_scorers_are_singles_all_and_the_best_few():
     means = {name: float(i) for i, name in enumerate(registry.names())}   # NORM best
     family = choosable_scorers(means)
