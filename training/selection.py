@@ -266,6 +266,7 @@ class _SetSums:
 
 @functools.cache
 def _detector_set_sums(names: tuple[str, ...]) -> _SetSums:
+    """The `_SetSums` of these detectors (built once per detector list)."""
     combos = detector_sets(list(names))
     position: dict[tuple[str, ...], int] = {}     # a set's column within its size
     levels: list[tuple[np.ndarray, np.ndarray]] = []
