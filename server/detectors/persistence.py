@@ -11,7 +11,8 @@ read when a score first touches them, so what a server holds is what it scores w
 detector's cross-fit folds (leave_out.py), four fits beside the whole one, are scored
 only for fit rows, and a server that scores new images never reads them: at the default
 sample cap they are about 200 MB of the paper's eight detectors. A bundle's files are
-never changed once written (a new Fit writes a new bundle).
+never changed once written (a new Fit writes a new bundle). IsoForest is read, not
+mapped (`DetectorSpec.mapped`): scikit-learn copies its trees on loading.
 
 On a data dir on object storage (`BundleStore(..., remote=...)`), the objects under
 `<uri>/bundles` are the bundles and the pointers, and the local folder is a cache: a
@@ -33,6 +34,7 @@ import joblib
 import numpy as np
 
 from envad.errors import FailedPrecondition, Internal, InvalidInput, NotFound
+from envad.server.detectors import registry
 from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.calibration import KINDS as CALIBRATION_KINDS
 from envad.server.detectors.geometry import EmbeddingSpace
@@ -164,7 +166,8 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
             reviewed = ReviewMemory.from_arrays(arrays)
     return DetectorBundle(
         bundle_id=manifest["bundle_id"], model_id=manifest["model_id"], detectors=names,
-        fitted={n: joblib.load(path / f"{n}.joblib", mmap_mode="r") for n in names},
+        fitted={n: joblib.load(path / f"{n}.joblib", mmap_mode="r" if _mapped(n) else None)
+                for n in names},
         reference={n: np.load(path / f"{n}.reference.npy") for n in names},
         threshold=manifest["threshold"], contamination=manifest["contamination"],
         n_samples=manifest["n_samples"], n_features=manifest["n_features"],
@@ -175,6 +178,11 @@ def load_bundle(path: Path, bundles_dir: Path) -> DetectorBundle:
         calibration=calibration, fit_groups=fit_groups, reviewed=reviewed,
         unseen_camera=UnseenCameraPrior.from_json(manifest.get("unseen_camera")),
     )
+
+
+def _mapped(detector: str) -> bool:
+    """Whether a detector's arrays are mapped from its file (registry.DetectorSpec)."""
+    return detector not in registry.names() or registry.get(detector).mapped
 
 
 def _check_format(name: str, manifest: dict) -> None:

@@ -47,6 +47,10 @@ class DetectorSpec:
     #: settings the pyod reference takes from envad's fitted estimator (KDE: the bandwidth
     #: it derived from the fit rows), so the two score alike on the same rows
     fitted_reference_params: Callable[[Any], dict] | None = None
+    #: a loaded bundle maps its arrays from its file (persistence.py); False where the
+    #: fitted state lives in structures the library copies on loading (scikit-learn's
+    #: trees): mapping would only pin hundreds of small per-tree arrays, one mapping each
+    mapped: bool = True
 
     @property
     def score_dtype(self) -> type:
@@ -69,7 +73,8 @@ _REGISTRY: dict[str, DetectorSpec] = {}
 def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str,
              reference: Callable[[int], object] | None = None, float32: bool = False,
              max_fit_rows: int | None = None, reads_raw: bool = False,
-             fitted_reference_params: Callable[[Any], dict] | None = None):
+             fitted_reference_params: Callable[[Any], dict] | None = None,
+             mapped: bool = True):
     """Decorator adding a `seed -> estimator` factory to the registry; names are unique.
 
     `reference` is the pyod estimator the factory re-implements (scores must be equal);
@@ -77,14 +82,14 @@ def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str,
     `max_fit_rows`: a cap on the rows it is fitted on, for estimators that grow faster
     than linearly in them (a seeded sample above it); `reads_raw`: the detector scores the
     encoder's raw embedding whatever the bundle's space step is;
-    `fitted_reference_params`: see DetectorSpec.
+    `fitted_reference_params`, `mapped`: see DetectorSpec.
     """
     def decorate(factory: Callable[[int], object]) -> Callable[[int], object]:
         if name in _REGISTRY:
             raise ValueError(f"detector {name!r} is already registered")
         _REGISTRY[name] = DetectorSpec(name, factory, uses_scaler, quadratic, description,
                                        reference, float32, max_fit_rows, reads_raw,
-                                       fitted_reference_params)
+                                       fitted_reference_params, mapped)
         return factory
     return decorate
 
@@ -95,7 +100,8 @@ def _pyod_isolation_forest(seed: int):
 
 
 @register("IsoForest", uses_scaler=False, quadratic=False, reference=_pyod_isolation_forest,
-          float32=True, description="isolation forest, 100 trees (pyod's fit, direct tree walks)")
+          float32=True, mapped=False,
+          description="isolation forest, 100 trees (pyod's fit, direct tree walks)")
 def _isolation_forest(seed: int):
     from envad.server.detectors.iforest import DirectIForest  # pyod: once a Fit names it
     return DirectIForest(random_state=seed)

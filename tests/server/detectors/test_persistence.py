@@ -164,6 +164,20 @@ def test_a_loaded_bundle_maps_its_arrays_and_reads_the_folds_only_for_fit_rows(t
     assert all(resident_bytes(r) > 0 for r in rows[1:])
 
 
+def test_isolation_forests_are_read_not_mapped(tmp_path):
+    """scikit-learn copies the trees on loading: mapping IsoForest's file would only pin
+    its hundreds of small per-tree arrays, one mapping each."""
+    X = np.random.default_rng(6).normal(size=(300, 8))
+    bundle = fit_bundle(X, FitSpec(detectors=("IsoForest", "PCA")))
+    loaded = load_bundle(save_bundle(bundle, tmp_path), tmp_path)
+    forest = loaded.fitted["IsoForest"].estimator_.detector_
+    per_tree = forest._decision_path_lengths + forest._average_path_length_per_tree
+    assert len(per_tree) == 200 and not any(isinstance(a, np.memmap) for a in per_tree)
+    assert isinstance(loaded.fitted["PCA"].scaler_.mean_, np.memmap)
+    np.testing.assert_array_equal(loaded.score(X).raw["IsoForest"],
+                                  bundle.score(X).raw["IsoForest"])
+
+
 def test_score_adaptation_round_trips(tmp_path):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(120, 6))
