@@ -9,7 +9,7 @@ glibc's heap had been trimmed (docs/benchmarks.md).
 glibc also gives threads heaps of their own (arenas, up to eight per core), each keeping
 what its threads freed. A server runs many threads (gRPC handlers, ONNX Runtime, LanceDB's
 runtime, decoders); `limit_malloc_arenas` makes them share a few heaps (the setting
-`malloc_arenas`): a 100,000-row server on the 2-core host held 0.93 GiB instead of 1.00
+`malloc_arenas`): a 100,000-row server on the 2-core host held 0.92 GiB instead of 0.97
 (docs/scaling.md)."""
 
 from __future__ import annotations
