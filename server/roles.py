@@ -33,6 +33,12 @@ LEASE_NAME = "writer.lease"
 #: a lease whose holder has not renewed it for this long (or 5 refreshes, if longer) is
 #: taken over by the next writer that starts
 LEASE_STALE_SECONDS = 30.0
+#: the pauses before each read again of a lease that does not parse. The holder rewrites
+#: the lease at every refresh, and pyarrow reads an object by asking its size, then its
+#: bytes: a rewrite in between gives one version's bytes cut at the other's size (about
+#: 1 read in 10 against an S3 emulator while a writer renews it). Only a lease that stays
+#: damaged this long (1.55 s) names nobody.
+LEASE_REREAD_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
 def takes_writes(config: ServerConfig) -> bool:
@@ -68,14 +74,19 @@ class WriterLease:
         self._lock = threading.Lock()
 
     def _read(self) -> dict | None:
-        data = self.remote.read_bytes(LEASE_NAME)
-        if data is None:
-            return None
-        try:
-            lease = json.loads(data)
-        except ValueError:
-            return None             # a damaged lease names nobody: it is taken over
-        return lease if isinstance(lease, dict) else None
+        """The lease, or None when there is none or it stays damaged (taken over)."""
+        for pause in (*LEASE_REREAD_PAUSES, None):
+            data = self.remote.read_bytes(LEASE_NAME)
+            if data is None:
+                return None
+            try:
+                lease = json.loads(data)
+            except ValueError:      # read while it was rewritten, or damaged
+                if pause is not None:
+                    time.sleep(pause)
+                continue
+            return lease if isinstance(lease, dict) else None
+        return None
 
     def _write(self) -> None:
         self.remote.write_bytes(LEASE_NAME, json.dumps({

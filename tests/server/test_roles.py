@@ -4,6 +4,7 @@ system, as the bucket is on object storage) and the refusal text of a reader."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -71,3 +72,19 @@ def test_a_readers_refusal_names_the_writer() -> None:
                           writer_address="writer.envad:50051")
     text = reader_refusal(config)
     assert "reader of s3://bucket/store" in text and "--writer writer.envad:50051" in text
+
+
+def test_a_lease_read_while_it_is_rewritten_is_read_again(shared) -> None:
+    """A read cut short by a rewrite (the bytes of one version, the size of another) is
+    not a damaged lease: the second writer reads again and is refused."""
+    first = _lease(shared)
+    first.acquire(port=5001)
+    whole = shared.read_bytes(LEASE_NAME) or b""
+    shared.write_bytes(LEASE_NAME, whole[: len(whole) // 2])
+    rewrite = threading.Timer(0.02, shared.write_bytes, (LEASE_NAME, whole))
+    rewrite.start()
+    try:
+        with pytest.raises(FailedPrecondition, match=r":5001 .*one writer per store"):
+            _lease(shared).check(port=5002)
+    finally:
+        rewrite.join()
