@@ -107,8 +107,8 @@ def test_runs_trained_on_a_gpu_live_beside_the_cpu_run() -> None:
 
 def test_demo_selects_its_pipeline_on_the_training_cameras_first(tmp_path, capsys,
                                                                   one_archive_set) -> None:
-    """`--select`: `envad select` within the budget (here one candidate, two folds, two
-    space steps, one archive set: the selection's own tests score every one) on the
+    """`--select`: `envad select` within the budget (here one candidate, two folds, one
+    space step, one archive set: the selection's own tests score every one) on the
     dataset's training cameras, then the demo trains and serves what it chose."""
     from envad.client.demo import main
     from envad.pipeline import Pipeline
@@ -120,13 +120,13 @@ def test_demo_selects_its_pipeline_on_the_training_cameras_first(tmp_path, capsy
     work = tmp_path / "w"
     assert main(["--data", str(data), "--workdir", str(work), "--epochs", "1",
                  "--size", "16", "--device", "cpu", "--select", "--select-candidates", "1",
-                 "--select-folds", "2", "--select-spaces", "l2,white_l2"]) == 0
+                 "--select-folds", "2", "--select-spaces", "l2"]) == 0
     selection = json.loads((work / "select" / "selection.json").read_text())
     first = next(iter(DEFAULT_CANDIDATES))
     assert list(selection["candidates"]) == [first] and len(selection["folds"]) == 2
     folds = sorted((work / "select" / "folds").glob("*.json"))
     assert len(folds) == 2 and all(                              # the spaces asked for
-        set(json.loads(fold.read_text())["scores"]) == {"l2", "white_l2"} for fold in folds)
+        set(json.loads(fold.read_text())["scores"]) == {"l2"} for fold in folds)
     assert selection["candidates"][first]["epochs"] == 1          # --epochs caps them
     chosen = Pipeline.from_json(selection["chosen"])
     report = json.loads((work / "report.json").read_text())
