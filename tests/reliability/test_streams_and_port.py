@@ -66,10 +66,11 @@ def held_server(tmp_path_factory, tiny_model_path) -> Iterator[ServerHandle]:
     handle.stop()
 
 
-@pytest.fixture
-def idle_server(tmp_path, tiny_model_path) -> Iterator[ServerHandle]:
-    """An empty server whose streams end after 2 s without a request."""
-    handle = _server(tmp_path, tiny_model_path,
+@pytest.fixture(scope="module")
+def idle_server(tmp_path_factory, tiny_model_path) -> Iterator[ServerHandle]:
+    """A server (empty but for the images a test streams) whose streams end after 2 s
+    without a request; each test compares it with itself, not with a fresh server."""
+    handle = _server(tmp_path_factory.mktemp("streams-idle"), tiny_model_path,
                      ENVAD_STREAM_IDLE_SECONDS=str(IDLE_SECONDS))
     handle.start()
     yield handle

@@ -19,6 +19,7 @@ from envad.pipeline import DEFAULT_PIPELINE
 from envad.server.detectors import registry
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
+from server_handle import InProcessServer, models_dir_in
 from tiny_encoder import synthetic_images
 
 NORMAL_ENVS = ("cam-a", "cam-b")
@@ -41,18 +42,34 @@ def ingest(stub, images, *, env_cycle=NORMAL_ENVS, split="train", label="normal"
     return stub.Ingest(requests(), timeout=60)
 
 
-@pytest.fixture
-def fitted(envad_server):
-    """A server holding 120 normal training rows and a fitted bundle of the paper's eight
-    detectors in the paper's setting (raw embeddings: how the default space step changes
-    scores is tested in test_space_service)."""
-    stub = stub_for(envad_server)
+def _fitted(server):
+    """(server, stub, fit) of `server` given 120 normal training rows and a fitted bundle
+    of the paper's eight detectors in the paper's setting (raw embeddings: how the
+    default space step changes scores is tested in test_space_service)."""
+    stub = stub_for(server)
     summary = ingest(stub, synthetic_images("normal", 120, seed=1))
     assert summary.inserted == 120 and summary.failed == 0
     fit = stub.Fit(pb.FitRequest(seed=0, detectors=registry.PAPER_DETECTORS, space="raw"),
                    timeout=120)
     assert fit.activated and fit.n_samples == 120
-    return envad_server, stub, fit
+    return server, stub, fit
+
+
+@pytest.fixture
+def fitted(envad_server):
+    """`_fitted` on a server of the test's own: for tests that store rows or restart it."""
+    return _fitted(envad_server)
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, tiny_model_path):
+    """`_fitted` once for this module's tests that only score: a Score call changes
+    nothing that another call reads (docs/api.md; tests/server/test_scoring.py)."""
+    root = tmp_path_factory.mktemp("scored")
+    handle = InProcessServer(root / "data", models_dir_in(root, tiny_model_path))
+    handle.start()
+    yield _fitted(handle)
+    handle.stop()
 
 
 def test_a_fit_naming_no_detector_fits_the_default_pipelines_set(envad_server):
@@ -135,8 +152,8 @@ def test_ingest_same_id_twice_in_one_stream_stores_once(envad_server):
 
 
 @pytest.mark.parametrize("detector", registry.PAPER_DETECTORS)
-def test_out_of_distribution_scores_higher_for_every_detector(fitted, detector):
-    _, stub, _ = fitted
+def test_out_of_distribution_scores_higher_for_every_detector(scored, detector):
+    _, stub, _ = scored
     held_out = synthetic_images("normal", 12, seed=50)
     odd = synthetic_images("odd", 12, seed=51)
     response = stub.Score(pb.ScoreRequest(images=[pb.Image(data=d) for d in held_out + odd]),
@@ -151,8 +168,8 @@ def test_out_of_distribution_scores_higher_for_every_detector(fitted, detector):
     assert np.mean(odd_scores) > np.mean(normal_scores)
 
 
-def test_scores_calibrated_thresholded_with_neighbours_and_provenance(fitted):
-    _, stub, fit = fitted
+def test_scores_calibrated_thresholded_with_neighbours_and_provenance(scored):
+    _, stub, fit = scored
     images = synthetic_images("normal", 5, seed=60) + synthetic_images("odd", 5, seed=61)
     response = stub.Score(pb.ScoreRequest(images=[pb.Image(data=d, env="cam-new")
                                                   for d in images], top_k=3), timeout=60)
@@ -174,8 +191,8 @@ def test_scores_calibrated_thresholded_with_neighbours_and_provenance(fitted):
     assert prov.bundle_id == fit.bundle_id and prov.table_version > 0
 
 
-def test_per_request_threshold_overrides_bundle(fitted):
-    _, stub, _ = fitted
+def test_per_request_threshold_overrides_bundle(scored):
+    _, stub, _ = scored
     image = synthetic_images("normal", 1, seed=70)
     strict = stub.Score(pb.ScoreRequest(images=[pb.Image(data=image[0])], threshold=1e-6),
                         timeout=30)
@@ -185,8 +202,8 @@ def test_per_request_threshold_overrides_bundle(fitted):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_bad_image_answers_invalid_argument_naming_the_item(fitted):
-    _, stub, _ = fitted
+def test_bad_image_answers_invalid_argument_naming_the_item(scored):
+    _, stub, _ = scored
     with pytest.raises(grpc.RpcError) as err:
         stub.Score(pb.ScoreRequest(images=[pb.Image(data=b"\x89PNG broken", id="cam7/0042")]),
                    timeout=30)
@@ -200,8 +217,8 @@ def test_bad_image_answers_invalid_argument_naming_the_item(fitted):
         mixed.results[1].error.message
 
 
-def test_score_stream_answers_each_request_in_order(fitted):
-    _, stub, _ = fitted
+def test_score_stream_answers_each_request_in_order(scored):
+    _, stub, _ = scored
     normal = synthetic_images("normal", 3, seed=80)
     odd = synthetic_images("odd", 3, seed=81)
     requests = [pb.ScoreRequest(images=[pb.Image(data=d, id=f"req-{i}")])

@@ -6,17 +6,22 @@ from pathlib import Path
 
 import pytest
 
+from built_once import built_once
 from tiny_algorithms import tiny_config
 from training_datasets import folder_rows, write_folder_dataset
 
 
 @pytest.fixture(scope="session")
 def tiny_photodigits(tmp_path_factory) -> Path:
-    """PhotoDigits at 32 px with 20 images per training camera and 10 per test camera."""
+    """PhotoDigits at 32 px with 20 images per training camera and 10 per test camera
+    (one folder for every worker: the runs and reports built once name it)."""
     from envad.training.photodigits import generate
 
-    return generate(tmp_path_factory.mktemp("pd") / "photodigits", 32, 0, progress=False,
-                    train_per_camera=20, test_per_camera=10)
+    def build(folder: Path) -> None:
+        generate(folder / "photodigits", 32, 0, progress=False, train_per_camera=20,
+                 test_per_camera=10)
+
+    return built_once(tmp_path_factory, "tiny-photodigits", build) / "photodigits"
 
 
 @pytest.fixture(scope="session")
@@ -26,12 +31,14 @@ def smoke_report(tiny_photodigits, tmp_path_factory):
     from envad.server.detectors import registry
     from envad.training.evaluate import EvalConfig, run_evaluation
 
-    out = tmp_path_factory.mktemp("report")
-    config = EvalConfig(data=str(tiny_photodigits), algorithms=("random", "erm"),
-                        detectors=tuple(registry.names()), seeds=(0,), out=out, size=32,
-                        epochs=1, batch_size=16)
-    run_evaluation(config, progress=False)
-    return config, out
+    def configured(out: Path) -> EvalConfig:
+        return EvalConfig(data=str(tiny_photodigits), algorithms=("random", "erm"),
+                          detectors=tuple(registry.names()), seeds=(0,), out=out, size=32,
+                          epochs=1, batch_size=16)
+
+    out = built_once(tmp_path_factory, "smoke-report",
+                     lambda folder: run_evaluation(configured(folder), progress=False))
+    return configured(out), out
 
 
 @pytest.fixture
@@ -54,5 +61,6 @@ def finished_run(tiny_photodigits, tmp_path_factory):
     """A finished 2-epoch ERM run on tiny PhotoDigits (16 px)."""
     from envad.training.run import train
 
-    return train(tiny_config(tiny_photodigits, tmp_path_factory.mktemp("runs") / "erm"),
-                 progress=False)
+    runs = built_once(tmp_path_factory, "finished-run", lambda folder: train(
+        tiny_config(tiny_photodigits, folder / "erm"), progress=False))
+    return runs / "erm"

@@ -66,12 +66,16 @@ def test_detectors_never_see_test_or_anomalous_images(tiny_photodigits):
     assert not {r.env for r in records} & set(dataset.envs("test"))
 
 
-def test_fit_rows_are_exactly_the_normal_train_rows(smoke_report, monkeypatch):
+def test_fit_rows_are_exactly_the_normal_train_rows(smoke_report, monkeypatch, tmp_path):
     """Spy on embedding and bundle fitting inside a run: every detector fit receives the
     embeddings of the training cameras' normal `train` rows, and of nothing else."""
+    import dataclasses
+    import shutil
+
     import envad.training.evaluate as evaluate
 
-    config, _ = smoke_report
+    shutil.copytree(smoke_report[1], tmp_path / "report")  # the run writes in its copy
+    config = dataclasses.replace(smoke_report[0], out=tmp_path / "report")
     dataset = load_dataset(config.data)
     embedded, fitted = [], []
     real_embed, real_fit = evaluate.embed, evaluate.fit_bundle
@@ -101,10 +105,16 @@ def test_fit_rows_are_exactly_the_normal_train_rows(smoke_report, monkeypatch):
     assert {"test", "id_test"} <= scored  # the other splits were embedded, only for scoring
 
 
-def test_interrupted_evaluation_resumes_from_finished_runs(smoke_report, monkeypatch):
+def test_interrupted_evaluation_resumes_from_finished_runs(smoke_report, monkeypatch,
+                                                           tmp_path):
+    import dataclasses
+    import shutil
+
     import envad.training.evaluate as evaluate
 
-    config, out = smoke_report
+    out = tmp_path / "report"
+    shutil.copytree(smoke_report[1], out)            # the shared report stays as it is
+    config = dataclasses.replace(smoke_report[0], out=out)
     (out / "table.md").unlink()
 
     def must_not_run(*args, **kwargs):
