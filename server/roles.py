@@ -36,8 +36,8 @@ LEASE_STALE_SECONDS = 30.0
 #: the pauses before each read again of a lease that does not parse. The holder rewrites
 #: the lease at every refresh, and pyarrow reads an object by asking its size, then its
 #: bytes: a rewrite in between gives one version's bytes cut at the other's size (about
-#: 1 read in 10 against an S3 emulator while a writer renews it). Only a lease that stays
-#: damaged this long (1.55 s) names nobody.
+#: 1 read in 10 against an S3 emulator while another thread rewrites it without pause).
+#: Only a lease that stays damaged this long (1.55 s) names nobody.
 LEASE_REREAD_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
