@@ -666,14 +666,42 @@ def fold_tasks(datas: list[str], candidates, out: Path, n_folds: int,
     return tasks, folds_by
 
 
+def spaces_to_score(result: dict | None, settings: SelectionSettings) -> tuple[str, ...]:
+    """The spaces a fold's saved `result` must be scored in now: none when it is complete;
+    only the requested ones it lacks when it is complete for the others (scored with
+    today's detector settings and every score adaptation asked for); else all of them."""
+    if result is None:
+        return settings.spaces
+    if _complete(result, settings.spaces, settings.score_adaptations):
+        return ()
+    held = tuple(s for s in settings.spaces if s in result.get("scores", {}))
+    if held and _complete(result, held, settings.score_adaptations):
+        return tuple(s for s in settings.spaces if s not in held)
+    return settings.spaces
+
+
+def with_spaces(result: dict, scored: dict) -> dict:
+    """`result` with the spaces of `scored` (a run of the same fold) added."""
+    merged = {**result, "scores": {**result["scores"], **scored["scores"]}}
+    for sets in ("pooled", "orders", "archive"):
+        held, added = result.get(sets, {}), scored.get(sets, {})
+        merged[sets] = {mix: {**held.get(mix, {}), **added.get(mix, {})}
+                        for mix in {**held, **added}}
+    return merged
+
+
 def fold_result(task: FoldTask, candidate: Pipeline, settings: SelectionSettings) -> dict:
-    """A task's saved result when complete, else its fold run (and saved) now."""
+    """A task's saved result when complete, else its fold run now in the spaces it lacks
+    (`spaces_to_score`), saved."""
     result = json.loads(task.path.read_text()) if task.path.is_file() else None
-    if result is None or not _complete(result, settings.spaces, settings.score_adaptations):
-        result = run_fold(candidate, task.data, task.fold, task.runs_dir, seed=settings.seed,
+    spaces = spaces_to_score(result, settings)
+    if spaces:
+        scored = run_fold(candidate, task.data, task.fold, task.runs_dir, seed=settings.seed,
                           size=settings.size, device=settings.device, progress=False,
-                          spaces=settings.spaces, fit_rows=settings.fit_rows,
+                          spaces=spaces, fit_rows=settings.fit_rows,
                           adaptations=settings.score_adaptations)
+        result = scored if spaces == settings.spaces or result is None else \
+            with_spaces(result, scored)
         # no indent: json's C encoder (the indented form is written by Python, 8x slower
         # for a fold's hundreds of thousands of figures)
         task.path.write_text(json.dumps(result))
@@ -739,8 +767,8 @@ def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: P
 
     Finished folds are kept in OUT/folds/ (OUT/folds/TAG/ per dataset when there are
     several, `dataset_tags`) and reused, so an interrupted run resumes; a finished fold
-    that lacks one of `spaces` is scored again (its trained encoder, kept in OUT/runs/,
-    is reused). Only `spaces` enter the ranking. `jobs` > 1 runs that many folds at once.
+    that lacks some of `spaces` is scored in those (its trained encoder, kept in
+    OUT/runs/, is reused). Only `spaces` enter the ranking. `jobs` > 1 runs that many folds at once.
     The score adaptation is chosen among `score_adaptations`.
     """
     datas = [data] if isinstance(data, str) else list(data)

@@ -35,6 +35,7 @@ from envad.training.selection import (
     run_selection,
     score_fold,
     subsample,
+    with_spaces,
 )
 
 #: the score adaptations of the tests whose subject is not the adaptation's choice
@@ -308,9 +309,19 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path, one_archive_set):
 
 
 def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(
-        tmp_path, one_archive_set):
+        tmp_path, one_archive_set, monkeypatch):
     """What is rescored is the subject here, not the archive sets: one stands for all."""
+    from envad.training import selection
     from envad.training.photodigits import generate
+
+    scored_in = []                        # the spaces of each fold run, as they are asked
+    real_run_fold = selection.run_fold
+
+    def recording_run_fold(*args, **kwargs):
+        scored_in.append(kwargs["spaces"])
+        return real_run_fold(*args, **kwargs)
+
+    monkeypatch.setattr(selection, "run_fold", recording_run_fold)
 
     archive_mixes = one_archive_set
 
@@ -330,8 +341,11 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(
                            score_adaptations=FEW_ADAPTATIONS)
     assert {r["space"] for r in second["ranking"]} == {"l2", "white_l2"}
     assert encoder.stat().st_mtime_ns == trained_at            # not trained again
+    assert scored_in == [("l2",), ("white_l2",)]              # only the space it lacked
     fold = json.loads(next((tmp_path / "sel" / "folds").glob("*.json")).read_text())
     assert set(fold["scores"]) == {"l2", "white_l2"}
+    assert all(set(fold[sets][mix]) == {"l2", "white_l2"}
+               for sets in ("pooled", "orders", "archive") for mix in fold[sets])
     l2 = [r for r in second["ranking"] if r["space"] == "l2" and r["scorer"] == "KNN"]
     assert l2[0]["mean"] == [r for r in first["ranking"]
                              if r["space"] == "l2" and r["scorer"] == "KNN"][0]["mean"]
@@ -345,6 +359,7 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(
                           progress=False, spaces=("l2", "white_l2"),
                           score_adaptations=FEW_ADAPTATIONS)
     assert encoder.stat().st_mtime_ns == trained_at
+    assert scored_in[-1] == ("l2", "white_l2")               # every space, settings changed
     rescored = json.loads(stale.read_text())
     assert rescored["scores"]["l2"]["KDE"] >= 0.0
     assert rescored["detector_settings"]["KDE"]["params"]["bandwidth"] is None
@@ -380,6 +395,22 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(
     assert small["n_fit"] == 40 and fold["n_fit"] > 40
     assert few["fit_rows"] == 40
     assert "detectors fitted on 40 rows per fold" in (tmp_path / "sel" / "selection.md").read_text()
+
+
+def test_a_space_added_to_a_fold_keeps_what_the_fold_held():
+    held = {"n_fit": 40, "scores": {"l2": {"KNN": 0.7}},
+            "pooled": {"natural": {"l2": {"none": {"KNN": 0.6}}}},
+            "archive": {"2%": {"l2": {"KNN": 0.5}}, "5%": {"l2": {"KNN": 0.4}}}}
+    added = {"n_fit": 40, "scores": {"white_l2": {"KNN": 0.8}},
+             "pooled": {"natural": {"white_l2": {"none": {"KNN": 0.9}}}},
+             "archive": {"2%": {"white_l2": {"KNN": 0.3}}}, "orders": {}}
+    merged = with_spaces(held, added)
+    assert merged["scores"] == {"l2": {"KNN": 0.7}, "white_l2": {"KNN": 0.8}}
+    assert merged["pooled"]["natural"] == {"l2": {"none": {"KNN": 0.6}},
+                                           "white_l2": {"none": {"KNN": 0.9}}}
+    assert merged["archive"] == {"2%": {"l2": {"KNN": 0.5}, "white_l2": {"KNN": 0.3}},
+                                 "5%": {"l2": {"KNN": 0.4}}}
+    assert held["scores"] == {"l2": {"KNN": 0.7}}                # not changed in place
 
 
 def test_a_score_adaptation_that_does_not_parse_fails_before_any_training(tmp_path):
