@@ -695,17 +695,18 @@ def fold_result(task: FoldTask, candidate: Pipeline, settings: SelectionSettings
     (`spaces_to_score`), saved."""
     result = json.loads(task.path.read_text()) if task.path.is_file() else None
     spaces = spaces_to_score(result, settings)
-    if spaces:
-        scored = run_fold(candidate, task.data, task.fold, task.runs_dir, seed=settings.seed,
-                          size=settings.size, device=settings.device, progress=False,
-                          spaces=spaces, fit_rows=settings.fit_rows,
-                          adaptations=settings.score_adaptations)
-        result = scored if spaces == settings.spaces or result is None else \
-            with_spaces(result, scored)
-        # no indent: json's C encoder (the indented form is written by Python, 8x slower
-        # for a fold's hundreds of thousands of figures)
-        task.path.write_text(json.dumps(result))
-    return result
+    if result is not None and not spaces:
+        return result
+    scored = run_fold(candidate, task.data, task.fold, task.runs_dir, seed=settings.seed,
+                      size=settings.size, device=settings.device, progress=False,
+                      spaces=spaces, fit_rows=settings.fit_rows,
+                      adaptations=settings.score_adaptations)
+    if result is not None and spaces != settings.spaces:
+        scored = with_spaces(result, scored)
+    # no indent: json's C encoder (the indented form is written by Python, 8x slower for
+    # a fold's hundreds of thousands of figures)
+    task.path.write_text(json.dumps(scored))
+    return scored
 
 
 def _folds_in_worker(tasks: list[tuple[FoldTask, Pipeline]], settings: SelectionSettings,
