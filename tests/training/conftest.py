@@ -42,6 +42,19 @@ def smoke_report(tiny_photodigits, tmp_path_factory):
 
 
 @pytest.fixture
+def smoke_report_copy(smoke_report, tmp_path):
+    """(config, out) of a copy of the smoke report in the test's folder (TMP/report), for
+    tests that write in it: the shared one is read by tests on other workers."""
+    import dataclasses
+    import shutil
+
+    config, out = smoke_report
+    copy = tmp_path / "report"
+    shutil.copytree(out, copy)
+    return dataclasses.replace(config, out=copy), copy
+
+
+@pytest.fixture
 def folder_dataset(tmp_path) -> Path:
     return write_folder_dataset(tmp_path / "ds", folder_rows())
 

@@ -66,16 +66,12 @@ def test_detectors_never_see_test_or_anomalous_images(tiny_photodigits):
     assert not {r.env for r in records} & set(dataset.envs("test"))
 
 
-def test_fit_rows_are_exactly_the_normal_train_rows(smoke_report, monkeypatch, tmp_path):
+def test_fit_rows_are_exactly_the_normal_train_rows(smoke_report_copy, monkeypatch):
     """Spy on embedding and bundle fitting inside a run: every detector fit receives the
     embeddings of the training cameras' normal `train` rows, and of nothing else."""
-    import dataclasses
-    import shutil
-
     import envad.training.evaluate as evaluate
 
-    shutil.copytree(smoke_report[1], tmp_path / "report")  # the run writes in its copy
-    config = dataclasses.replace(smoke_report[0], out=tmp_path / "report")
+    config, _ = smoke_report_copy                # the run writes in its copy
     dataset = load_dataset(config.data)
     embedded, fitted = [], []
     real_embed, real_fit = evaluate.embed, evaluate.fit_bundle
@@ -105,16 +101,10 @@ def test_fit_rows_are_exactly_the_normal_train_rows(smoke_report, monkeypatch, t
     assert {"test", "id_test"} <= scored  # the other splits were embedded, only for scoring
 
 
-def test_interrupted_evaluation_resumes_from_finished_runs(smoke_report, monkeypatch,
-                                                           tmp_path):
-    import dataclasses
-    import shutil
-
+def test_interrupted_evaluation_resumes_from_finished_runs(smoke_report_copy, monkeypatch):
     import envad.training.evaluate as evaluate
 
-    out = tmp_path / "report"
-    shutil.copytree(smoke_report[1], out)            # the shared report stays as it is
-    config = dataclasses.replace(smoke_report[0], out=out)
+    config, out = smoke_report_copy
     (out / "table.md").unlink()
 
     def must_not_run(*args, **kwargs):
@@ -126,18 +116,13 @@ def test_interrupted_evaluation_resumes_from_finished_runs(smoke_report, monkeyp
 
 
 def test_cached_results_of_a_run_trained_with_other_hyperparameters_are_refused(
-        smoke_report, tmp_path):
-    import dataclasses
+        smoke_report_copy):
     import json
-    import shutil
 
     from envad.errors import FailedPrecondition
     from envad.training.evaluate import _run_dir
 
-    config, out = smoke_report
-    copy = tmp_path / "report"
-    shutil.copytree(out, copy)
-    moved = dataclasses.replace(config, out=copy)
+    moved, _ = smoke_report_copy
     run_dir = _run_dir(moved, "erm", 0)
     run = json.loads((run_dir / "run.json").read_text())
     run["hparams"]["lr"] = 0.5          # as if trained before a default changed
@@ -147,20 +132,16 @@ def test_cached_results_of_a_run_trained_with_other_hyperparameters_are_refused(
 
 
 def test_cached_results_scored_before_a_detector_default_changed_are_scored_again(
-        smoke_report, tmp_path, monkeypatch):
+        smoke_report_copy, monkeypatch):
     """The runs are reused (no training), but every detector is fitted and scored again
     with its settings of now, and the cache records them."""
     import dataclasses
-    import shutil
 
     import envad.training.evaluate as evaluate
     from envad.server.detectors.exact import ExactKDE
 
-    config, out = smoke_report
-    copy = tmp_path / "report"
-    shutil.copytree(out, copy)
-    moved = dataclasses.replace(config, out=copy, algorithms=("erm",),
-                                detectors=("KNN", "KDE"))
+    config, copy = smoke_report_copy
+    moved = dataclasses.replace(config, algorithms=("erm",), detectors=("KNN", "KDE"))
     run_evaluation(moved, progress=False)               # cached under these settings
     monkeypatch.setitem(registry._REGISTRY, "KDE", dataclasses.replace(
         registry.get("KDE"), factory=lambda seed: ExactKDE(bandwidth=7.5, random_state=seed)))

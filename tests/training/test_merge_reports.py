@@ -30,12 +30,8 @@ def split_report(out, tmp_path):
     return parts
 
 
-def test_the_merged_report_is_the_one_evaluation_would_write(smoke_report, tmp_path):
-    import dataclasses
-
-    out = tmp_path / "whole"
-    shutil.copytree(smoke_report[1], out)            # the shared report stays as it is
-    config = dataclasses.replace(smoke_report[0], out=out)
+def test_the_merged_report_is_the_one_evaluation_would_write(smoke_report_copy, tmp_path):
+    config, out = smoke_report_copy
     run_evaluation(config, progress=False)      # table.md as the evaluation writes it
     parts = split_report(out, tmp_path)
     merged = merge_reports(parts, tmp_path / "merged", config.data)
