@@ -769,8 +769,8 @@ def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: P
     Finished folds are kept in OUT/folds/ (OUT/folds/TAG/ per dataset when there are
     several, `dataset_tags`) and reused, so an interrupted run resumes; a finished fold
     that lacks some of `spaces` is scored in those (its trained encoder, kept in
-    OUT/runs/, is reused). Only `spaces` enter the ranking. `jobs` > 1 runs that many folds at once.
-    The score adaptation is chosen among `score_adaptations`.
+    OUT/runs/, is reused). Only `spaces` enter the ranking. `jobs` > 1 runs that many
+    folds at once. The score adaptation is chosen among `score_adaptations`.
     """
     datas = [data] if isinstance(data, str) else list(data)
     if jobs < 1:
