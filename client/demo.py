@@ -65,11 +65,13 @@ def log(message: str) -> None:
 class SelectBudget:
     """`--select`: how much of `envad select` runs before the demo trains: the first
     `candidates` built-in candidates, each trained on `folds` leave-one-camera-out folds,
-    scored in the space steps `spaces` (None: every one of the selection's)."""
+    scored in the space steps `spaces` (None: every one of the selection's) by the
+    detectors `detectors` (None: every registered one)."""
 
     candidates: int = 4
     folds: int = 3
     spaces: tuple[str, ...] | None = None
+    detectors: tuple[str, ...] | None = None
 
 
 def run_demo(workdir: Path, *, data: Path | None = None, pipeline: Pipeline = DEFAULT_PIPELINE,
@@ -161,7 +163,7 @@ def _selected(workdir: Path, data: Path, budget: SelectBudget, epochs: int | Non
     chosen = select_pipeline(data, workdir / "select", candidates=budget.candidates,
                              folds=budget.folds, epochs=epochs, seed=seed, image_size=size,
                              device=resolve_device(device), progress=False,
-                             spaces=budget.spaces)
+                             spaces=budget.spaces, detectors=budget.detectors)
     log(f"selected: {chosen.describe()} ({workdir / 'select' / 'selection.md'})")
     return chosen
 
@@ -172,13 +174,28 @@ def _space_list(text: str) -> tuple[str, ...] | None:
     # the server extra (the demo serves what it trains): not imported by the client library
     from envad.server.detectors.geometry import parse_space
 
-    spaces = tuple(v for v in text.split(",") if v)
-    for space in spaces:
+    return _checked_names(text, parse_space)
+
+
+def _detector_list(text: str) -> tuple[str, ...] | None:
+    """`--select-detectors`: comma-separated registered detectors (None: none named),
+    checked as the flags are read."""
+    # the server extra (the demo serves what it trains): not imported by the client library
+    from envad.server.detectors.registry import get
+
+    return _checked_names(text, get)
+
+
+def _checked_names(text: str, check) -> tuple[str, ...] | None:
+    """The comma-separated names of `text`, each passed to `check` (which raises
+    InvalidInput for a wrong one: an argparse error naming it); None when there are none."""
+    names = tuple(v for v in text.split(",") if v)
+    for name in names:
         try:
-            parse_space(space)
+            check(name)
         except InvalidInput as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-    return spaces or None
+    return names or None
 
 
 def _dataset(workdir: Path, data: Path | None, size: int, seed: int) -> Path:
@@ -386,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --select: the space steps compared, comma-separated "
                              "(default: every one of `envad select`'s; fewer take less "
                              "time: the scoring of each fold grows with them)")
+    parser.add_argument("--select-detectors", type=_detector_list, default=None,
+                        help="with --select: the detectors fitted and chosen among, "
+                             "comma-separated (default: every registered one; fewer take "
+                             "less time)")
     args = parser.parse_args(argv)
     if args.data is not None and not (args.data / "metadata.csv").is_file():
         parser.error(f"--data {args.data}: no metadata.csv there (docs/training.md, "
@@ -394,8 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--select chooses the pipeline: leave out --pipeline and --algorithm")
     if args.select and (args.select_candidates < 1 or args.select_folds < 2):
         parser.error("--select needs --select-candidates >= 1 and --select-folds >= 2")
-    select = (SelectBudget(args.select_candidates, args.select_folds, args.select_spaces)
-              if args.select else None)
+    select = (SelectBudget(args.select_candidates, args.select_folds, args.select_spaces,
+                           args.select_detectors) if args.select else None)
     run_demo(args.workdir, data=args.data, pipeline=resolve_pipeline(args.pipeline),
              epochs=args.epochs, algorithm=args.algorithm, seed=args.seed, size=args.size,
              fresh=args.fresh, device=args.device, select=select)

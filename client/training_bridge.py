@@ -89,14 +89,16 @@ def export_encoder(run_dir: str | Path, out_path: str | Path) -> Path:
 def select_pipeline(dataset: str | Path, out: str | Path, *, candidates: int, folds: int,
                     epochs: int | None = None, seed: int = 0, image_size: int = 32,
                     device: str = "cpu", progress: bool = True,
-                    spaces: tuple[str, ...] | None = None) -> Pipeline:
+                    spaces: tuple[str, ...] | None = None,
+                    detectors: tuple[str, ...] | None = None) -> Pipeline:
     """`envad select` on the training cameras of `dataset` (leave-one-camera-out folds,
     test cameras never read), with a budget: the first `candidates` of the built-in
     candidates (training/selection.py's order: the paper's recipe, the shipped recipe at
     5 epochs, GroupDRO, the shipped recipe at 10 epochs, ...), each trained once per fold,
     at most `epochs` epochs when given, in the space steps `spaces` (None: the
-    selection's SPACE_CANDIDATES). Writes OUT/selection.json (resumed when there) and
-    returns the chosen Pipeline."""
+    selection's SPACE_CANDIDATES), choosing among `detectors` (None: every registered
+    one). Writes OUT/selection.json (resumed when there) and returns the chosen
+    Pipeline."""
     from envad.training.selection import (  # envad.training: the train extra
         DEFAULT_CANDIDATES,
         SPACE_CANDIDATES,
@@ -111,6 +113,6 @@ def select_pipeline(dataset: str | Path, out: str | Path, *, candidates: int, fo
         chosen = {name: replace(c, epochs=min(c.epochs, epochs)) for name, c in chosen.items()}
     summary = run_selection(str(dataset), chosen, Path(out), n_folds=folds, seed=seed,
                             size=image_size, device=device, progress=progress,
-                            spaces=spaces or SPACE_CANDIDATES)
+                            spaces=spaces or SPACE_CANDIDATES, detectors=detectors)
     return Pipeline.from_json(summary["chosen"])
 

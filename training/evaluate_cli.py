@@ -115,6 +115,10 @@ def register_select(subparsers) -> None:
                              "training/selection.py's SCORE_ADAPTATION_CANDIDATES); a "
                              "finished fold lacking one is re-scored with its cached "
                              "encoder")
+    parser.add_argument("--detectors", type=_list, default=None,
+                        help="comma-separated detectors fitted and chosen among, alone and "
+                             "as ensembles (default: every registered one); fewer take "
+                             "less time, and a finished fold scored by more is reused")
     parser.add_argument("--out", type=Path, required=True, help="selection directory")
     parser.set_defaults(func=run_select)
 
@@ -222,7 +226,8 @@ def run_select(args) -> int:
                             spaces=tuple(args.spaces or SPACE_CANDIDATES),
                             fit_rows=args.fit_rows, jobs=args.jobs,
                             score_adaptations=tuple(args.score_adaptations
-                                                    or SCORE_ADAPTATION_CANDIDATES))
+                                                    or SCORE_ADAPTATION_CANDIDATES),
+                            detectors=tuple(args.detectors or ()))
     print((Path(args.out) / "selection.md").read_text())
     print(f"chosen pipeline: {json.dumps(summary['chosen'])}")
     return 0

@@ -53,7 +53,7 @@ import logging
 import multiprocessing
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -223,9 +223,14 @@ def _scorer_keys(names: list[str], combos: list[tuple[str, ...]]) -> list[str]:
     return list(names) + [ENSEMBLE_PREFIX + "+".join(combo) for combo in combos]
 
 
+def scorer_keys(names) -> list[str]:
+    """The scorers of these detectors (in registry order): each alone, then each set."""
+    return _scorer_keys(list(names), detector_sets(list(names)))
+
+
 def _missing(names: list[str]) -> dict[str, float]:
     """`_scorer_aucs`'s keys, every AUC missing (NaN: left out of the criterion)."""
-    return dict.fromkeys(_scorer_keys(names, detector_sets(names)), float("nan"))
+    return dict.fromkeys(scorer_keys(names), float("nan"))
 
 
 def _scorer_aucs(names: list[str], scores, positive: np.ndarray) -> dict[str, float]:
@@ -284,14 +289,16 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
                pooled: dict[str, QuerySet] | None = None, spaces=SPACE_CANDIDATES,
                seed: int = 0, adaptations=SCORE_ADAPTATION_CANDIDATES,
                archives: dict[str, QuerySet] | None = None,
-               orders: dict[str, QuerySet] | None = None) -> dict[str, dict]:
-    """{"scores": {space: {scorer: AUC}}} of one fold's held-out camera (`query`); with
+               orders: dict[str, QuerySet] | None = None,
+               detectors: tuple[str, ...] | None = None) -> dict[str, dict]:
+    """{"scores": {space: {scorer: AUC}}} of one fold's held-out camera (`query`), by
+    `detectors` (None: every registered one) and their sets; with
     `pooled` sets also {"pooled": {mix: {space: {adaptation: {scorer: AUC}}}}}; with
     `orders` (pooled sets in arrival orders, ORDER_SETS)
     also {"orders": {name: {space: {adaptation: {scorer: AUC}}}}}; with `archives` also
     {"archive": {mix: {space: {scorer: AUC}}}}, each archive set scored by detectors
     fitted on the fit rows plus itself."""
-    names = registry.names()
+    names = list(detectors) if detectors else registry.names()
     out: dict[str, dict] = {"scores": {}}
     # the fitted bundle measures an unseen camera's prior when an adaptation asks for it
     measured = next((a for a in adaptations if parse_score_adaptation(a).unseen_prior),
@@ -422,10 +429,12 @@ def fold_query_indices(dataset, fold: Fold) -> np.ndarray:
 def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed: int = 0,
              size: int = 32, device: str = "cpu", progress: bool = False,
              spaces: tuple[str, ...] = SPACE_CANDIDATES, fit_rows: int | None = None,
-             adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES) -> dict:
-    """Train without the fold's camera and class, embed, score every space x detector
-    (detectors fitted on at most `fit_rows` of the rest's normal train rows), the pooled
-    sets under every score adaptation of `adaptations`."""
+             adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES,
+             detectors: tuple[str, ...] | None = None) -> dict:
+    """Train without the fold's camera and class, embed, score every space x detector of
+    `detectors` (None: every registered one; fitted on at most `fit_rows` of the rest's
+    normal train rows), the pooled sets under every score adaptation of `adaptations`."""
+    detectors = tuple(detectors or registry.names())
     run_dir = train_fold(candidate, data, fold, runs_dir, seed=seed, size=size,
                          device=device, progress=progress)
     dataset = load_dataset(data)
@@ -454,9 +463,9 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
     scored = score_fold(embed(encoder, dataset, fit_idx),
                         np.array([records[i].env for i in fit_idx]), query, mixes,
                         spaces=spaces, seed=seed, adaptations=adaptations,
-                        archives=archives, orders=orders)
+                        archives=archives, orders=orders, detectors=detectors)
     return {"fold": {"env": fold.env, "label": fold.label}, "detector_settings":
-            registry.settings_of(registry.names()), "n_fit": len(fit_idx),
+            registry.settings_of(detectors), "n_fit": len(fit_idx),
             "n_query": len(query_idx), "n_positive": int(query.positive.sum()),
             "n_pooled": {mix: len(q.envs) for mix, q in mixes.items()},
             "n_archive": {mix: [len(a.envs), int(a.positive.sum())]
@@ -540,19 +549,24 @@ def pick_best(ranking: list[dict], candidates: dict[str, Pipeline]) -> dict:
 
 
 def _complete(result: dict, spaces: tuple[str, ...],
-              adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES) -> bool:
-    """Whether a fold's saved result scored every space, in every pooled and archive mix
-    (the pooled ones under every score adaptation of `adaptations`), with the detectors'
-    settings of now."""
+              adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES,
+              detectors: tuple[str, ...] | None = None) -> bool:
+    """Whether a fold's saved result scored every space by every one of `detectors`
+    (None: every registered one) with their settings of now, in every pooled and archive
+    mix (the pooled ones under every score adaptation of `adaptations`)."""
     pooled, archive = result.get("pooled", {}), result.get("archive", {})
     orders = result.get("orders", {})
-    # a fold scored before a detector's default changed, or before archive sets were
-    # scored as they are now, is scored again
-    if result.get("detector_settings") != registry.settings_of(registry.names()):
+    scores = result.get("scores", {})
+    detectors = tuple(detectors or registry.names())
+    # a fold scored before a detector's default changed, or without one of the detectors,
+    # or before archive sets were scored as they are now, is scored again
+    saved = result.get("detector_settings") or {}
+    if {name: saved.get(name) for name in detectors} != registry.settings_of(detectors):
         return False
     if result.get("archive_scoring") != ARCHIVE_SCORING:
         return False
-    return set(spaces) <= set(result.get("scores", {})) and all(
+    return set(spaces) <= set(scores) and all(
+        set(detectors) <= set(scores[space]) for space in spaces) and all(
         isinstance(sets.get(mix), dict) and set(spaces) <= set(sets[mix])
         and (sets is archive or all(set(adaptations) <= set(sets[mix][space])
                                     for space in spaces))
@@ -620,6 +634,9 @@ class SelectionSettings:
     spaces: tuple[str, ...] = SPACE_CANDIDATES
     fit_rows: int | None = None
     score_adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES
+    #: the detectors fitted and chosen among, in registry order (a set's key names its
+    #: members in that order)
+    detectors: tuple[str, ...] = field(default_factory=lambda: tuple(registry.names()))
 
 
 @dataclass(frozen=True)
@@ -667,22 +684,21 @@ def fold_tasks(datas: list[str], candidates, out: Path, n_folds: int,
 
 
 def spaces_to_score(result: dict | None, settings: SelectionSettings) -> tuple[str, ...]:
-    """The spaces a fold's saved `result` must be scored in now: none when it is complete;
-    only the requested ones it lacks when it is complete for the others (scored with
-    today's detector settings and every score adaptation asked for); else all of them."""
+    """The requested spaces a fold's saved `result` is not complete in (scored by every
+    requested detector with today's settings, under every score adaptation asked for):
+    none when it is complete, all of them without a result."""
     if result is None:
         return settings.spaces
-    if _complete(result, settings.spaces, settings.score_adaptations):
-        return ()
-    held = tuple(s for s in settings.spaces if s in result.get("scores", {}))
-    if held and _complete(result, held, settings.score_adaptations):
-        return tuple(s for s in settings.spaces if s not in held)
-    return settings.spaces
+    return tuple(space for space in settings.spaces
+                 if not _complete(result, (space,), settings.score_adaptations,
+                                  settings.detectors))
 
 
 def with_spaces(result: dict, scored: dict) -> dict:
     """`result` with the spaces of `scored` (a run of the same fold) added."""
-    merged = {**result, "scores": {**result["scores"], **scored["scores"]}}
+    merged = {**result, "scores": {**result["scores"], **scored["scores"]},
+              "detector_settings": {**result.get("detector_settings", {}),
+                                    **scored.get("detector_settings", {})}}
     for sets in ("pooled", "orders", "archive"):
         held, added = result.get(sets, {}), scored.get(sets, {})
         merged[sets] = {mix: {**held.get(mix, {}), **added.get(mix, {})}
@@ -700,7 +716,7 @@ def fold_result(task: FoldTask, candidate: Pipeline, settings: SelectionSettings
     scored = run_fold(candidate, task.data, task.fold, task.runs_dir, seed=settings.seed,
                       size=settings.size, device=settings.device, progress=False,
                       spaces=spaces, fit_rows=settings.fit_rows,
-                      adaptations=settings.score_adaptations)
+                      adaptations=settings.score_adaptations, detectors=settings.detectors)
     if result is not None and spaces != settings.spaces:
         scored = with_spaces(result, scored)
     # no indent: json's C encoder (the indented form is written by Python, 8x slower for
@@ -743,33 +759,61 @@ def run_folds_in_parallel(tasks: list[FoldTask], candidates: dict[str, Pipeline]
                            + "; ".join(failures))
 
 
-def _only_spaces(result: dict, spaces: tuple[str, ...],
-                 adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES) -> dict:
-    """A fold result reduced to `spaces` and, in its pooled sets, to `adaptations` (a
-    saved fold may have scored more)."""
-    result["scores"] = {space: result["scores"][space] for space in spaces}
-    result["archive"] = {mix: {space: result["archive"][mix][space] for space in spaces}
-                         for mix in ARCHIVE_MIXES}
+def reduced_fold(result: dict, spaces: tuple[str, ...],
+                 adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES,
+                 detectors: tuple[str, ...] | None = None) -> dict:
+    """A fold result reduced to `spaces`, to the scorers of `detectors` (None: all it
+    holds) and, in its pooled sets, to `adaptations` (a saved fold may have scored more)."""
+    keep = _scorers_of(result, detectors)
+
+    def scorers(aucs: dict[str, float]) -> dict[str, float]:
+        return aucs if keep is None else {k: v for k, v in aucs.items() if k in keep}
+    result["scores"] = {space: scorers(result["scores"][space]) for space in spaces}
+    result["archive"] = {mix: {space: scorers(result["archive"][mix][space])
+                               for space in spaces} for mix in ARCHIVE_MIXES}
     for sets, mixes in (("pooled", POOLED_MIXES), ("orders", ORDER_SETS)):
-        result[sets] = {mix: {space: {a: result[sets][mix][space][a] for a in adaptations}
+        result[sets] = {mix: {space: {a: scorers(result[sets][mix][space][a])
+                                      for a in adaptations}
                               for space in spaces} for mix in mixes}
     return result
+
+
+def _scorers_of(result: dict, detectors: tuple[str, ...] | None) -> set[str] | None:
+    """The scorer keys of `detectors` and their sets, when a fold's `result` was scored by
+    more detectors than those (None: keep every key it holds)."""
+    if detectors is None or set(result.get("detector_settings", {})) <= set(detectors):
+        return None
+    return set(scorer_keys(detectors))
+
+
+def selection_detectors(detectors) -> tuple[str, ...]:
+    """`detectors` (None or empty: every registered one) checked and in registry order,
+    the order the keys of their sets name them in; an unknown name is InvalidInput."""
+    if not detectors:
+        return tuple(registry.names())
+    wanted = set(detectors)
+    for name in wanted:
+        registry.get(name)
+    return tuple(name for name in registry.names() if name in wanted)
 
 
 def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: Path, *,
                   n_folds: int = 3, seed: int = 0, size: int = 32, device: str = "cpu",
                   progress: bool = True, spaces: tuple[str, ...] = SPACE_CANDIDATES,
                   fit_rows: int | None = None, jobs: int = 1,
-                  score_adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES) -> dict:
+                  score_adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES,
+                  detectors: tuple[str, ...] | None = None) -> dict:
     """Every candidate on the same folds of every dataset (`data`: one DIR or several),
-    in every space of `spaces`, the detectors fitted on all of a fold's fit rows or a
-    seeded `fit_rows` of them; the pipeline is chosen by the mean over all datasets'
-    folds. Writes OUT/selection.json and returns it.
+    in every space of `spaces`, the detectors (`detectors`, None: every registered one,
+    and their sets) fitted on all of a fold's fit rows or a seeded `fit_rows` of them;
+    the pipeline is chosen by the mean over all datasets' folds. Writes
+    OUT/selection.json and returns it.
 
     Finished folds are kept in OUT/folds/ (OUT/folds/TAG/ per dataset when there are
     several, `dataset_tags`) and reused, so an interrupted run resumes; a finished fold
-    that lacks some of `spaces` is scored in those (its trained encoder, kept in
-    OUT/runs/, is reused). Only `spaces` enter the ranking. `jobs` > 1 runs that many
+    that lacks some of `spaces`, or scored them without one of `detectors`, is scored in
+    those (its trained encoder, kept in OUT/runs/, is reused). Only `spaces` and the sets
+    of `detectors` enter the ranking. `jobs` > 1 runs that many
     folds at once. The score adaptation is chosen among `score_adaptations`.
     """
     datas = [data] if isinstance(data, str) else list(data)
@@ -780,7 +824,8 @@ def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: P
     for space in spaces:
         parse_space(space)
     settings = SelectionSettings(seed, size, device, tuple(spaces), fit_rows,
-                                 tuple(dict.fromkeys(score_adaptations)))
+                                 tuple(dict.fromkeys(score_adaptations)),
+                                 selection_detectors(detectors))
     out = Path(out)
     tasks, folds_by = fold_tasks(datas, candidates, out, n_folds, settings)
     if jobs > 1:
@@ -789,13 +834,14 @@ def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: P
     for task in tqdm(tasks, desc="select", disable=not progress):
         result = fold_result(task, candidates[task.candidate], settings)
         results.setdefault(task.candidate, []).append(
-            _only_spaces(result, settings.spaces, settings.score_adaptations))
+            reduced_fold(result, settings.spaces, settings.score_adaptations,
+                         settings.detectors))
     ranking = summarise(results)
     if len(datas) > 1:
         add_dataset_means(ranking, [tag for tag, folds in folds_by.items() for _ in folds])
     summary = choose(ranking, results, candidates)
     summary = {"data": data if isinstance(data, str) else datas, "seed": seed, "size": size,
-               "fit_rows": fit_rows,
+               "fit_rows": fit_rows, "detectors": list(settings.detectors),
                "folds": [f.__dict__ for folds in folds_by.values() for f in folds],
                **({"datasets": [{"tag": tag, "data": d, "folds": [f.__dict__ for f in folds]}
                                 for d, (tag, folds) in zip(datas, folds_by.items(),
@@ -894,7 +940,8 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
             keys = choosable_scorers({n: mean(n) for n in scored})
             best = max(keys, key=mean)
             all_key = ENSEMBLE_PREFIX + "+".join(scored)
-            lines.append(f"| {name} | {space} | {mean(all_key):.3f} | {mean('KNN'):.3f} | "
+            knn = f"{mean('KNN'):.3f}" if "KNN" in scored else "–"
+            lines.append(f"| {name} | {space} | {mean(all_key):.3f} | {knn} | "
                          f"{best.replace(ENSEMBLE_PREFIX, '')} | {mean(best):.3f} | "
                          f"{clean_mean(folds, space, best):.3f} | "
                          f"{archive_mean(folds, space, best):.3f} |")
@@ -930,9 +977,12 @@ def _mean_and_folds(means: dict) -> str:
 
 def data_line(summary: dict) -> str:
     """The report's line naming the data, the settings and the folds."""
+    detectors = summary.get("detectors") or registry.names()
     settings = (f"seed {summary['seed']}, {summary['size']} px"
                 + (f", detectors fitted on {summary['fit_rows']:,} rows per fold"
-                   if summary.get("fit_rows") else ""))
+                   if summary.get("fit_rows") else "")
+                + (f", detectors {', '.join(detectors)} only"
+                   if set(detectors) != set(registry.names()) else ""))
     if "datasets" not in summary:
         return (f"data `{summary['data']}`, {settings}; folds (held-out camera ~ held-out "
                 "class): " + ", ".join(f"{f['env']}~{f['label']}" for f in summary["folds"]))

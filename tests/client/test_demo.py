@@ -108,8 +108,9 @@ def test_runs_trained_on_a_gpu_live_beside_the_cpu_run() -> None:
 def test_demo_selects_its_pipeline_on_the_training_cameras_first(tmp_path, capsys,
                                                                   one_archive_set) -> None:
     """`--select`: `envad select` within the budget (here one candidate, two folds, one
-    space step, one archive set: the selection's own tests score every one) on the
-    dataset's training cameras, then the demo trains and serves what it chose."""
+    space step, three detectors, one archive set: the selection's own tests score every
+    one) on the dataset's training cameras, then the demo trains and serves what it
+    chose."""
     from envad.client.demo import main
     from envad.pipeline import Pipeline
     from envad.training.photodigits import generate
@@ -120,13 +121,16 @@ def test_demo_selects_its_pipeline_on_the_training_cameras_first(tmp_path, capsy
     work = tmp_path / "w"
     assert main(["--data", str(data), "--workdir", str(work), "--epochs", "1",
                  "--size", "16", "--device", "cpu", "--select", "--select-candidates", "1",
-                 "--select-folds", "2", "--select-spaces", "l2"]) == 0
+                 "--select-folds", "2", "--select-spaces", "l2",
+                 "--select-detectors", "NORM,KNN,KDE"]) == 0
     selection = json.loads((work / "select" / "selection.json").read_text())
     first = next(iter(DEFAULT_CANDIDATES))
     assert list(selection["candidates"]) == [first] and len(selection["folds"]) == 2
     folds = sorted((work / "select" / "folds").glob("*.json"))
-    assert len(folds) == 2 and all(                              # the spaces asked for
-        set(json.loads(fold.read_text())["scores"]) == {"l2"} for fold in folds)
+    assert len(folds) == 2 and all(            # the spaces and detectors asked for
+        set(json.loads(fold.read_text())["scores"]) == {"l2"}
+        and set(json.loads(fold.read_text())["detector_settings"]) == {"KNN", "KDE", "NORM"}
+        for fold in folds)
     assert selection["candidates"][first]["epochs"] == 1          # --epochs caps them
     chosen = Pipeline.from_json(selection["chosen"])
     report = json.loads((work / "report.json").read_text())
@@ -139,3 +143,7 @@ def test_demo_selects_its_pipeline_on_the_training_cameras_first(tmp_path, capsy
         main(["--data", str(data), "--workdir", str(work), "--select", "--select-spaces",
               "l2,white"])
     assert "--select-spaces: unknown space 'white'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--data", str(data), "--workdir", str(work), "--select", "--select-detectors",
+              "KNN,knn"])
+    assert "--select-detectors: unknown detector 'knn'" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from envad.server.detectors import registry
 from envad.training.data import load_folder
 from envad.training.selection import (
     ARCHIVE_MIXES,
+    ARCHIVE_SCORING,
     BURST_JITTER,
     ENSEMBLE_PREFIX,
     ORDER_SETS,
@@ -21,6 +23,7 @@ from envad.training.selection import (
     SPACE_CANDIDATES,
     TIE_MARGIN,
     QuerySet,
+    SelectionSettings,
     archive_fit,
     archive_sets,
     choosable_scorers,
@@ -32,14 +35,21 @@ from envad.training.selection import (
     pick_adaptation,
     pick_best,
     pooled_means,
+    reduced_fold,
     run_selection,
     score_fold,
+    scorer_keys,
+    selection_detectors,
+    spaces_to_score,
     subsample,
     with_spaces,
 )
 
 #: the score adaptations of the tests whose subject is not the adaptation's choice
 FEW_ADAPTATIONS = ("none", "frozen:64")
+#: the detectors of the tests whose subject is not the detectors (the costly fits, the
+#: isolation forests' hundred trees each, are left to the tiny selection's test)
+FEW_DETECTORS = ("KNN", "KDE", "NORM")
 
 
 def test_folds_are_seeded_and_use_cameras_and_classes_evenly(tiny_photodigits):
@@ -150,7 +160,8 @@ def test_an_archive_fit_exposes_a_detector_that_finds_repeated_new_content_dense
     query = QuerySet(X, np.array(["new"] * 240), positive)
     archives = archive_sets(query, "new", seed=0)
     assert set(archives) == set(ARCHIVE_MIXES)
-    out = score_fold(X_fit, envs, query, spaces=("raw",), archives=archives)
+    out = score_fold(X_fit, envs, query, spaces=("raw",), archives=archives,
+                     detectors=("KNN", "KDE"))
     assert set(out["archive"]) == set(ARCHIVE_MIXES)
     assert out["scores"]["raw"]["KDE"] > 0.95 and out["scores"]["raw"]["KNN"] > 0.95
     bursts = out["archive"]["2% in bursts of 4"]["raw"]
@@ -267,7 +278,9 @@ def test_folds_scored_before_a_detector_existed_are_summarised_without_it():
 
 
 def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path, one_archive_set):
-    """Every space and score adaptation; one archive set stands for all of them."""
+    """Every space and score adaptation; one archive set stands for all of them, and
+    three detectors for all of them (score_fold's tests fit every one, in archive sets
+    too)."""
     from envad.training.photodigits import generate
 
     archive_mixes = one_archive_set
@@ -276,7 +289,7 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path, one_archive_set):
                     test_per_camera=10)
     candidates = {"erm-class": Pipeline(algorithm="erm", task="class", epochs=1)}
     summary = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1,
-                            size=16, progress=False)
+                            size=16, progress=False, detectors=FEW_DETECTORS)
     fold = json.loads(next((tmp_path / "sel" / "folds").glob("*.json")).read_text())
     assert fold["n_positive"] > 0 and np.isfinite(summary["best"]["mean"])
     written = json.loads((tmp_path / "sel" / "selection.json").read_text())
@@ -301,8 +314,8 @@ def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path, one_archive_set):
     report = (tmp_path / "sel" / "selection.md").read_text()
     assert "| erm-class |" in report and "| score adaptation |" in report
     assert "| detector | clean | archive 10% in bursts of 8 |" in report
-    again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1,
-                          size=16, progress=False)                 # resumes from folds/
+    again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                          progress=False, detectors=FEW_DETECTORS)  # resumes from folds/
     assert again["chosen"] == summary["chosen"]
     assert {k: again["best"][k] for k in ("candidate", "space", "scorer")} == \
         {k: summary["best"][k] for k in ("candidate", "space", "scorer")}
@@ -332,13 +345,14 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(
     # adaptations stand for the defaults (test_a_tiny_selection_writes_a_usable_pipeline
     # scores every one)
     first = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
-                          progress=False, spaces=("l2",), score_adaptations=FEW_ADAPTATIONS)
+                          progress=False, spaces=("l2",), score_adaptations=FEW_ADAPTATIONS,
+                          detectors=FEW_DETECTORS)
     assert {r["space"] for r in first["ranking"]} == {"l2"}
     encoder = next((tmp_path / "sel" / "runs").glob("*/encoder.onnx"))
     trained_at = encoder.stat().st_mtime_ns
     second = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                            progress=False, spaces=("l2", "white_l2"),
-                           score_adaptations=FEW_ADAPTATIONS)
+                           score_adaptations=FEW_ADAPTATIONS, detectors=FEW_DETECTORS)
     assert {r["space"] for r in second["ranking"]} == {"l2", "white_l2"}
     assert encoder.stat().st_mtime_ns == trained_at            # not trained again
     assert scored_in == [("l2",), ("white_l2",)]              # only the space it lacked
@@ -357,7 +371,7 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(
     stale.write_text(json.dumps(saved))
     again = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                           progress=False, spaces=("l2", "white_l2"),
-                          score_adaptations=FEW_ADAPTATIONS)
+                          score_adaptations=FEW_ADAPTATIONS, detectors=FEW_DETECTORS)
     assert encoder.stat().st_mtime_ns == trained_at
     assert scored_in[-1] == ("l2", "white_l2")               # every space, settings changed
     rescored = json.loads(stale.read_text())
@@ -367,29 +381,47 @@ def test_a_finished_fold_is_rescored_for_a_new_space_with_its_cached_encoder(
     del rescored["archive"]
     stale.write_text(json.dumps(rescored))
     run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
-                  progress=False, spaces=("l2", "white_l2"), score_adaptations=FEW_ADAPTATIONS)
+                  progress=False, spaces=("l2", "white_l2"), score_adaptations=FEW_ADAPTATIONS,
+                  detectors=FEW_DETECTORS)
     assert encoder.stat().st_mtime_ns == trained_at
     assert set(json.loads(stale.read_text())["archive"]) == set(archive_mixes)
     assert {r["space"] for r in again["ranking"]} == {"l2", "white_l2"}
     # asking for fewer spaces reuses the fold as it is and ranks only those
     third = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                           progress=False, spaces=("white_l2",),
-                          score_adaptations=FEW_ADAPTATIONS)
+                          score_adaptations=FEW_ADAPTATIONS, detectors=FEW_DETECTORS)
     assert {r["space"] for r in third["ranking"]} == {"white_l2"}
     assert set(third["score_adaptation"]) == set(FEW_ADAPTATIONS)
+    # fewer detectors: the fold is reused as it is and only their sets are ranked
+    runs = len(scored_in)
+    fewer = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                          progress=False, spaces=("l2", "white_l2"),
+                          score_adaptations=FEW_ADAPTATIONS, detectors=("NORM", "KNN"))
+    assert len(scored_in) == runs
+    assert {r["scorer"] for r in fewer["ranking"]} == {"KNN", "NORM",
+                                                       ENSEMBLE_PREFIX + "KNN+NORM"}
+    assert fewer["detectors"] == ["KNN", "NORM"]                # in registry order
+    assert "detectors KNN, NORM only" in (tmp_path / "sel" / "selection.md").read_text()
+    # a detector the fold was not scored by: every space is scored again with it
+    run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
+                  progress=False, spaces=("l2", "white_l2"), score_adaptations=FEW_ADAPTATIONS,
+                  detectors=FEW_DETECTORS + ("PCA",))
+    assert scored_in[-1] == ("l2", "white_l2") and encoder.stat().st_mtime_ns == trained_at
+    assert "PCA" in json.loads(stale.read_text())["scores"]["white_l2"]
     # more score adaptations: the fold is scored again, not retrained, and the added ones
     # are chosen among
     added = ("low:64:256", "frozen:64+unseen")
     more = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                          progress=False, spaces=("white_l2",),
-                         score_adaptations=FEW_ADAPTATIONS + added)
+                         score_adaptations=FEW_ADAPTATIONS + added,
+                         detectors=FEW_DETECTORS)
     assert encoder.stat().st_mtime_ns == trained_at
     assert set(more["score_adaptation"]) == set(FEW_ADAPTATIONS + added)
     assert set(added) <= set(json.loads(stale.read_text())["pooled"]["natural"]["white_l2"])
     # detectors fitted on fewer rows: a fold of its own, the same encoder
     few = run_selection(str(data), candidates, tmp_path / "sel", n_folds=1, size=16,
                         progress=False, spaces=("l2",), fit_rows=40,
-                        score_adaptations=FEW_ADAPTATIONS)
+                        score_adaptations=FEW_ADAPTATIONS, detectors=FEW_DETECTORS)
     assert encoder.stat().st_mtime_ns == trained_at
     small = json.loads(next((tmp_path / "sel" / "folds").glob("*-fit40.json")).read_text())
     assert small["n_fit"] == 40 and fold["n_fit"] > 40
@@ -425,6 +457,54 @@ def test_a_space_that_does_not_parse_fails_before_any_training(tmp_path):
         run_selection(str(tmp_path / "no-data"), {}, tmp_path / "sel",
                       spaces=("l2", "white"))
     assert not (tmp_path / "sel").exists()
+
+
+def test_a_selection_chooses_among_every_registered_detector_unless_told():
+    assert SelectionSettings().detectors == tuple(registry.names())
+    assert selection_detectors(None) == selection_detectors(()) == tuple(registry.names())
+    assert selection_detectors(["NORM", "IsoForest"]) == ("IsoForest", "NORM")
+
+
+def test_an_unknown_detector_fails_before_any_training(tmp_path):
+    with pytest.raises(InvalidInput, match="unknown detector 'KNNN'; known: IsoForest"):
+        run_selection(str(tmp_path / "no-data"), {}, tmp_path / "sel",
+                      detectors=("KNN", "KNNN"))
+    assert not (tmp_path / "sel").exists()
+
+
+def _scored_fold(detectors: tuple[str, ...], spaces=("l2",)) -> dict:
+    """A complete fold result (every mix, order and archive set) scored by `detectors`
+    with today's settings, each scorer's AUC 0.5."""
+    keys = dict.fromkeys(scorer_keys(detectors), 0.5)
+    per_space = {space: dict(keys) for space in spaces}
+    return {"detector_settings": registry.settings_of(detectors),
+            "archive_scoring": ARCHIVE_SCORING, "scores": per_space,
+            "archive": {mix: {s: dict(keys) for s in spaces} for mix in ARCHIVE_MIXES},
+            **{sets: {mix: {s: {a: dict(keys) for a in FEW_ADAPTATIONS} for s in spaces}
+                      for mix in mixes}
+               for sets, mixes in (("pooled", POOLED_MIXES), ("orders", ORDER_SETS))}}
+
+
+def test_a_fold_scored_by_more_detectors_is_complete_for_fewer_and_ranks_only_theirs():
+    fold = _scored_fold(("KNN", "KDE", "NORM"), spaces=("l2", "white_l2"))
+    fewer = SelectionSettings(spaces=("l2", "white_l2"), score_adaptations=FEW_ADAPTATIONS,
+                              detectors=("KNN", "NORM"))
+    assert spaces_to_score(fold, fewer) == ()
+    more = replace(fewer, detectors=("PCA", "KNN", "NORM"))
+    assert spaces_to_score(fold, more) == ("l2", "white_l2")
+    # a space scored since by the fewer detectors alone lacks the others
+    fold["scores"]["white_l2"] = {"KNN": 0.5, "NORM": 0.5, ENSEMBLE_PREFIX + "KNN+NORM": 0.5}
+    every = replace(fewer, detectors=("KNN", "KDE", "NORM"))
+    assert spaces_to_score(fold, every) == ("white_l2",)
+    reduced = reduced_fold(_scored_fold(("KNN", "KDE", "NORM")), ("l2",), FEW_ADAPTATIONS,
+                           ("KNN", "NORM"))
+    wanted = set(scorer_keys(("KNN", "NORM")))
+    assert ENSEMBLE_PREFIX + "KNN+NORM" in wanted and not any("KDE" in k for k in wanted)
+    assert set(reduced["scores"]["l2"]) == wanted
+    assert all(set(reduced["archive"][mix]["l2"]) == wanted for mix in ARCHIVE_MIXES)
+    assert all(set(reduced[sets][mix]["l2"][a]) == wanted
+               for sets in ("pooled", "orders") for mix in reduced[sets]
+               for a in FEW_ADAPTATIONS)
 
 
 def test_a_tie_goes_to_the_candidate_that_trains_fewer_epochs():
@@ -512,7 +592,7 @@ def test_a_selection_over_two_datasets_chooses_by_the_mean_over_all_their_folds(
     out = tmp_path / "sel"
     summary = run_selection([str(digits), str(shapes)], candidates, out, n_folds=1,
                             size=16, progress=False, spaces=("l2",), jobs=2,
-                            score_adaptations=FEW_ADAPTATIONS)
+                            score_adaptations=FEW_ADAPTATIONS, detectors=FEW_DETECTORS)
     assert [d["tag"] for d in summary["datasets"]] == ["photodigits", "shapes"]
     assert summary["data"] == [str(digits), str(shapes)] and len(summary["folds"]) == 2
     shape_envs = {r.env for r in load_folder(shapes).records}
@@ -534,7 +614,8 @@ def test_a_selection_over_two_datasets_chooses_by_the_mean_over_all_their_folds(
     fold_files = sorted((out / "folds").glob("*/*.json"))
     scored_at = [f.stat().st_mtime_ns for f in fold_files]
     again = run_selection([str(digits), str(shapes)], candidates, out, n_folds=1, size=16,
-                          progress=False, spaces=("l2",), score_adaptations=FEW_ADAPTATIONS)
+                          progress=False, spaces=("l2",), score_adaptations=FEW_ADAPTATIONS,
+                          detectors=FEW_DETECTORS)
     assert [e.stat().st_mtime_ns for e in encoders] == trained_at
     assert [f.stat().st_mtime_ns for f in fold_files] == scored_at
     assert again["best"] == best and again["chosen"] == summary["chosen"]
@@ -549,7 +630,10 @@ def test_select_takes_several_datasets_and_jobs_on_the_command_line():
                                         "4", "--out", "x"])
     assert parsed.data == ["a", "b"] and parsed.jobs == 4
     one = build_parser().parse_args(["select", "--data", "a", "--out", "x"])
-    assert one.data == ["a"] and one.jobs == 1
+    assert one.data == ["a"] and one.jobs == 1 and one.detectors is None
+    few = build_parser().parse_args(["select", "--data", "a", "--detectors", "KNN,NORM",
+                                     "--out", "x"])
+    assert few.detectors == ["KNN", "NORM"]
 
 
 def test_a_camera_too_small_for_a_mix_gives_an_empty_archive_set_not_an_error():
@@ -571,6 +655,7 @@ def test_a_mix_without_new_content_is_scored_as_missing_not_fitted():
     query = QuerySet(rng.normal(size=(40, 8)).astype(np.float32), np.array(["c"] * 40),
                      np.array([False] * 30 + [True] * 10))
     out = score_fold(X_fit, envs, query, spaces=("l2",), archives=archive_sets(query, "c", 0))
-    empty = out["archive"]["2% in bursts of 4"]["l2"]
-    assert set(empty) >= {"KNN", "IsoForest"} and all(np.isnan(v) for v in empty.values())
+    empty = out["archive"]["2% in bursts of 4"]["l2"]            # every detector by default
+    assert set(empty) == set(scorer_keys(registry.names()))
+    assert all(np.isnan(v) for v in empty.values())
     assert not np.isnan(out["archive"]["5%"]["l2"]["KNN"])
