@@ -17,7 +17,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _pool in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_pool, "1")
 
-from server_handle import InProcessServer, ServerHandle, models_dir_in
+from server_handle import InProcessServer, ServerHandle, free_port, models_dir_in
 from tiny_encoder import build_tiny_encoder
 
 
@@ -64,11 +64,7 @@ def envad_process(tmp_path, tiny_model_path) -> Iterator[ServerHandle]:
 @pytest.fixture
 def unused_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_port()
 
 
 def _ingest_and_fit(handle) -> None:
@@ -118,11 +114,12 @@ def one_archive_set(monkeypatch) -> dict:
 #: the test files that keep one worker busy for a minute or more (`make test`'s slowest):
 #: collected first, so that `--dist loadfile` hands them out at the start, not at the end
 #: when the other workers would wait idle. Order only: a file not named runs in its turn.
-LONGEST_FILES = ("tests/training/test_selection.py", "tests/client/test_demo.py",
-                 "tests/training/test_distributed.py", "tests/scale/test_ray_backfill_resume.py",
-                 "tests/training/test_parallel_grid.py", "tests/training/test_sweep.py",
-                 "tests/training/test_evaluate.py", "tests/training/test_merge_reports.py",
-                 "tests/scale/test_failover.py", "tests/client/test_ray_backfill.py")
+LONGEST_FILES = ("tests/scale/test_ray_backfill_resume.py", "tests/training/test_distributed.py",
+                 "tests/client/test_demo.py", "tests/training/test_parallel_grid.py",
+                 "tests/training/test_selection.py", "tests/server/test_app.py",
+                 "tests/training/test_sweep.py", "tests/client/test_ray_backfill.py",
+                 "tests/training/test_evaluate.py", "tests/scale/test_replicas.py",
+                 "tests/training/test_run.py", "tests/training/test_training_cli.py")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -13,6 +13,7 @@ other conftest files pytest has loaded.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -68,6 +69,13 @@ def ingest_commit(stub, prefix: str, seed: int, count: int = 8) -> int:
     items = [pb.IngestItem(image=pb.Image(data=d, id=f"{prefix}-{i}", env="cam-a"),
                            split="train") for i, d in enumerate(images)]
     return stub.Ingest(iter([pb.IngestRequest(items=items)]), timeout=60).inserted
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def self_signed_certificate(folder: Path, alt_names: str) -> tuple[Path, Path]:

@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from envad.v1 import envad_pb2 as pb
 from envad.v1 import envad_pb2_grpc as pb_grpc
-from server_handle import ServerHandle, self_signed_certificate, wait_for_health
+from server_handle import ServerHandle, free_port, self_signed_certificate, wait_for_health
 from tiny_encoder import synthetic_images
 
 
@@ -50,10 +50,42 @@ def _server_with(tmp_path, tiny_model_path, **env) -> ServerHandle:
     return ServerHandle(tmp_path / "data", models, extra_env=env)
 
 
-def test_bearer_token_is_required_except_for_health(tmp_path, tiny_model_path):
-    handle = _server_with(tmp_path, tiny_model_path, ENVAD_AUTH_TOKEN="s3cret").start()
+#: the guarded server's bearer token
+TOKEN = "s3cret"
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory, tiny_model_path):
+    """One `envad serve` behind every guard a deployment turns on (TLS, a bearer token, a
+    metrics port), shared by the tests of each guard: (handle, certificate, metrics
+    port), once the scoring service is SERVING over TLS."""
+    folder = tmp_path_factory.mktemp("guarded")
+    key, cert = self_signed_certificate(folder, "DNS:localhost,IP:127.0.0.1")
+    port = free_port()
+    handle = _server_with(folder, tiny_model_path, ENVAD_AUTH_TOKEN=TOKEN,
+                          ENVAD_METRICS_PORT=str(port), ENVAD_TLS_CERT_FILE=str(cert),
+                          ENVAD_TLS_KEY_FILE=str(key)).start(wait_service=False)
     try:
-        stub = pb_grpc.AnomalyServiceStub(handle.channel())
+        with _secure(handle, cert) as channel:        # health needs no token
+            deadline = time.monotonic() + 60
+            while health_status(channel) != health_pb2.HealthCheckResponse.SERVING:
+                assert time.monotonic() < deadline, "the guarded server never served"
+                time.sleep(0.2)
+        yield handle, cert, port
+    finally:
+        handle.stop()
+
+
+def _secure(handle: ServerHandle, cert) -> grpc.Channel:
+    credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+    return grpc.secure_channel(handle.address, credentials)
+
+
+def test_bearer_token_is_required_except_for_health(guarded):
+    handle, cert, _ = guarded
+    with _secure(handle, cert) as channel:
+        assert health_status(channel) == health_pb2.HealthCheckResponse.SERVING
+        stub = pb_grpc.AnomalyServiceStub(channel)
         with pytest.raises(grpc.RpcError) as err:
             stub.GetInfo(pb.GetInfoRequest(), timeout=5)
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -61,44 +93,38 @@ def test_bearer_token_is_required_except_for_health(tmp_path, tiny_model_path):
             stub.GetInfo(pb.GetInfoRequest(), timeout=5,
                          metadata=[("authorization", "Bearer wrong")])
         info = stub.GetInfo(pb.GetInfoRequest(), timeout=5,
-                            metadata=[("authorization", "Bearer s3cret")])
+                            metadata=[("authorization", f"Bearer {TOKEN}")])
         assert info.active_model.model_id == "tiny-test"
-    finally:
-        handle.stop()
 
 
-def test_metrics_endpoint_counts_requests(tmp_path, tiny_model_path, unused_port):
-    handle = _server_with(tmp_path, tiny_model_path,
-                          ENVAD_METRICS_PORT=str(unused_port)).start()
-    try:
-        stub = pb_grpc.AnomalyServiceStub(handle.channel())
+def test_metrics_endpoint_counts_requests(guarded):
+    """Counts of Embed and ActivateModel, which the other tests of the shared server
+    never call."""
+    handle, cert, port = guarded
+    token = [("authorization", f"Bearer {TOKEN}")]
+    with _secure(handle, cert) as channel:
+        stub = pb_grpc.AnomalyServiceStub(channel)
         images = synthetic_images("normal", 3)
-        stub.Embed(pb.EmbedRequest(images=[pb.Image(data=d) for d in images]), timeout=10)
+        stub.Embed(pb.EmbedRequest(images=[pb.Image(data=d) for d in images]), timeout=10,
+                   metadata=token)
         with pytest.raises(grpc.RpcError):
-            stub.ActivateModel(pb.ActivateModelRequest(model_id="missing"), timeout=5)
-        text = urllib.request.urlopen(f"http://127.0.0.1:{unused_port}/metrics",
-                                      timeout=5).read().decode()
-        assert 'envad_requests_total{code="OK",method="Embed"} 1.0' in text
-        assert 'envad_requests_total{code="NOT_FOUND",method="ActivateModel"} 1.0' in text
-        assert "envad_request_seconds_bucket" in text and "envad_batch_images_count" in text
-    finally:
-        handle.stop()
+            stub.ActivateModel(pb.ActivateModelRequest(model_id="missing"), timeout=5,
+                               metadata=token)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert 'envad_requests_total{code="OK",method="Embed"} 1.0' in text
+    assert 'envad_requests_total{code="NOT_FOUND",method="ActivateModel"} 1.0' in text
+    assert "envad_request_seconds_bucket" in text and "envad_batch_images_count" in text
 
 
-def test_tls(tmp_path, tiny_model_path):
-    key, cert = self_signed_certificate(tmp_path, "DNS:localhost,IP:127.0.0.1")
-    handle = _server_with(tmp_path, tiny_model_path, ENVAD_TLS_CERT_FILE=str(cert),
-                          ENVAD_TLS_KEY_FILE=str(key)).start(wait_service=False)
-    try:
-        credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
-        with grpc.secure_channel(handle.address, credentials) as channel:
-            stub = pb_grpc.AnomalyServiceStub(channel)
-            assert stub.GetInfo(pb.GetInfoRequest(), timeout=10).server_version
-        with grpc.insecure_channel(handle.address) as plain:
-            with pytest.raises(grpc.RpcError):
-                pb_grpc.AnomalyServiceStub(plain).GetInfo(pb.GetInfoRequest(), timeout=3)
-    finally:
-        handle.stop()
+def test_tls(guarded):
+    handle, cert, _ = guarded
+    with _secure(handle, cert) as channel:
+        stub = pb_grpc.AnomalyServiceStub(channel)
+        assert stub.GetInfo(pb.GetInfoRequest(), timeout=10,
+                            metadata=[("authorization", f"Bearer {TOKEN}")]).server_version
+    with grpc.insecure_channel(handle.address) as plain:
+        with pytest.raises(grpc.RpcError):
+            pb_grpc.AnomalyServiceStub(plain).GetInfo(pb.GetInfoRequest(), timeout=3)
 
 
 def test_sigterm_drains_in_flight_requests(envad_process):
