@@ -56,6 +56,11 @@ def register_data(subparsers) -> None:
                         "split: for checking that the defaults carry over) or 'shapes' "
                         "(procedural shapes with near-neighbour classes, other cameras: a "
                         "second content family to select on)")
+    p.add_argument("--train-per-camera", type=int, default=800,
+                   help="images per training camera (train and val splits); fewer make a "
+                        "smaller dataset to try things on, not the benchmark")
+    p.add_argument("--test-per-camera", type=int, default=300,
+                   help="images per unseen test camera (40%% anomalies)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_photodigits)
 
@@ -143,7 +148,8 @@ def cmd_photodigits(args) -> int:
     from envad.training.photodigits import generate  # SciPy, scikit-image ([train])
 
     out = generate(args.out, size=args.size, seed=args.seed, progress=not args.quiet,
-                   recipe=args.recipe)
+                   recipe=args.recipe, train_per_camera=args.train_per_camera,
+                   test_per_camera=args.test_per_camera)
     print(f"PhotoDigits ({args.recipe} recipe, {args.size} px, seed {args.seed}) "
           f"written to {out}")
     return 0

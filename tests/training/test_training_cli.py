@@ -53,14 +53,23 @@ def test_parse_hparams():
 
 
 def test_data_photodigits_command(tmp_path, capsys):
-    assert main(["data", "photodigits", "--out", str(tmp_path / "pd"), "--seed", "2",
-                 "--quiet"]) == 0
-    assert "written to" in capsys.readouterr().out
-    from envad.training.data import load_folder
+    """A small PhotoDigits (the benchmark's 800 and 300 images per camera are the
+    defaults, those of `generate`, whose own tests check what it writes)."""
+    import inspect
 
+    from envad.training.data import load_folder
+    from envad.training.photodigits import generate
+
+    assert main(["data", "photodigits", "--out", str(tmp_path / "pd"), "--seed", "2",
+                 "--train-per-camera", "30", "--test-per-camera", "10", "--quiet"]) == 0
+    assert "written to" in capsys.readouterr().out
     ds = load_folder(tmp_path / "pd")
-    assert len(ds.indices(split="train")) + len(ds.indices(split="val")) == 4800
-    assert len(ds.indices(split="test")) == 900
+    assert len(ds.indices(split="train")) + len(ds.indices(split="val")) == 6 * 30
+    assert len(ds.indices(split="test")) == 3 * 10
+    defaults = build_parser().parse_args(["data", "photodigits", "--out", "x"])
+    wanted = inspect.signature(generate).parameters
+    assert (defaults.train_per_camera, defaults.test_per_camera) == (
+        wanted["train_per_camera"].default, wanted["test_per_camera"].default) == (800, 300)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["data", "photodigits", "--out", "x", "--size", "48"])
     parsed = build_parser().parse_args(["data", "photodigits", "--out", "x"])
