@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -206,13 +207,17 @@ def test_a_run_without_its_selection_metric_on_val_is_refused(tmp_path) -> None:
 
 
 def test_a_sweep_with_jobs_trains_its_runs_in_parallel_then_reads_them_in_order(
-        tiny_photodigits, tmp_path) -> None:
-    """Two points at two seeds, two at a time in spawned workers: every run is trained
-    once (a serial sweep afterwards retrains nothing and reads the same records), and
-    the summary lists the points and seeds in the order the serial sweep does."""
-    config = SweepConfig(data=str(tiny_photodigits), out=tmp_path / "parallel",
-                         algorithms=("erm",), pipeline=TINY_RECIPE, size=16,
-                         points=TINY_POINTS, seeds=(0, 1), jobs=2)
+        tiny_sweep, tmp_path) -> None:
+    """Two points at two seeds, two at a time in spawned workers: the seed-0 runs, kept
+    from the module's serial sweep, are reused, the seed-1 ones trained; every run is
+    trained once (a serial sweep afterwards retrains nothing and reads the same
+    records), and the summary lists the points and seeds in the order the serial sweep
+    does."""
+    serial, _ = tiny_sweep
+    shutil.copytree(serial.out / "runs", tmp_path / "parallel" / "runs")
+    kept = {d.name: (d / "encoder.onnx").stat().st_mtime_ns
+            for d in (tmp_path / "parallel" / "runs").iterdir()}
+    config = dataclasses.replace(serial, out=tmp_path / "parallel", seeds=(0, 1), jobs=2)
     summary = run_sweep(config, progress=False)
     erm = summary["algorithms"]["erm"]
     assert [p["label"] for p in erm["points"]] == ["default", "lr=0"]
@@ -220,6 +225,8 @@ def test_a_sweep_with_jobs_trains_its_runs_in_parallel_then_reads_them_in_order(
     assert [r["seed"] for p in erm["points"] for r in p["runs"]] == [0, 1, 0, 1]
     assert all(read_run(d)["status"] == "done" for d in run_dirs)
     stamps = {d: (d / "encoder.onnx").stat().st_mtime_ns for d in run_dirs}
+    assert len(kept) == 2 and {d.name: stamp for d, stamp in stamps.items()
+                               if d.name in kept} == kept          # not trained again
     again = run_sweep(dataclasses.replace(config, out=tmp_path / "serial", jobs=1,
                                           runs_dir=tmp_path / "parallel" / "runs"),
                       progress=False)
