@@ -38,8 +38,9 @@ for group in "${groups[@]}"; do
   # the reference rows (raw pixels, content oracle) are the same for every process:
   # reused when a merged report already holds them (their key is checked on reading)
   [ -f "$out/references.json" ] && cp -n "$out/references.json" "$dir/"
+  # no plots: the merged report draws them
   OMP_NUM_THREADS=${THREADS:-4} envad evaluate --data "$data" --size "$size" "${only[@]}" \
-      --out "$dir" "$@" > "$dir.log" 2>&1 &
+      --no-plots --out "$dir" "$@" > "$dir.log" 2>&1 &
   pids+=($!) dirs+=("$dir")
   echo "${group// /, seed }: pid $!, log $dir.log"
 done

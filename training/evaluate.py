@@ -93,6 +93,8 @@ class EvalConfig:
     orders: tuple[str, ...] = ARRIVAL_ORDERS
     #: a torchvision ResNet-18 state-dict file: adds the FROZEN pretraining
     weights: str | None = None
+    #: write the report's PNG plots (how the report is written, not what it holds)
+    plots: bool = True
 
     @property
     def pretrainings(self) -> tuple[str, ...]:
@@ -105,7 +107,7 @@ class EvalConfig:
         and space settings are left out at their defaults, so older results stay valid.
         The weights are FROZEN's alone: its results carry their digest (`job_identity`)."""
         data = dataclasses.asdict(self)
-        for key in ("out", "runs_dir", "algorithms", "seeds", "device", "weights"):
+        for key in ("out", "runs_dir", "algorithms", "seeds", "device", "weights", "plots"):
             data.pop(key)
         # the detectors' own settings: results scored before a detector's default changed
         # are not these (scoring again costs seconds; training is reused)

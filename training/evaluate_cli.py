@@ -75,6 +75,10 @@ def register_evaluate(subparsers) -> None:
                              "pretraining frozen-pretrained): a local state-dict file, or "
                              "`imagenet` for torchvision's ImageNet weights (downloaded once "
                              "into $TORCH_HOME; offline, copy the file there or pass a FILE)")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="write the tables and results.json only, no PNG plots (a "
+                             "report that is merged later, as scripts/parallel_grid.sh's "
+                             "per-seed ones)")
     parser.add_argument("--out", type=Path, required=True, help="report directory")
     parser.set_defaults(func=run)
 
@@ -199,11 +203,13 @@ def run(args) -> int:
         batch_size=args.batch_size, device=args.device, runs_dir=args.runs_dir,
         stylist_fractions=tuple(args.stylist_fractions), spaces=tuple(spaces),
         score_adaptation=parse_score_adaptation(adaptation).spec(),
-        orders=parse_orders(args.orders), weights=weights, **training)
+        orders=parse_orders(args.orders), weights=weights, plots=not args.no_plots,
+        **training)
     out = run_evaluation(config)
     print((out / "table.md").read_text())
-    print(f"report: {out}/table.md, table.csv, results.json, heatmap.png, mean_ad.png, "
-          f"roc.png, camera_histograms.png")
+    plots = (", heatmap.png, mean_ad.png, roc.png, camera_histograms.png" if config.plots
+             else "")
+    print(f"report: {out}/table.md, table.csv, results.json{plots}")
     return 0
 
 

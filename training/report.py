@@ -143,7 +143,8 @@ def write_report(config, dataset, results: list[dict], out: Path) -> None:
                    "seeds": list(config.seeds)},
         "dataset": dataset.name, "references": references, "runs": results,
     }, indent=1))
-    write_plots(out, tables, detectors, algorithms, results)
+    if config.plots:
+        write_plots(out, tables, detectors, algorithms, results)
 
 
 def references_table(references: dict) -> str:

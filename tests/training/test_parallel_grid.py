@@ -23,6 +23,8 @@ def test_per_seed_reports_merge_into_one(tiny_photodigits, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     for seed in (0, 1):
         assert (tmp_path / f"grid-s{seed}" / "results" / f"random-s{seed}.json").is_file()
+        assert not list((tmp_path / f"grid-s{seed}").glob("*.png"))  # the merged one plots
+    assert (out / "roc.png").is_file() and (out / "heatmap.png").is_file()
     report = json.loads((out / "results.json").read_text())
     assert sorted((r["algorithm"], r["seed"]) for r in report["runs"]) == [
         ("random", 0), ("random", 1)]
