@@ -298,7 +298,7 @@ def score_fold(X_fit: np.ndarray, fit_envs: np.ndarray, query: QuerySet,
     also {"orders": {name: {space: {adaptation: {scorer: AUC}}}}}; with `archives` also
     {"archive": {mix: {space: {scorer: AUC}}}}, each archive set scored by detectors
     fitted on the fit rows plus itself."""
-    names = list(detectors) if detectors else registry.names()
+    names = list(selection_detectors(detectors))
     out: dict[str, dict] = {"scores": {}}
     # the fitted bundle measures an unseen camera's prior when an adaptation asks for it
     measured = next((a for a in adaptations if parse_score_adaptation(a).unseen_prior),
@@ -434,7 +434,7 @@ def run_fold(candidate: Pipeline, data: str, fold: Fold, runs_dir: Path, *, seed
     """Train without the fold's camera and class, embed, score every space x detector of
     `detectors` (None: every registered one; fitted on at most `fit_rows` of the rest's
     normal train rows), the pooled sets under every score adaptation of `adaptations`."""
-    detectors = tuple(detectors or registry.names())
+    detectors = selection_detectors(detectors)
     run_dir = train_fold(candidate, data, fold, runs_dir, seed=seed, size=size,
                          device=device, progress=progress)
     dataset = load_dataset(data)
@@ -557,7 +557,7 @@ def _complete(result: dict, spaces: tuple[str, ...],
     pooled, archive = result.get("pooled", {}), result.get("archive", {})
     orders = result.get("orders", {})
     scores = result.get("scores", {})
-    detectors = tuple(detectors or registry.names())
+    detectors = selection_detectors(detectors)
     # a fold scored before a detector's default changed, or without one of the detectors,
     # or before archive sets were scored as they are now, is scored again
     saved = result.get("detector_settings") or {}
@@ -636,7 +636,7 @@ class SelectionSettings:
     score_adaptations: tuple[str, ...] = SCORE_ADAPTATION_CANDIDATES
     #: the detectors fitted and chosen among, in registry order (a set's key names its
     #: members in that order)
-    detectors: tuple[str, ...] = field(default_factory=lambda: tuple(registry.names()))
+    detectors: tuple[str, ...] = field(default_factory=lambda: selection_detectors(None))
 
 
 @dataclass(frozen=True)

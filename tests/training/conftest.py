@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
@@ -45,9 +47,6 @@ def smoke_report(tiny_photodigits, tmp_path_factory):
 def smoke_report_copy(smoke_report, tmp_path):
     """(config, out) of a copy of the smoke report in the test's folder (TMP/report), for
     tests that write in it: the shared one is read by tests on other workers."""
-    import dataclasses
-    import shutil
-
     config, out = smoke_report
     copy = tmp_path / "report"
     shutil.copytree(out, copy)
