@@ -38,7 +38,7 @@ from envad.errors import InvalidInput
 from envad.pipeline import Pipeline
 from envad.server.detectors import registry
 from envad.server.detectors.bundle import FitSpec, fit_bundle
-from envad.server.detectors.stylist import select_features
+from envad.server.detectors.stylist import kept_features, rank_features
 from envad.server.encoder import OnnxEncoder
 from envad.training.algorithms import names as algorithm_names
 from envad.training.data import load_dataset
@@ -145,8 +145,9 @@ def choose_stylist_fraction(X_fit: np.ndarray, fit_envs: np.ndarray, fit_buckets
     fraction with the best mean accuracy wins (ties: the smaller fraction).
     """
     scores = {}
+    bias = rank_features(X_fit, fit_envs)          # the same ranking for every fraction
     for fraction in fractions:
-        kept = select_features(X_fit, fit_envs, fraction)
+        kept = kept_features(bias, fraction)
         accuracies = []
         for camera in np.unique(val_envs):
             ref, query = fit_envs != camera, val_envs == camera
