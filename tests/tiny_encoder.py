@@ -8,6 +8,7 @@ which is the reference path for the golden-image parity test.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from pathlib import Path
 
@@ -100,7 +101,13 @@ def png_bytes(array: np.ndarray) -> bytes:
 
 def synthetic_images(kind: str, count: int, *, size: int = 32, seed: int = 0) -> list[bytes]:
     """PNG images of two clearly different kinds: 'normal' (dark noisy green texture)
-    and 'odd' (bright saturated stripes)."""
+    and 'odd' (bright saturated stripes). A new list each call; the images of the same
+    arguments are made once per test process (many tests ask for the same ones)."""
+    return list(_synthetic_images(kind, count, size, seed))
+
+
+@functools.cache
+def _synthetic_images(kind: str, count: int, size: int, seed: int) -> tuple[bytes, ...]:
     rng = np.random.default_rng(seed)
     images = []
     for _ in range(count):
@@ -113,4 +120,4 @@ def synthetic_images(kind: str, count: int, *, size: int = 32, seed: int = 0) ->
         else:
             raise ValueError(kind)
         images.append(png_bytes(np.clip(base, 0, 255).astype(np.uint8)))
-    return images
+    return tuple(images)
