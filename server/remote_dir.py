@@ -47,7 +47,9 @@ def _filesystem(uri: str, options: Mapping[str, str]) -> tuple[pafs.FileSystem, 
             kwargs["scheme"], kwargs["endpoint_override"] = "http", endpoint[len("http://"):]
         elif endpoint.startswith("https://"):
             kwargs["endpoint_override"] = endpoint[len("https://"):]
-        return pafs.S3FileSystem(**kwargs), rest
+        # a write is then one PutObject, not a multipart upload's three requests (its
+        # failure shows when the stream closes, inside the same `try` as the writing)
+        return pafs.S3FileSystem(allow_delayed_open=True, **kwargs), rest
     try:
         filesystem, path = pafs.FileSystem.from_uri(uri)
     except (ValueError, OSError) as exc:     # pyarrow's ArrowInvalid is a ValueError

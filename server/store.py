@@ -57,6 +57,13 @@ ADDED_COLUMNS = {"event": "''"}
 ROW_ID = "_rowid"
 #: what a new table is created with: row ids that never change (`ROW_ID`)
 NEW_TABLE_OPTIONS = {"new_table_enable_stable_row_ids": "true"}
+#: LanceDB's read consistency: None, so a read uses the version this process holds and
+#: asks storage for nothing more. Newer versions are picked up where they are needed:
+#: `refresh` (the server's refresh loop) and `synced_ids` (before the writer dedupes a
+#: commit's ids). Checking on every read (an interval of 0) cost each re-ranked Search
+#: two listings of the table's versions on object storage, and an idle server five per
+#: refresh (`python -m benchmarks.store_requests`).
+READ_CONSISTENCY: dt.timedelta | None = None
 
 
 def table_name(model_id: str) -> str:
@@ -229,7 +236,7 @@ class EmbeddingStore:
                                                       self._record)
         else:
             self._db = lancedb.connect(str(db_dir),
-                                       read_consistency_interval=dt.timedelta(0))
+                                       read_consistency_interval=READ_CONSISTENCY)
             #: how a damaged table is served (None: it opened as it is): store_recovery.py
             self._table, self.recovery = open_table_at_readable(self._db, model_id, dim,
                                                                 Path(db_dir))
@@ -269,8 +276,8 @@ class EmbeddingStore:
 
     @property
     def version(self) -> int:
-        """The table's latest version, read from storage (commits of other processes
-        included); a lookup costs about 0.2 ms and a hop through LanceDB's event loop."""
+        """The table version this process reads: the newest it wrote, or found at its
+        last `refresh` (READ_CONSISTENCY)."""
         return self._read_version()
 
     def _read_version(self) -> int:
@@ -327,6 +334,8 @@ class EmbeddingStore:
         rewrote are held already), so a holder never reads every id again as the table
         grows. Every id is read again only when `held.version` can no longer be read
         (its manifest cleaned up by a compaction's version clean-up)."""
+        if self.writable:     # a pinned table stays at the version it reads
+            self._table.checkout_latest()
         dataset = self._table.to_lance()
         if int(dataset.version) == held.version:
             return held
@@ -533,7 +542,7 @@ def _open_remote(uri: str, model_id: str, dim: int, options: dict[str, str],
     bucket is one FailedPrecondition whose text holds no secret."""
     try:
         db = lancedb.connect(uri, storage_options=options,
-                             read_consistency_interval=dt.timedelta(0))
+                             read_consistency_interval=READ_CONSISTENCY)
         return open_table_at_readable(db, model_id, dim, record=record)
     except EnvadError:
         raise

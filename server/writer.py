@@ -240,9 +240,8 @@ class StoreWriter:
 
     def _sync_ids(self) -> None:
         """Read the ids another process committed since our last commit (only the
-        fragments the table gained since)."""
-        if self.store.version != self._stored.version:
-            self._stored = self.store.synced_ids(self._stored)
+        fragments the table gained since; the table's newest version is looked up)."""
+        self._stored = self.store.synced_ids(self._stored)
 
     def _append(self, rows: list[Row]) -> dict[str, str]:
         """Append rows (ids known to be new); a failing group is split in halves until
