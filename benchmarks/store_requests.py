@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime as dt
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -33,30 +34,54 @@ from envad.server.store import EmbeddingStore, Row
 
 BUCKET = "envad-bench"
 DIM = 64
-_counts: collections.Counter[str] = collections.Counter()
-_lock = threading.Lock()
 
 
-def _counting(answer: Callable) -> Callable:
-    def counted(self, environ, start_response):
-        query = environ.get("QUERY_STRING", "")
-        listing = environ["REQUEST_METHOD"] == "GET" and ("list-type" in query
-                                                          or "prefix=" in query)
-        with _lock:
-            _counts["requests"] += 1
-            _counts["listings"] += listing
-        return answer(self, environ, start_response)
-    return counted
+class RequestCounter:
+    """Every request moto's S3 servers in this process answer while `counting`, as
+    (method, whether it is a listing) -> count (tests/scale counts with it too)."""
 
+    def __init__(self) -> None:
+        self.seen: collections.Counter[tuple[str, bool]] = collections.Counter()
+        self._lock = threading.Lock()
 
-def counted(operation: Callable[[], object], rounds: int) -> tuple[float, float]:
-    """Requests and listings per call of `operation`."""
-    with _lock:
-        _counts.clear()
-    for _ in range(rounds):
-        operation()
-    with _lock:
-        return _counts["requests"] / rounds, _counts["listings"] / rounds
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[RequestCounter]:
+        answer = werkzeug_app.DomainDispatcherApplication.__call__
+
+        def counted(app, environ, start_response):
+            query = environ.get("QUERY_STRING", "")
+            method = environ["REQUEST_METHOD"]
+            listing = method == "GET" and ("list-type" in query or "prefix=" in query)
+            with self._lock:
+                self.seen[(method, listing)] += 1
+            return answer(app, environ, start_response)
+
+        werkzeug_app.DomainDispatcherApplication.__call__ = counted  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            werkzeug_app.DomainDispatcherApplication.__call__ = answer  # type: ignore[method-assign]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.seen.clear()
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.seen.values())
+
+    @property
+    def listings(self) -> int:
+        with self._lock:
+            return self.seen[("GET", True)]
+
+    def per_call(self, operation: Callable[[], object], rounds: int) -> tuple[float, float]:
+        """Requests and listings per call of `operation`."""
+        self.clear()
+        for _ in range(rounds):
+            operation()
+        return self.total / rounds, self.listings / rounds
 
 
 def store_on(uri: str, options: dict[str, str], consistency: dt.timedelta | None
@@ -68,8 +93,8 @@ def store_on(uri: str, options: dict[str, str], consistency: dt.timedelta | None
         store_module.READ_CONSISTENCY = None
 
 
-def operations(uri: str, options: dict[str, str], rows: int, consistency, multipart: bool
-               ) -> dict[str, Callable[[], object]]:
+def operations(uri: str, options: dict[str, str], consistency: dt.timedelta | None,
+               multipart: bool) -> dict[str, Callable[[], object]]:
     store = store_on(f"{uri}/lancedb", options, consistency)
     row_ids = np.asarray(store.read(with_vectors=False, columns=["id"],
                                     with_row_ids=True)["_rowid"])
@@ -102,8 +127,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args(argv)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    answer = werkzeug_app.DomainDispatcherApplication.__call__
-    werkzeug_app.DomainDispatcherApplication.__call__ = _counting(answer)  # type: ignore[method-assign]
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
@@ -121,18 +144,19 @@ def main(argv: list[str] | None = None) -> None:
             Row(id=f"r{i}", vector=rng.normal(size=DIM).astype(np.float32), env="cam")
             for i in range(args.rows)]))
         log(f"store requests: {args.rows:,} rows, {args.rounds} rounds per operation")
-        shipped = operations(uri, options, args.rows, None, multipart=False)
-        reference = operations(uri, options, args.rows, dt.timedelta(0), multipart=True)
-        for name in shipped:
-            requests, listings = counted(shipped[name], args.rounds)
-            ref_requests, ref_listings = counted(reference[name], args.rounds)
-            emit({"benchmark": "store_requests", "operation": name, "rows": args.rows,
-                  "requests": requests, "listings": listings,
-                  "reference_requests": ref_requests, "reference_listings": ref_listings,
-                  "ratio_reference_over_envad": ref_requests / requests if requests else None})
+        shipped = operations(uri, options, None, multipart=False)
+        reference = operations(uri, options, dt.timedelta(0), multipart=True)
+        with RequestCounter().counting() as counter:
+            for name in shipped:
+                requests, listings = counter.per_call(shipped[name], args.rounds)
+                ref_requests, ref_listings = counter.per_call(reference[name], args.rounds)
+                emit({"benchmark": "store_requests", "operation": name, "rows": args.rows,
+                      "requests": requests, "listings": listings,
+                      "reference_requests": ref_requests, "reference_listings": ref_listings,
+                      "ratio_reference_over_envad": (ref_requests / requests if requests
+                                                     else None)})
     finally:
         server.stop()
-        werkzeug_app.DomainDispatcherApplication.__call__ = answer  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

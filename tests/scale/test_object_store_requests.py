@@ -5,59 +5,23 @@ an object is written in one request."""
 
 from __future__ import annotations
 
-import collections
-import threading
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from moto.moto_server import werkzeug_app
 
+from benchmarks.store_requests import RequestCounter
 from envad.server.remote_dir import RemoteDir
 from envad.server.store import EmbeddingStore, Row
 
 DIM = 8
 
 
-class Requests:
-    """What the S3 server answered while counting: (method, listing or not) -> count."""
-
-    def __init__(self) -> None:
-        self.seen: collections.Counter[tuple[str, bool]] = collections.Counter()
-        self._lock = threading.Lock()
-
-    def record(self, environ: dict) -> None:
-        query = environ.get("QUERY_STRING", "")
-        listing = environ["REQUEST_METHOD"] == "GET" and ("list-type" in query
-                                                          or "prefix=" in query)
-        with self._lock:
-            self.seen[(environ["REQUEST_METHOD"], listing)] += 1
-
-    def clear(self) -> None:
-        with self._lock:
-            self.seen.clear()
-
-    @property
-    def listings(self) -> int:
-        return self.seen[("GET", True)]
-
-    @property
-    def total(self) -> int:
-        return sum(self.seen.values())
-
-
 @pytest.fixture
-def requests(monkeypatch) -> Iterator[Requests]:
+def requests() -> Iterator[RequestCounter]:
     """Every request the session's S3 server answers from now on, counted."""
-    counted = Requests()
-    answer = werkzeug_app.DomainDispatcherApplication.__call__
-
-    def counting(self, environ, start_response):
-        counted.record(environ)
-        return answer(self, environ, start_response)
-
-    monkeypatch.setattr(werkzeug_app.DomainDispatcherApplication, "__call__", counting)
-    yield counted
+    with RequestCounter().counting() as counter:
+        yield counter
 
 
 def rows(start: int, count: int) -> list[Row]:
