@@ -50,7 +50,6 @@ import functools
 import itertools
 import json
 import logging
-import multiprocessing
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -79,6 +78,7 @@ from envad.training.data import load_dataset
 from envad.training.evaluate import embed
 from envad.training.metrics import roc_auc_columns
 from envad.training.run import ENCODER_FILE, TrainConfig, train
+from envad.training.start_method import worker_context
 
 log = logging.getLogger(__name__)
 #: rows whose mean fold ROC-AUC is within this of the best tie: the candidate that trains
@@ -735,8 +735,8 @@ def _folds_in_worker(tasks: list[tuple[FoldTask, Pipeline]], settings: Selection
 
 def run_folds_in_parallel(tasks: list[FoldTask], candidates: dict[str, Pipeline],
                           settings: SelectionSettings, jobs: int, progress: bool) -> None:
-    """Train and score every task, `jobs` at a time in spawned processes (CUDA cannot be
-    forked) on cpus // jobs torch threads each; finished folds are reused. Every task is
+    """Train and score every task, `jobs` at a time in worker processes (`start_method`)
+    on cpus // jobs torch threads each; finished folds are reused. Every task is
     attempted; the failures are then reported together."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     # candidates that train alike (space variants) share a run: one worker trains it
@@ -747,7 +747,7 @@ def run_folds_in_parallel(tasks: list[FoldTask], candidates: dict[str, Pipeline]
         groups.setdefault(key, []).append((task, candidate))
     failures = []
     with concurrent.futures.ProcessPoolExecutor(
-            max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            max_workers=jobs, mp_context=worker_context()) as pool:
         futures = {pool.submit(_folds_in_worker, group, settings, threads): group[0][0]
                    for group in groups.values()}
         for future in tqdm(concurrent.futures.as_completed(futures), total=len(futures),

@@ -27,7 +27,6 @@ import concurrent.futures
 import dataclasses
 import json
 import math
-import multiprocessing
 import os
 import platform
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from envad.training.run_files import (
     write_text_atomically,
 )
 from envad.training.run_images import MAX_VAL
+from envad.training.start_method import worker_context
 
 #: epochs at the end of a run whose validation metric shows whether it plateaued
 PLATEAU_EPOCHS = 5
@@ -252,8 +252,8 @@ def _train_in_worker(run: TrainConfig, threads: int) -> str:
 
 def train_in_parallel(config: SweepConfig, points: dict[str, tuple[dict[str, Any], ...]],
                       progress: bool = True) -> None:
-    """Train every run of the sweep, `config.jobs` at a time in spawned processes (CUDA
-    cannot be forked), the first seed of every point before the next seed, each worker
+    """Train every run of the sweep, `config.jobs` at a time in worker processes
+    (`start_method`), the first seed of every point before the next seed, each worker
     on cpus // jobs torch threads. Finished runs are reused as in the serial sweep. Every
     run is attempted; the failures are then reported together."""
     runs = [train_config(config, algorithm, point, seed) for seed in config.seeds
@@ -261,7 +261,7 @@ def train_in_parallel(config: SweepConfig, points: dict[str, tuple[dict[str, Any
     threads = max(1, (os.cpu_count() or 1) // config.jobs)
     failures = []
     with concurrent.futures.ProcessPoolExecutor(
-            max_workers=config.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            max_workers=config.jobs, mp_context=worker_context()) as pool:
         futures = {pool.submit(_train_in_worker, run, threads): run for run in runs}
         done = concurrent.futures.as_completed(futures)
         for future in tqdm(done, total=len(futures), desc=f"sweep runs ({config.jobs} at a "

@@ -1,10 +1,10 @@
-"""Launching a data-parallel run: this process is worker 0, spawned processes the rest.
+"""Launching a data-parallel run: this process is worker 0, started processes the rest.
 
-`run_workers(target, args, workers, device)` starts workers 1..N-1 with
-torch.multiprocessing's spawn start method, waits until each has imported torch and
-reached the group (failing at once, with its exit code, if one dies before), joins
-them in one torch.distributed process group (gloo on the CPU, NCCL on CUDA, one GPU
-per worker) and calls `target(rank, *args)` in every worker. Worker 0 runs in the
+`run_workers(target, args, workers, device)` starts workers 1..N-1 (`start_method`:
+from a fork server that imported torch once), waits until each has reached the group
+(failing at once, with its exit code, if one dies before), joins them in one
+torch.distributed process group (gloo on the CPU, NCCL on CUDA, one GPU per worker)
+and calls `target(rank, *args)` in every worker. Worker 0 runs in the
 calling process, so its progress bars, return value and exceptions are the caller's;
 when another worker fails, worker 0's error names it and its message. The group meets
 through a file store in a temporary directory (one machine; nothing listens on a
@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-#: how long the spawned workers may take to import torch and reach the group
+from envad.training.start_method import worker_context
+
+#: how long the started workers may take to import torch and reach the group
 JOIN_TIMEOUT_S = 600.0
 
 
@@ -54,7 +55,7 @@ def run_workers(target: Callable[..., Any], args: tuple, workers: int, device: s
     folder = tempfile.mkdtemp(prefix="envad-workers-")
     store_path = os.path.join(folder, "store")
     backend = backend_for(device)
-    context = mp.get_context("spawn")
+    context = worker_context()
     children = [context.Process(target=_child, name=f"envad-worker-{rank}",
                                 args=(rank, workers, store_path, backend, target, args))
                 for rank in range(1, workers)]
@@ -96,7 +97,7 @@ def _run_first(target: Callable[..., Any], args: tuple, local: dict, store: dist
 
 def _child(rank: int, workers: int, store_path: str, backend: str,
            target: Callable[..., Any], args: tuple) -> None:
-    """A spawned worker: join the group, run, leave; an error is left in the store for
+    """A started worker: join the group, run, leave; an error is left in the store for
     worker 0 to report."""
     store = dist.FileStore(store_path, workers)
     torch.set_num_threads(worker_threads(workers))
@@ -113,7 +114,7 @@ def _child(rank: int, workers: int, store_path: str, backend: str,
 
 
 def _wait_until_ready(store: dist.Store, children: list) -> None:
-    """Wait until every spawned worker has imported torch and reached the group."""
+    """Wait until every started worker has imported torch and reached the group."""
     keys = [f"ready/{rank}" for rank in range(1, len(children) + 1)]
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     while True:
@@ -131,7 +132,7 @@ def _wait_until_ready(store: dist.Store, children: list) -> None:
 
 
 def _child_failure(store: dist.Store, children: list, wait_s: float = 5.0) -> str:
-    """What a failed spawned worker reported ("" when none failed)."""
+    """What a failed started worker reported ("" when none failed)."""
     for rank, child in enumerate(children, start=1):
         child.join(wait_s if child.is_alive() else 0)
         key = f"error/{rank}"
@@ -143,7 +144,7 @@ def _child_failure(store: dist.Store, children: list, wait_s: float = 5.0) -> st
 
 
 def _join_children(children: list, store: dist.Store) -> None:
-    """Wait for the spawned workers after worker 0's part; any failure is an error."""
+    """Wait for the started workers after worker 0's part; any failure is an error."""
     for child in children:
         child.join()
     failure = _child_failure(store, children, wait_s=0)
