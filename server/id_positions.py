@@ -137,12 +137,13 @@ class IdPositions:
         if recent is not None:
             return recent
         h = id_hash(row_id)
-        i = int(np.searchsorted(self._sorted_hashes, h))
-        while i < len(self._sorted_hashes) and self._sorted_hashes[i] == h:
-            candidate = int(self._sorted_positions[i])
-            if self._id_at(candidate) == row_id:
+        first = int(np.searchsorted(self._sorted_hashes, h, side="left"))
+        end = int(np.searchsorted(self._sorted_hashes, h, side="right"))
+        candidates = self._sorted_positions[first:end]     # the ids of hash h: one read
+        for candidate, stored in zip(candidates.tolist(), self._ids.at(candidates),
+                                     strict=True):
+            if stored == row_id:
                 return candidate
-            i += 1
         return -1
 
     def positions(self, ids: Sequence[str]) -> np.ndarray:
@@ -221,9 +222,6 @@ class IdPositions:
 
     def at(self, positions: np.ndarray) -> list[str]:
         return self._ids.at(positions)
-
-    def _id_at(self, position: int) -> str:
-        return self._ids.at([position])[0]
 
     def _merge_recent(self) -> None:
         ids = list(self._recent)
