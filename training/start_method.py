@@ -18,8 +18,10 @@ import multiprocessing
 from multiprocessing.context import ForkServerContext, SpawnContext
 
 #: what the fork server imports before it forks a worker: torch, torchvision and the
-#: training code every worker runs (a worker imports what else it needs itself)
-PRELOAD = ("envad.training.run",)
+#: algorithms (almost all of a worker's imports; a worker imports the rest itself). Not
+#: ONNX Runtime, which starts a thread when imported: the fork server forks from one
+#: thread (with one-thread OpenMP/BLAS pools; theirs handle a fork otherwise)
+PRELOAD = ("envad.training.algorithms",)
 
 
 def worker_context() -> ForkServerContext | SpawnContext:

@@ -13,11 +13,13 @@ from envad.training.start_method import PRELOAD, worker_context
 
 
 def held_modules() -> list[str]:
-    """In a worker, before it imports anything: which of torch and PRELOAD it holds."""
-    return [name for name in ("torch", *PRELOAD) if name in sys.modules]
+    """In a worker, before it imports anything: which of torch, PRELOAD and ONNX Runtime
+    it holds."""
+    return [name for name in ("torch", *PRELOAD, "onnxruntime") if name in sys.modules]
 
 
 def test_a_worker_holds_torch_and_the_training_code_before_it_runs():
+    """... and not ONNX Runtime, whose import starts a thread in the fork server."""
     context = worker_context()
     assert context.get_start_method() == "forkserver"         # Linux has one
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
