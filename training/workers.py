@@ -4,11 +4,10 @@
 from a fork server that imported torch once), waits until each has reached the group
 (failing at once, with its exit code, if one dies before), joins them in one
 torch.distributed process group (gloo on the CPU, NCCL on CUDA, one GPU per worker)
-and calls `target(rank, *args)` in every worker. Worker 0 runs in the
-calling process, so its progress bars, return value and exceptions are the caller's;
-when another worker fails, worker 0's error names it and its message. The group meets
-through a file store in a temporary directory (one machine; nothing listens on a
-port).
+and calls `target(rank, *args)` in every worker. Worker 0 runs in the calling process,
+so its progress bars, return value and exceptions are the caller's; when another worker
+fails, worker 0's error names it and its message. The group meets through a file store
+in a temporary directory (one machine; nothing listens on a port).
 """
 
 from __future__ import annotations
