@@ -73,7 +73,15 @@ def test_hot_path_ranks_equal_pyod_on_real_embeddings(tmp_path, name):
     spec = registry.get(name)
     detector = registry.Detector(name, seed=0).fit(fit_rows)
     ours = detector.score(queries)
+    assert np.isfinite(ours).all()
     X, Q = fit_rows.astype(np.float64), queries.astype(np.float64)
+    if name == "PCA":
+        # the tiny encoder has dead units: pyod's PCA scores every row inf along the
+        # directions they leave without variance, which ours leaves out (test_pca.py);
+        # its ranks are compared where pyod's score is defined
+        varying = X.std(axis=0) > 0
+        assert not varying.all()
+        X, Q = X[:, varying], Q[:, varying]
     scaler = StandardScaler().fit(X) if spec.uses_scaler else None
     prep = (lambda A: scaler.transform(A)) if scaler else (lambda A: A)
     reference = spec.pyod_estimator(0, detector.estimator_).fit(prep(X)).decision_function(
