@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cancelling_proxy import CancellingProxy
 from client_archives import (
     make_camtrap_dp,
     make_coco_camera_traps,
@@ -121,6 +122,25 @@ def test_failures_are_reported_and_retried_on_resume(envad_server, tmp_path) -> 
         resumed = run_backfill(client, source, tmp_path / "ck.jsonl", resume=True,
                                progress=False)
         assert (resumed.already_done, resumed.ok, resumed.failed) == (4, 1, 0)
+
+
+def test_a_batch_the_server_side_cancels_is_sent_again(envad_server, tmp_path) -> None:
+    """An Ingest ended with CANCELLED that the backfill did not ask for (a gateway, or a
+    server stopping mid-call: seen in the restart test below) is retried as an
+    unavailable one, and every image is stored once."""
+    tree = make_image_tree(tmp_path / "tree", envs=("c0", "c1"), per_env=6)
+    proxy = CancellingProxy(envad_server.address, "Ingest", cancel_first=2)
+    try:
+        with EnvadClient(proxy.address, timeout=20) as client:
+            summary = run_backfill(client, open_source(tree), tmp_path / "ck.jsonl",
+                                   BackfillOptions(batch_size=4, concurrency=1),
+                                   progress=False)
+    finally:
+        proxy.close()
+    assert proxy.cancelled == 2
+    assert summary.ok == 12 and summary.failed == 0
+    with EnvadClient(envad_server.address) as client:
+        assert sorted(Counter(stored_ids(client)).values()) == [1] * 12
 
 
 def test_server_restart_during_backfill(envad_server, tmp_path) -> None:
