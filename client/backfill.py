@@ -34,20 +34,13 @@ from envad.client.content_index import ContentIndex, duplicate_outcome
 from envad.client.events import group_events
 from envad.client.library import EnvadClient
 from envad.client.results import ImageInput, IngestInput, sha256_hex
-from envad.client.retry import RETRYABLE_CODES, backoff_delays
+from envad.client.retry import backoff_delays
 from envad.client.sources import Source, SourceItem
 from envad.client.sources.exif import exif_timestamp
 from envad.client.writers import format_for, write_scores
 from envad.errors import EnvadError, FailedPrecondition, InvalidInput
 
 log = logging.getLogger(__name__)
-
-#: status codes after which a batch is sent again (paced by `backoff_delays`): the
-#: transient ones, and CANCELLED. A backfill never cancels its own calls (on Ctrl-C the
-#: batches under way finish and are recorded), so a CANCELLED one was ended by the other
-#: side: a server stopping mid-call or a gateway. Ingest is idempotent by id, so the
-#: batch is stored once however often it is sent.
-BATCH_RETRY_CODES = RETRYABLE_CODES | {"CANCELLED"}
 
 
 @dataclass
@@ -225,17 +218,18 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
             copies.add(item.key)
         pending.append((item, image))
     delays = backoff_delays(options.batch_retry)
+    retry_codes = options.batch_retry.retry_codes
     while pending:
         try:
             outcomes = (_score(client, pending, options, copies, bundle_id) if options.scores
                         else _ingest(client, pending, batch, options))
         except EnvadError as exc:
-            if exc.code not in BATCH_RETRY_CODES and exc.code != "INVALID_ARGUMENT":
+            if exc.code not in retry_codes and exc.code != "INVALID_ARGUMENT":
                 raise  # request-level problem (no model, bad token): stop the run
             outcomes = [(item, image, exc.code, str(exc), None) for item, image in pending]
         retry = []
         for item, image, code, reason, score in outcomes:
-            if code in BATCH_RETRY_CODES:
+            if code in retry_codes:
                 retry.append((item, image, code, reason))
             elif code:
                 batch.outcomes.append(item_outcome(item, "failed", image.id, code, reason,

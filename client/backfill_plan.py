@@ -16,9 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envad.client.checkpoint import Outcome
-from envad.client.retry import RetryPolicy
+from envad.client.retry import RETRYABLE_CODES, RetryPolicy
 from envad.client.sources import Source, SourceItem
 from envad.errors import InvalidInput
+
+#: status codes after which a backfill sends a batch again (BackfillOptions.batch_retry):
+#: the transient ones, and CANCELLED. A backfill never cancels its own calls (on Ctrl-C
+#: the batches under way finish and are recorded), so a CANCELLED one was ended by the
+#: other side: a server stopping mid-call or a gateway. Ingest is idempotent by id, so
+#: the batch is stored once however often it is sent.
+BATCH_RETRY_CODES = RETRYABLE_CODES | {"CANCELLED"}
 
 
 @dataclass(frozen=True)
@@ -27,8 +34,9 @@ class BackfillOptions:
 
     batch_size : images per Ingest stream / Score call (service engine).
     concurrency : batches in flight at once (service engine).
-    batch_retry : backoff for a batch (or its items) failing transiently, on top of the
-        client's own per-call retries; covers a server restart during the run.
+    batch_retry : backoff for a batch (or its items) failing with one of its
+        `retry_codes`, on top of the client's own per-call retries; covers a server
+        restart during the run (BATCH_RETRY_CODES by default).
     envs, splits : only items of these environments / splits (empty: all).
     scores : send through Score(store=...) and keep per-image scores for `scores_out`.
     store : store the images (False with scores: score only, nothing is written).
@@ -43,7 +51,9 @@ class BackfillOptions:
 
     batch_size: int = 64
     concurrency: int = 4
-    batch_retry: RetryPolicy = RetryPolicy(max_attempts=6, initial_backoff=1.0, max_backoff=30.0)
+    batch_retry: RetryPolicy = RetryPolicy(max_attempts=6, initial_backoff=1.0,
+                                           max_backoff=30.0,
+                                           retry_codes=BATCH_RETRY_CODES)
     envs: tuple[str, ...] = ()
     splits: tuple[str, ...] = ()
     scores: bool = False
