@@ -195,28 +195,7 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
 
     An image whose content is stored under another id (`content`) is skipped when
     ingesting, and scored without being stored again when scoring."""
-    pending: list[tuple[SourceItem, ImageInput]] = []
-    copies: set[str] = set()      # keys of items whose content is stored already
-    for item in batch.items:
-        try:
-            data = item.read_bytes()
-        except OSError as exc:
-            batch.outcomes.append(item_outcome(item, "failed", code="READ_ERROR",
-                                           reason=f"cannot read {item.uri}: {exc}",
-                                           keep_item=options.scores))
-            continue
-        if item.timestamp is None:
-            item = replace(item, timestamp=exif_timestamp(data))
-        sha = sha256_hex(data)
-        image = ImageInput(data=data, id=item.id or sha, env=item.env,
-                           timestamp=item.timestamp, uri=item.uri, event=item.event)
-        duplicate = duplicate_outcome(content, item, sha, image.id)
-        if duplicate is not None and not options.scores:
-            batch.outcomes.append(duplicate)
-            continue
-        if duplicate is not None:
-            copies.add(item.key)
-        pending.append((item, image))
+    pending, copies = _read_items(batch, options, content)
     delays = backoff_delays(options.batch_retry)
     retry_codes = options.batch_retry.retry_codes
     while pending:
@@ -250,6 +229,36 @@ def _send(client: EnvadClient, batch: _Batch, options: BackfillOptions,
             log.info("retrying %d items in %.1fs (%s)", len(pending), delay, retry[0][3])
             time.sleep(delay)
     return batch
+
+
+def _read_items(batch: _Batch, options: BackfillOptions, content: ContentIndex | None
+                ) -> tuple[list[tuple[SourceItem, ImageInput]], set[str]]:
+    """The batch's readable items as requests, and the keys of those stored under another id.
+
+    An unreadable item, or (when ingesting) a copy of stored content, gets its outcome here."""
+    pending: list[tuple[SourceItem, ImageInput]] = []
+    copies: set[str] = set()      # keys of items whose content is stored already
+    for item in batch.items:
+        try:
+            data = item.read_bytes()
+        except OSError as exc:
+            batch.outcomes.append(item_outcome(item, "failed", code="READ_ERROR",
+                                           reason=f"cannot read {item.uri}: {exc}",
+                                           keep_item=options.scores))
+            continue
+        if item.timestamp is None:
+            item = replace(item, timestamp=exif_timestamp(data))
+        sha = sha256_hex(data)
+        image = ImageInput(data=data, id=item.id or sha, env=item.env,
+                           timestamp=item.timestamp, uri=item.uri, event=item.event)
+        duplicate = duplicate_outcome(content, item, sha, image.id)
+        if duplicate is not None and not options.scores:
+            batch.outcomes.append(duplicate)
+            continue
+        if duplicate is not None:
+            copies.add(item.key)
+        pending.append((item, image))
+    return pending, copies
 
 
 def _ingest(client, pending, batch: _Batch, options) -> list[tuple]:
