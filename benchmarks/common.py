@@ -63,6 +63,19 @@ def gemm_gflops(n: int = 1024, repeats: int = 5) -> float:
     return 2.0 * n ** 3 / seconds / 1e9
 
 
+def process_memory(pid: int) -> dict[str, int]:
+    """A Linux process's memory from /proc/PID/status, in bytes: VmRSS (resident), VmHWM
+    (its peak), RssAnon (heap and other anonymous pages) and RssFile (pages of mapped
+    files: libraries and memory-mapped data, which the kernel can drop and read again)."""
+    values = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
 def percentile_ms(samples: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(samples) * 1000.0, q))
 

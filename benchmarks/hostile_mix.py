@@ -27,7 +27,7 @@ import numpy as np
 from google.protobuf.timestamp_pb2 import Timestamp
 from PIL import Image
 
-from benchmarks.common import emit, log
+from benchmarks.common import emit, log, process_memory
 from benchmarks.models import build_resnet18_onnx
 from envad.client.server_process import LocalServer
 from envad.v1 import envad_pb2 as pb
@@ -48,10 +48,7 @@ def pngs(count: int, seed: int, size: int = 32) -> list[bytes]:
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return process_memory(pid)["VmRSS"] / 2 ** 20
 
 
 def channel(address: str) -> grpc.Channel:

@@ -320,6 +320,17 @@ def server_scale(records: list[dict]) -> list[str]:
     return lines + memory_line(records)
 
 
+def server_memory(records: list[dict]) -> list[str]:
+    mib = 2 ** 20
+    lines = ["| stage | stored rows | RSS MiB | anonymous MiB | mapped files MiB | "
+             "added over the stage before MiB |", "| --- |" + " --- |" * 5]
+    for r in sorted(records, key=lambda r: r["order"]):
+        lines.append(f"| {r['stage']} | {r['rows']:,} | {r['VmRSS_bytes'] / mib:,.0f} | "
+                     f"{r['RssAnon_bytes'] / mib:,.0f} | {r['RssFile_bytes'] / mib:,.0f} | "
+                     f"{r['added_bytes'] / mib:+,.0f} |")
+    return lines
+
+
 #: store sizes the fitted memory line is extrapolated to
 EXTRAPOLATED_ROWS = (10_000_000, 100_000_000)
 
@@ -466,6 +477,7 @@ RENDERERS = {"serve_throughput": serving_all, "score_latency": serving_all,
              "detectors": detectors, "train_speed": train_speed, "quantized": quantized,
              "encode_devices": encode_devices,
              "threads": threads, "rpc_pool": rpc_pool, "scale": scale, "server_scale": server_scale,
+             "server_memory": server_memory,
              "scale_out": scale_out, "ray_backfill": ray_backfill, "stored_ids": stored_ids,
              "compressed_candidates": compressed_candidates,
              "store_write": store_write,

@@ -43,6 +43,7 @@ def plan(model: Path, data: Path) -> dict[str, list[str]]:
                            "--no-reference", "OCSVM", "KNN", "KDE"],
         "scale": ["benchmarks.scale", "--rows", "10000", "100000"],
         "server_scale": ["benchmarks.server_scale", "--rows", "10000", "100000"],
+        "server_memory": ["benchmarks.server_memory"],
         "store_write": ["benchmarks.store_write", "--rows", "100000"],
         "rows_export": ["benchmarks.rows_export", "--rows", "50000", "--rounds", "3"],
         "camera_stats": ["benchmarks.camera_stats", "--cameras", "1", "100", "1000"],

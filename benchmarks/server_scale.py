@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import emit, log, percentile_ms
+from benchmarks.common import emit, log, percentile_ms, process_memory
 from benchmarks.models import build_resnet18_onnx
 from benchmarks.scale import DIM, vectors, write_store
 from benchmarks.serving import camera_jpegs
@@ -48,15 +48,9 @@ START_TIMEOUT_S = 1800.0
 
 
 def server_memory(server: LocalServer) -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of the server's process, in bytes."""
+    """The server process's memory (`benchmarks.common.process_memory`), in bytes."""
     assert server.process is not None, "the server is not running"
-    values = {}
-    with open(f"/proc/{server.process.pid}/status") as status:
-        for line in status:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                values[key] = int(rest.split()[0]) * 1024
-    return values
+    return process_memory(server.process.pid)
 
 
 def timed_start(server: LocalServer) -> float:

@@ -243,6 +243,24 @@ def test_server_scale_table_has_a_row_per_size_with_its_ratios(tmp_path):
                               "2.00 (x2.00) | 8.0 (x2.00) | 1.00 (1,074) |")
 
 
+def test_server_memory_table_has_a_row_per_stage_in_order_with_what_it_added(tmp_path):
+    mib = 2 ** 20
+    path = _write(tmp_path, "server_memory.jsonl", [
+        {"benchmark": "server_memory", "order": 2, "stage": "serving an empty store",
+         "rows": 0, "VmRSS_bytes": 500 * mib, "RssAnon_bytes": 300 * mib,
+         "RssFile_bytes": 200 * mib, "added_bytes": 120 * mib},
+        {"benchmark": "server_memory", "order": 1, "stage": "modules", "rows": 0,
+         "VmRSS_bytes": 380 * mib, "RssAnon_bytes": 200 * mib, "RssFile_bytes": 180 * mib,
+         "added_bytes": 380 * mib},
+        {"benchmark": "server_memory", "order": 3, "stage": "serving the rows, no Fit",
+         "rows": 20000, "VmRSS_bytes": 450 * mib, "RssAnon_bytes": 260 * mib,
+         "RssFile_bytes": 190 * mib, "added_bytes": -50 * mib}])
+    assert report.render(path).splitlines()[-3:] == [
+        "| modules | 0 | 380 | 200 | 180 | +380 |",
+        "| serving an empty store | 0 | 500 | 300 | 200 | +120 |",
+        "| serving the rows, no Fit | 20,000 | 450 | 260 | 190 | -50 |"]
+
+
 def test_store_write_table_shows_the_writer_and_both_export_formats(tmp_path):
     path = _write(tmp_path, "store_write.jsonl", [
         {"benchmark": "store_write", "rows": 100000, "dim": 512, "chunk": 4096,
