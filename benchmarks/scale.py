@@ -70,10 +70,11 @@ def camera_of(rows: np.ndarray) -> np.ndarray:
 
 
 def write_store(db_dir: Path | str, rows: int, model_id: str = MODEL_ID,
-                storage_options: dict[str, str] | None = None, label: str = "normal") -> None:
+                storage_options: dict[str, str] | None = None, label: str = "") -> None:
     """`rows` seeded rows (`vectors`), 8 cameras, split train, each with `label`, in the
     server's table of `model_id` under `db_dir` (a folder, or a URI with its
-    `storage_options`)."""
+    `storage_options`). Unlabelled by default, as a backfill stores an archive: a row
+    labelled `normal` is a reviewer's mark, and a Fit remembers every such row."""
     from envad.server.store import EmbeddingStore, make_schema
 
     store = EmbeddingStore(db_dir, model_id, DIM, storage_options)

@@ -165,9 +165,7 @@ def main(argv: list[str] | None = None) -> None:
 def measure(work: Path, options: dict[str, str], counter: RequestCounter, args) -> dict:
     uri = f"s3://{BUCKET}/store"
     started = time.perf_counter()
-    # unlabelled, as a backfill stores them (a row labelled "normal" is a reviewer's
-    # mark: the bundle keeps those rows, and a reader downloads them)
-    write_store(f"{uri}/lancedb", args.rows, MODEL_ID, storage_options=options, label="")
+    write_store(f"{uri}/lancedb", args.rows, MODEL_ID, storage_options=options)
     log(f"scale_out: {args.rows:,} rows written to {uri} in {time.perf_counter() - started:.1f} s")
     models = build_resnet18_onnx(SIZE, work / "models" / "encoder.onnx",
                                  model_id=MODEL_ID).parent
