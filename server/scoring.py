@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-import sklearn
 
 from envad.records import Neighbor, RowFilter
 from envad.server.detectors.bundle import BundleScores, DetectorBundle
+from envad.server.detectors.registry import unchecked_estimators
 from envad.server.env_stats import EnvStatistics
 from envad.server.index import SelfKey, VectorIndex
 
@@ -86,9 +86,7 @@ class BatchScorer:
             X = np.concatenate([jobs[i][0] for i in members])
             envs = [env for i in members for env in jobs[i][1].envs]
             ids = [row_id for i in members for row_id in jobs[i][1].ids]
-            # the bundle checks its input (shape, finite) once; scikit-learn's per-estimator
-            # re-checks of the same rows are most of a one-row call's cost
-            with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
+            with unchecked_estimators():
                 scored = bundle.score(X, envs, self.camera_stats.get,
                                       self.score_statistics(bundle),
                                       ids if len(ids) == len(X) else None)

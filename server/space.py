@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import sklearn
 
 from envad.errors import FailedPrecondition
 from envad.server.batching import MicroBatcher
 from envad.server.config import ServerConfig
 from envad.server.detectors.bundle import DetectorBundle
 from envad.server.detectors.persistence import MANIFEST, BundleStore, file_name_for
+from envad.server.detectors.registry import unchecked_estimators
 from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import JOURNAL_SUFFIX, EnvStatistics
 from envad.server.index_files import due_for_saving, open_index, save_index
@@ -309,8 +309,7 @@ class ModelSpace:
         if bundle is not None:
             stats = self.score_statistics(bundle)
             if stats is not None:
-                with sklearn.config_context(assume_finite=True,
-                                            skip_parameter_validation=True):
+                with unchecked_estimators():
                     bundle.observe(X, envs, self.camera_stats.get, stats,
                                    np.array([r.id for r in rows], dtype=object))
         self.camera_stats.update(envs, X)

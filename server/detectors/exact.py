@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import faiss
 import numpy as np
-from scipy.special import logsumexp
 
 from envad.server.detectors.distances import squared_distances, squared_norms
 
@@ -62,6 +61,14 @@ def neighbour_scale(X: np.ndarray, k: int = SCALE_NEIGHBOUR, max_rows: int = SCA
     if not len(distinct):
         raise ValueError("a data-scaled bandwidth needs rows that are not all the same")
     return float(np.median(distinct))
+
+
+def _logsumexp(values: np.ndarray) -> np.ndarray:
+    """log(sum(exp(row))) of each row, without overflow (SciPy's)."""
+    # SciPy's special functions: only a KDE scores with them, so that a server of the
+    # default pipeline never loads them (docs/scaling.md, the fixed part)
+    from scipy.special import logsumexp
+    return logsumexp(values, axis=1)
 
 
 class ExactKNN:
@@ -191,6 +198,6 @@ class ExactKDE:
                 leaving = (groups >= 0) & (left > 0)
                 squared[leaving] = np.where(excluded[leaving], -np.inf, squared[leaving])
                 log_norm[leaving] = np.log(left[leaving]) + kernel_norm
-            log_density = logsumexp(squared, axis=1) - log_norm
+            log_density = _logsumexp(squared) - log_norm
             out[start:start + _CHUNK] = -log_density
         return out

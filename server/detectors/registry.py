@@ -12,13 +12,14 @@ or a stored bundle names the detector.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.preprocessing import StandardScaler
 
 from envad.errors import InvalidInput
 from envad.pipeline import DEFAULT_PIPELINE
@@ -68,6 +69,18 @@ class DetectorSpec:
 
 
 _REGISTRY: dict[str, DetectorSpec] = {}
+
+
+def unchecked_estimators() -> contextlib.AbstractContextManager:
+    """scikit-learn's per-estimator input checks and parameter validation switched off,
+    for rows the bundle has checked (shape, finite) once: those re-checks are most of a
+    one-row call's cost. Where scikit-learn is not loaded, no estimator of it exists in
+    the process, and there is nothing to switch off."""
+    sklearn = sys.modules.get("sklearn")
+    config_context = getattr(sklearn, "config_context", None)
+    if config_context is None:
+        return contextlib.nullcontext()
+    return config_context(assume_finite=True, skip_parameter_validation=True)
 
 
 def register(name: str, *, uses_scaler: bool, quadratic: bool, description: str,
@@ -291,7 +304,12 @@ class Detector:
         if spec.max_fit_rows is not None and len(X) > spec.max_fit_rows:
             rng = np.random.default_rng(self.seed)
             X = X[np.sort(rng.choice(len(X), size=spec.max_fit_rows, replace=False))]
-        self.scaler_ = StandardScaler().fit(X) if spec.uses_scaler else None
+        self.scaler_ = None
+        if spec.uses_scaler:
+            # scikit-learn: once a Fit names a detector that standardises, so that a server
+            # of the default pipeline never loads it (docs/scaling.md, the fixed part)
+            from sklearn.preprocessing import StandardScaler
+            self.scaler_ = StandardScaler().fit(X)
         self.estimator_ = spec.factory(self.seed).fit(self._scaled(X))
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 from envad.server.detectors.exact import ExactKNN
 from envad.server.detectors.geometry import (
@@ -50,6 +49,9 @@ def candidate_spaces(n_cameras: int) -> list[str]:
 
 
 def _auc(positive: np.ndarray, scores: np.ndarray) -> float:
+    # scikit-learn: only when a Fit asks for the `auto` space, so that a server of the
+    # default pipeline never loads it (docs/scaling.md, the fixed part)
+    from sklearn.metrics import roc_auc_score
     return float(roc_auc_score(positive, scores))
 
 

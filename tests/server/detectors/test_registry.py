@@ -8,6 +8,9 @@ from sklearn.metrics import roc_auc_score
 
 from envad.errors import InvalidInput
 from envad.server.detectors import registry
+from envad.v1 import envad_pb2 as pb
+from envad.v1 import envad_pb2_grpc as pb_grpc
+from tiny_encoder import synthetic_images
 
 PAPER_ORDER = ["IsoForest", "INNE", "LODA", "OCSVM", "PCA", "LOF5", "KNN", "KDE"]
 WITH_SCALER = {"LODA", "OCSVM", "PCA", "LOF5"}
@@ -144,3 +147,20 @@ def test_float32_entries_score_float32_rows_without_a_float64_copy():
         assert registry.get(name).score_dtype is np.float32
         scores = registry.Detector(name).fit(X).score(X[:5])
         assert scores.dtype == np.float64 and scores.shape == (5,)
+
+
+def _mapped_libraries(handle) -> str:
+    return open(f"/proc/{handle.process.pid}/maps").read()
+
+
+def test_a_server_of_the_default_pipeline_never_loads_scikit_learn(fitted_process):
+    """scikit-learn (about 60 MB resident) is loaded by the bundles whose detectors use
+    it, not by a server that fits and scores the default pipeline."""
+    stub = pb_grpc.AnomalyServiceStub(fitted_process.channel())
+    request = pb.ScoreRequest(images=[pb.Image(data=synthetic_images("normal", 1, seed=5)[0],
+                                               env="cam-new")])
+    assert stub.Score(request, timeout=60).results[0].detectors
+    assert "/sklearn/" not in _mapped_libraries(fitted_process)
+    stub.Fit(pb.FitRequest(seed=0, detectors=["KNN", "OCSVM"]), timeout=120)
+    assert stub.Score(request, timeout=60).results[0].detectors
+    assert "/sklearn/" in _mapped_libraries(fitted_process)    # the check can see it
