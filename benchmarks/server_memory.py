@@ -28,10 +28,17 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.common import emit, log, process_memory
+from benchmarks.common import emit, log
 from benchmarks.models import build_resnet18_onnx
-from benchmarks.scale import vectors, write_store
-from benchmarks.server_scale import MODEL_ID, SIZE, START_TIMEOUT_S, measure_calls
+from benchmarks.scale import write_store
+from benchmarks.server_scale import (
+    MODEL_ID,
+    SIZE,
+    START_TIMEOUT_S,
+    measure_calls,
+    query_vector,
+    server_memory,
+)
 from benchmarks.serving import camera_jpegs
 from envad.client.library import make_channel
 from envad.client.server_process import LocalServer
@@ -55,11 +62,6 @@ def modules_memory() -> dict[str, int]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def served_memory(server: LocalServer) -> dict[str, int]:
-    assert server.process is not None, "the server is not running"
-    return process_memory(server.process.pid)
-
-
 def fitted_memory(server: LocalServer, detectors: Sequence[str], jpeg: bytes, rows: int,
                   calls: int) -> dict[str, int]:
     """Fit `detectors` (none: the default pipeline), restart, make the calls, measure."""
@@ -69,9 +71,8 @@ def fitted_memory(server: LocalServer, detectors: Sequence[str], jpeg: bytes, ro
     server.stop()
     server.start(timeout=START_TIMEOUT_S)
     with make_channel(server.address) as channel:
-        measure_calls(pb_grpc.AnomalyServiceStub(channel), jpeg,
-                      vectors(1, start=rows + 10_000_000)[0], calls)
-    return served_memory(server)
+        measure_calls(pb_grpc.AnomalyServiceStub(channel), jpeg, query_vector(rows), calls)
+    return server_memory(server)
 
 
 def stages(work: Path, rows: int, calls: int) -> list[tuple[str, int, dict[str, int]]]:
@@ -80,12 +81,12 @@ def stages(work: Path, rows: int, calls: int) -> list[tuple[str, int, dict[str, 
     jpeg = camera_jpegs(1, 640, 480)[0]
     out = [("modules", 0, modules_memory())]
     with LocalServer(work / "empty", model.parent) as server:
-        out.append(("serving an empty store", 0, served_memory(server)))
+        out.append(("serving an empty store", 0, server_memory(server)))
     write_store(work / "data" / "lancedb", rows, MODEL_ID)
     server = LocalServer(work / "data", model.parent)
     try:
         server.start(timeout=START_TIMEOUT_S)
-        out.append(("serving the rows, no Fit", rows, served_memory(server)))
+        out.append(("serving the rows, no Fit", rows, server_memory(server)))
         out.append(("default pipeline fitted", rows,
                     fitted_memory(server, [], jpeg, rows, calls)))
         out.append(("the paper's eight fitted", rows,

@@ -53,6 +53,11 @@ def server_memory(server: LocalServer) -> dict[str, int]:
     return process_memory(server.process.pid)
 
 
+def query_vector(rows: int) -> np.ndarray:
+    """A seeded vector of the stores' distribution that a store of `rows` rows lacks."""
+    return vectors(1, start=rows + 10_000_000)[0]
+
+
 def timed_start(server: LocalServer) -> float:
     started = time.perf_counter()
     server.start(timeout=START_TIMEOUT_S)
@@ -81,7 +86,7 @@ def measure(rows: int, work: Path, model: Path, jpeg: bytes, calls: int) -> dict
     started = time.perf_counter()
     write_store(data / "lancedb", rows, MODEL_ID)
     log(f"server_scale: {rows:,} rows written in {time.perf_counter() - started:.1f} s")
-    query = vectors(1, start=rows + 10_000_000)[0]
+    query = query_vector(rows)
     server = LocalServer(data, model.parent)
     reranked = EmbeddingStore(data / "lancedb", MODEL_ID, DIM).has_stable_row_ids
     record: dict = {"benchmark": "server_scale", "rows": rows, "size": SIZE,
