@@ -9,8 +9,10 @@ content: the test setting in miniature, with no test camera and no anomaly image
 
 Per training candidate, every space step and every detector set (each detector alone,
 each subset's calibrated ensemble) is scored on the same folds; the pipeline with the
-best mean fold ROC-AUC is chosen (DomainBed's training-domain validation, with the
-held-out domain and class taken out of training, as its leave-one-domain-out variant).
+best `ranking_criterion` is chosen (DomainBed's training-domain validation, with the
+held-out domain and class taken out of training, as its leave-one-domain-out variant):
+the mean of its fold criterion (below) and its worst stream condition, so a pipeline is
+chosen by how it does in its worst arrival order or anomaly mix, not only shuffled.
 Rows within TIE_MARGIN of the best tie; among them the candidate that trains the fewest
 epochs wins (the same evidence for less compute).
 
@@ -24,10 +26,11 @@ break that on purpose, subsampled per camera: the new camera with far more anoma
 than the known ones, and with far fewer. New content also arrives in runs, so the
 natural mix, and the new-heavy one, are scored in every arrival order of
 envad/arrival_orders.py (each chunk with the statistics of the rows stored before it, as
-the server keeps them). For the chosen (candidate, space, detector set), the option in
+the server keeps them). For every (candidate, space, detector set), the option in
 SCORE_ADAPTATION_CANDIDATES whose worst condition (the lowest mean ROC-AUC over the
-folds of any mix or order) is highest is chosen ("none", then the shipped default's
-adaptation, win ties within TIE_MARGIN).
+folds of any mix or order) is highest is its adaptation ("none", then the shipped
+default's adaptation, win ties within TIE_MARGIN), and that worst condition is its
+worst stream condition, half of what it is ranked by.
 
 Detectors are also fitted the way `envad scan` and a Fit on a backfilled archive fit
 them: on rows that include the images being scored, new content among them. Per fold,
@@ -520,9 +523,32 @@ def scored_detectors(folds: list[dict], space: str) -> list[str]:
     return [n for n in registry.names() if all(n in f["scores"][space] for f in folds)]
 
 
+def stream_choice(folds: list[dict], space: str, key: str) -> tuple[str, float]:
+    """(score adaptation, its worst stream condition) of a (space, scorer): the adaptation
+    `pick_adaptation` chooses among the folds' pooled results, and the lowest mean ROC-AUC
+    over folds of any pooled mix or arrival order under it (`adaptation_criterion`);
+    ("", NaN) when some fold scored no pooled sets in `space`."""
+    if not folds or not all(space in next(iter(f.get("pooled", {}).values()), {})
+                            for f in folds):
+        return "", float("nan")
+    means = pooled_means(folds, space, key)
+    chosen = pick_adaptation(means)
+    return chosen, adaptation_criterion(means[chosen])
+
+
+def ranking_criterion(fold_mean: float, stream: float) -> float:
+    """What a (candidate, space, detector set) is ranked by: the mean of its mean fold
+    criterion (clean and archive fits, `fold_criterion`) and its worst stream condition
+    (`stream_choice`), so a pipeline whose scores fall apart in one arrival order or
+    anomaly mix loses to one that holds in all of them; the fold criterion alone for
+    folds scored without pooled sets."""
+    return 0.5 * (fold_mean + stream) if np.isfinite(stream) else fold_mean
+
+
 def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
-    """Mean fold criterion (`fold_criterion`) of every choosable (candidate, space,
-    detector set), best first, with its clean and archive means."""
+    """Every choosable (candidate, space, detector set), best `ranking_criterion` first,
+    with its mean fold criterion, clean and archive means, and the score adaptation
+    chosen for it with its worst stream condition."""
     rows = []
     for name, folds in candidate_results.items():
         for space in folds[0]["scores"]:
@@ -531,21 +557,31 @@ def summarise(candidate_results: dict[str, list[dict]]) -> list[dict]:
             singles = {n: float(np.nanmean(values(n))) for n in scored_detectors(folds, space)}
             for key in dict.fromkeys(choosable_scorers(singles)):
                 per_fold = values(key)
+                mean = float(np.nanmean(per_fold))
+                adaptation, stream = stream_choice(folds, space, key)
                 rows.append({"candidate": name, "space": space, "scorer": key,
-                             "mean": float(np.nanmean(per_fold)),
-                             "std": float(np.nanstd(per_fold)), "folds": per_fold,
-                             "clean": clean_mean(folds, space, key),
-                             "archive": archive_mean(folds, space, key)})
-    return sorted(rows, key=lambda r: -r["mean"] if np.isfinite(r["mean"]) else np.inf)
+                             "criterion": ranking_criterion(mean, stream),
+                             "mean": mean, "std": float(np.nanstd(per_fold)),
+                             "folds": per_fold, "clean": clean_mean(folds, space, key),
+                             "archive": archive_mean(folds, space, key),
+                             "stream": stream, "score_adaptation": adaptation})
+    return sorted(rows, key=lambda r: -r["criterion"] if np.isfinite(r["criterion"])
+                  else np.inf)
 
 
 def pick_best(ranking: list[dict], candidates: dict[str, Pipeline]) -> dict:
     """The ranking's best row, or, among the rows within TIE_MARGIN of it, the one whose
-    candidate trains the fewest epochs (then the better mean)."""
-    top = ranking[0]["mean"]
-    tied = [r for r in ranking if np.isfinite(r["mean"]) and r["mean"] >= top - TIE_MARGIN]
+    candidate trains the fewest epochs (then the better criterion)."""
+    top = _criterion(ranking[0])
+    tied = [r for r in ranking
+            if np.isfinite(_criterion(r)) and _criterion(r) >= top - TIE_MARGIN]
     return min(tied or ranking[:1],
-               key=lambda r: (candidates[r["candidate"]].epochs, -r["mean"]))
+               key=lambda r: (candidates[r["candidate"]].epochs, -_criterion(r)))
+
+
+def _criterion(row: dict) -> float:
+    """A ranking row's `ranking_criterion` (its fold criterion for a row without one)."""
+    return row.get("criterion", row["mean"])
 
 
 def _complete(result: dict, spaces: tuple[str, ...],
@@ -917,34 +953,44 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
     archive ROC-AUC); each detector alone in the chosen space, clean and per archive mix;
     the score adaptations."""
 
+    best_row = summary["best"]
     lines = ["# Pipeline selection (training cameras only)", "",
              data_line(summary), "",
-             f"**chosen**: `{json.dumps(summary['chosen'])}` (mean fold criterion "
-             f"{summary['best']['mean']:.3f} ± {summary['best']['std']:.3f}; clean ROC-AUC "
-             f"{summary['best'].get('clean', float('nan')):.3f}, archive "
-             f"{summary['best'].get('archive', float('nan')):.3f})", "",
-             "Criterion: the mean of the clean ROC-AUC (detectors fitted on the other "
+             f"**chosen**: `{json.dumps(summary['chosen'])}` (criterion "
+             f"{_criterion(best_row):.3f}: mean fold criterion {best_row['mean']:.3f} ± "
+             f"{best_row['std']:.3f}, clean ROC-AUC {best_row.get('clean', float('nan')):.3f}, "
+             f"archive {best_row.get('archive', float('nan')):.3f}; worst stream condition "
+             f"{best_row.get('stream', float('nan')):.3f})", "",
+             "Criterion: the mean of the fold criterion and the worst stream condition. The "
+             "fold criterion is the mean of the clean ROC-AUC (detectors fitted on the other "
              "cameras' normal rows) and the archive ROC-AUC (fitted on those rows plus the "
              "scored images, each scored without its own event; mean over the archive "
              "mixes " + ", ".join(f"{mix}: {_mix_words(*spec)}"
-                                  for mix, spec in ARCHIVE_MIXES.items()) + ").", "",
+                                  for mix, spec in ARCHIVE_MIXES.items()) + "). The worst "
+             "stream condition is the lowest mean pooled ROC-AUC of any anomaly-share mix "
+             "or arrival order under the score adaptation chosen for that pipeline (below).",
+             "",
              "| candidate | space | ensemble (all) | KNN | best choosable set | its criterion "
-             "| its clean | its archive |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| its clean | its archive | its worst stream |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, folds in results.items():
         for space in folds[0]["scores"]:
             def mean(key, space=space, folds=folds):
                 values = [fold_criterion(f, space, key) for f in folds]
                 return float(np.nanmean(values)) if np.isfinite(values).any() else -1.0
+
+            def criterion(key, space=space, folds=folds):
+                return ranking_criterion(mean(key), stream_choice(folds, space, key)[1])
             scored = scored_detectors(folds, space)
             keys = choosable_scorers({n: mean(n) for n in scored})
-            best = max(keys, key=mean)
+            best = max(keys, key=criterion)
             all_key = ENSEMBLE_PREFIX + "+".join(scored)
-            knn = f"{mean('KNN'):.3f}" if "KNN" in scored else "–"
-            lines.append(f"| {name} | {space} | {mean(all_key):.3f} | {knn} | "
-                         f"{best.replace(ENSEMBLE_PREFIX, '')} | {mean(best):.3f} | "
+            knn = f"{criterion('KNN'):.3f}" if "KNN" in scored else "–"
+            lines.append(f"| {name} | {space} | {criterion(all_key):.3f} | {knn} | "
+                         f"{best.replace(ENSEMBLE_PREFIX, '')} | {criterion(best):.3f} | "
                          f"{clean_mean(folds, space, best):.3f} | "
-                         f"{archive_mean(folds, space, best):.3f} |")
+                         f"{archive_mean(folds, space, best):.3f} | "
+                         f"{stream_choice(folds, space, best)[1]:.3f} |")
     lines += dataset_lines(summary)
     lines += detector_lines(summary["best"], results[summary["best"]["candidate"]])
     adaptations = summary.get("score_adaptation") or {}
@@ -1002,14 +1048,16 @@ def dataset_lines(summary: dict) -> list[str]:
     best_rows: dict[str, dict] = {}
     for row in summary["ranking"]:            # best first
         best_rows.setdefault(row["candidate"], row)
-    lines = ["", "Per dataset: each candidate's best space and detector set by the mean "
+    lines = ["", "Per dataset: each candidate's best space and detector set by the criterion "
              "over all folds, its fold criterion per dataset (mean, then each fold):", "",
-             "| candidate | space | set | mean over all folds | " + " | ".join(tags) + " |",
-             "| --- | --- | --- | --- |" + " --- |" * len(tags)]
+             "| candidate | space | set | criterion | mean fold criterion | "
+             + " | ".join(tags) + " |",
+             "| --- | --- | --- | --- | --- |" + " --- |" * len(tags)]
     for name, row in best_rows.items():
         cells = [_mean_and_folds(row["datasets"][t]) for t in tags]
         lines.append(f"| {name} | {row['space']} | {row['scorer'].replace(ENSEMBLE_PREFIX, '')}"
-                     f" | {row['mean']:.3f} | " + " | ".join(cells) + " |")
+                     f" | {_criterion(row):.3f} | {row['mean']:.3f} | " + " | ".join(cells)
+                     + " |")
     return lines
 
 

@@ -27,7 +27,9 @@ from envad.training.selection import (
     archive_fit,
     archive_sets,
     choosable_scorers,
+    choose,
     fold_criterion,
+    format_selection,
     in_bursts,
     make_folds,
     mix_rows,
@@ -42,6 +44,7 @@ from envad.training.selection import (
     selection_detectors,
     spaces_to_score,
     subsample,
+    summarise,
     with_spaces,
 )
 
@@ -265,8 +268,6 @@ def test_choosable_scorers_are_singles_all_and_the_best_few():
 
 
 def test_folds_scored_before_a_detector_existed_are_summarised_without_it():
-    from envad.training.selection import format_selection, summarise
-
     old = {"KNN": 0.7, "KDE": 0.6, ENSEMBLE_PREFIX + "KNN+KDE": 0.65}
     folds = [{"fold": {"env": "a", "label": "0"}, "scores": {"l2": dict(old)}}] * 2
     ranking = summarise({"older": folds})
@@ -274,7 +275,7 @@ def test_folds_scored_before_a_detector_existed_are_summarised_without_it():
     assert {r["scorer"] for r in ranking} == {"KNN", "KDE", ENSEMBLE_PREFIX + "KNN+KDE"}
     table = format_selection({"data": "d", "seed": 0, "size": 32, "folds": [],
                               "chosen": {}, "best": ranking[0]}, {"older": folds})
-    assert "| older | l2 | 0.650 | 0.700 | KNN | 0.700 | 0.700 | nan |" in table
+    assert "| older | l2 | 0.650 | 0.700 | KNN | 0.700 | 0.700 | nan | nan |" in table
 
 
 def test_a_tiny_selection_writes_a_usable_pipeline(tmp_path, one_archive_set):
@@ -579,6 +580,52 @@ def test_a_mix_that_is_worse_than_every_order_decides_too():
     assert means["frozen:16"]["worst_order"] > means["camera:64"]["worst_order"]
     assert means["frozen:16"]["worst"] == pytest.approx(0.80)
     assert pick_adaptation(means) == "camera:64"
+
+
+def _pipeline_fold(clean: float, orders: dict[str, dict[str, float]]) -> dict:
+    """A fold of one (space, KNN) pipeline: its clean and archive ROC-AUC `clean`, and
+    its pooled ROC-AUC per adaptation and arrival order ({adaptation: {order: AUC}}),
+    every value for KNN alone and its one-member ensemble."""
+    def both(value: float) -> dict[str, float]:
+        return {"KNN": value, ENSEMBLE_PREFIX + "KNN": value}
+    fold = _fold_with_orders(orders)
+    for sets in ("pooled", "orders"):
+        for mix in fold[sets].values():
+            mix["white_l2"] = {a: both(v["KNN"]) for a, v in mix["white_l2"].items()}
+    return {"fold": {"env": "a", "label": "0"}, "scores": {"white_l2": both(clean)},
+            "archive": {"5%": {"white_l2": both(clean)}}, **fold}
+
+
+def test_a_pipeline_is_chosen_by_its_worst_arrival_order():
+    """Two pipelines: the one best fitted clean and scored shuffled falls apart when a
+    camera's new content arrives after its normal images; the one that holds in every
+    order is chosen, and the summary says which adaptation and worst stream it has."""
+    fragile = [_pipeline_fold(0.84, {"none": {"shuffled": 0.70, "normal-first": 0.70},
+                                     "frozen:64": {"shuffled": 0.90, "normal-first": 0.69}})
+               for _ in range(2)]
+    steady = [_pipeline_fold(0.80, {"none": {"shuffled": 0.70, "normal-first": 0.70},
+                                    "frozen:64": {"shuffled": 0.82, "normal-first": 0.80}})
+              for _ in range(2)]
+    ranking = summarise({"fragile": fragile, "steady": steady})
+    by_name = {(r["candidate"], r["scorer"]): r for r in ranking}
+    assert by_name["fragile", "KNN"]["mean"] > by_name["steady", "KNN"]["mean"]
+    assert by_name["fragile", "KNN"]["stream"] == pytest.approx(0.70)     # `none` holds
+    assert by_name["fragile", "KNN"]["score_adaptation"] == "none"
+    assert by_name["steady", "KNN"]["stream"] == pytest.approx(0.80)
+    assert by_name["steady", "KNN"]["score_adaptation"] == "frozen:64"
+    assert by_name["steady", "KNN"]["criterion"] == pytest.approx(0.5 * (0.80 + 0.80))
+    candidates = {"fragile": Pipeline(epochs=10), "steady": Pipeline(epochs=10)}
+    assert pick_best(ranking, candidates)["candidate"] == "steady"
+    chosen = choose(ranking, {"fragile": fragile, "steady": steady}, candidates)
+    assert chosen["chosen"]["score_adaptation"] == "frozen:64"
+    table = format_selection({"data": "d", "seed": 0, "size": 32, "folds": [], **chosen},
+                             {"fragile": fragile, "steady": steady})
+    assert "| steady | white_l2 | 0.800 | 0.800 | KNN | 0.800 | 0.800 | 0.800 | 0.800 |" in table
+    assert "worst stream condition 0.800" in table
+    # folds scored without pooled sets keep the fold criterion alone
+    for fold in steady:
+        del fold["pooled"], fold["orders"]
+    assert summarise({"steady": steady})[0]["criterion"] == pytest.approx(0.80)
 
 
 def test_a_selection_over_two_datasets_chooses_by_the_mean_over_all_their_folds(tmp_path):
