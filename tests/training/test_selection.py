@@ -653,7 +653,8 @@ def test_a_selection_over_two_datasets_chooses_by_the_mean_over_all_their_folds(
     assert best["folds"] == per_dataset["photodigits"]["folds"] + per_dataset["shapes"]["folds"]
     assert best["mean"] == pytest.approx(np.mean([per_dataset[t]["mean"] for t in per_dataset]))
     report = (out / "selection.md").read_text()
-    assert "| candidate | space | set | mean over all folds | photodigits | shapes |" in report
+    assert ("| candidate | space | set | criterion | mean fold criterion | photodigits | shapes |"
+            in report)
     assert f"`{shapes}` (shapes): " in report
     # the parallel run left complete folds: a serial rerun trains and scores nothing
     encoders = sorted((out / "runs").glob("*/*/encoder.onnx"))
