@@ -842,7 +842,7 @@ def run_selection(data: str | list[str], candidates: dict[str, Pipeline], out: P
     """Every candidate on the same folds of every dataset (`data`: one DIR or several),
     in every space of `spaces`, the detectors (`detectors`, None: every registered one,
     and their sets) fitted on all of a fold's fit rows or a seeded `fit_rows` of them;
-    the pipeline is chosen by the mean over all datasets' folds. Writes
+    the pipeline is chosen by its criterion over all datasets' folds. Writes
     OUT/selection.json and returns it.
 
     Finished folds are kept in OUT/folds/ (OUT/folds/TAG/ per dataset when there are
@@ -1033,7 +1033,7 @@ def data_line(summary: dict) -> str:
         return (f"data `{summary['data']}`, {settings}; folds (held-out camera ~ held-out "
                 "class): " + ", ".join(f"{f['env']}~{f['label']}" for f in summary["folds"]))
     return (f"{len(summary['datasets'])} datasets, {settings}; the pipeline is chosen by the "
-            "mean over all datasets' folds; folds (held-out camera ~ held-out class): "
+            "criterion over all datasets' folds; folds (held-out camera ~ held-out class): "
             + "; ".join(f"`{d['data']}` ({d['tag']}): "
                         + ", ".join(f"{f['env']}~{f['label']}" for f in d["folds"])
                         for d in summary["datasets"]))
