@@ -30,8 +30,8 @@ def test_scores_equal_pyods(dim, standardization, monkeypatch):
 @pytest.mark.parametrize("rows, dim, constant", [(2000, 32, True), (300, 512, False)])
 def test_components_without_variance_are_left_out(rows, dim, constant):
     """A feature the same on every fit row, or fewer fit rows than dimensions, leaves SVD
-    components that span no variance of the rows: pyod scores every row inf (or by one
-    arbitrary direction); here they are left out and an odd row ranks above every
+    components that span no variance of the rows: pyod scores every row inf (or, where
+    the BLAS leaves round-off in that variance, some 1e17; or by one arbitrary direction); here they are left out and an odd row ranks above every
     normal one."""
     rng = np.random.default_rng(rows)
     train = rng.standard_normal((rows, dim))
@@ -47,8 +47,8 @@ def test_components_without_variance_are_left_out(rows, dim, constant):
     with np.errstate(divide="ignore", invalid="ignore"):
         reference = PCA(**settings).fit(train)
         pyods = reference.decision_function(queries)
-    if constant:       # pyod's weight of the constant direction is 0
-        assert np.isinf(pyods).all()
+    if constant:       # pyod's weight of the constant direction is 0 (or round-off)
+        assert (np.isinf(pyods) | (pyods > 1e12 * scores.max())).all()
     else:              # one direction of round-off weight decides pyod's scores
         assert reference.selected_w_components_.min() < 1e-20
 
