@@ -947,30 +947,11 @@ def _mix_words(share: float, frames: int, one_event: bool) -> str:
     return words
 
 
-def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
-    """Markdown: the chosen pipeline; per candidate x space the ensemble of all detectors,
-    KNN and the best detector set by mean fold criterion (with the best set's clean and
-    archive ROC-AUC); each detector alone in the chosen space, clean and per archive mix;
-    the score adaptations."""
-
-    best_row = summary["best"]
-    lines = ["# Pipeline selection (training cameras only)", "",
-             data_line(summary), "",
-             f"**chosen**: `{json.dumps(summary['chosen'])}` (criterion "
-             f"{_criterion(best_row):.3f}: mean fold criterion {best_row['mean']:.3f} ± "
-             f"{best_row['std']:.3f}, clean ROC-AUC {best_row.get('clean', float('nan')):.3f}, "
-             f"archive {best_row.get('archive', float('nan')):.3f}; worst stream condition "
-             f"{best_row.get('stream', float('nan')):.3f})", "",
-             "Criterion: the mean of the fold criterion and the worst stream condition. The "
-             "fold criterion is the mean of the clean ROC-AUC (detectors fitted on the other "
-             "cameras' normal rows) and the archive ROC-AUC (fitted on those rows plus the "
-             "scored images, each scored without its own event; mean over the archive "
-             "mixes " + ", ".join(f"{mix}: {_mix_words(*spec)}"
-                                  for mix, spec in ARCHIVE_MIXES.items()) + "). The worst "
-             "stream condition is the lowest mean pooled ROC-AUC of any anomaly-share mix "
-             "or arrival order under the score adaptation chosen for that pipeline (below).",
-             "",
-             "| candidate | space | ensemble (all) | KNN | best choosable set | its criterion "
+def candidate_lines(results: dict[str, list[dict]]) -> list[str]:
+    """Markdown rows: per candidate x space, the criterion of the ensemble of all
+    detectors, of KNN and of the best choosable set, with the best set's clean, archive
+    and worst-stream parts."""
+    lines = ["| candidate | space | ensemble (all) | KNN | best choosable set | its criterion "
              "| its clean | its archive | its worst stream |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, folds in results.items():
@@ -991,6 +972,30 @@ def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
                          f"{clean_mean(folds, space, best):.3f} | "
                          f"{archive_mean(folds, space, best):.3f} | "
                          f"{stream_choice(folds, space, best)[1]:.3f} |")
+    return lines
+
+
+def format_selection(summary: dict, results: dict[str, list[dict]]) -> str:
+    """Markdown: the chosen pipeline; per candidate x space the ensemble of all detectors,
+    KNN and the best detector set by criterion (`candidate_lines`); each detector alone
+    in the chosen space, clean and per archive mix; the score adaptations."""
+    best_row = summary["best"]
+    lines = ["# Pipeline selection (training cameras only)", "",
+             data_line(summary), "",
+             f"**chosen**: `{json.dumps(summary['chosen'])}` (criterion "
+             f"{_criterion(best_row):.3f}: mean fold criterion {best_row['mean']:.3f} ± "
+             f"{best_row['std']:.3f}, clean ROC-AUC {best_row.get('clean', float('nan')):.3f}, "
+             f"archive {best_row.get('archive', float('nan')):.3f}; worst stream condition "
+             f"{best_row.get('stream', float('nan')):.3f})", "",
+             "Criterion: the mean of the fold criterion and the worst stream condition. The "
+             "fold criterion is the mean of the clean ROC-AUC (detectors fitted on the other "
+             "cameras' normal rows) and the archive ROC-AUC (fitted on those rows plus the "
+             "scored images, each scored without its own event; mean over the archive "
+             "mixes " + ", ".join(f"{mix}: {_mix_words(*spec)}"
+                                  for mix, spec in ARCHIVE_MIXES.items()) + "). The worst "
+             "stream condition is the lowest mean pooled ROC-AUC of any anomaly-share mix "
+             "or arrival order under the score adaptation chosen for that pipeline (below).",
+             "", *candidate_lines(results)]
     lines += dataset_lines(summary)
     lines += detector_lines(summary["best"], results[summary["best"]["candidate"]])
     adaptations = summary.get("score_adaptation") or {}
