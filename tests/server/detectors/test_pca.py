@@ -31,8 +31,8 @@ def test_scores_equal_pyods(dim, standardization, monkeypatch):
 def test_components_without_variance_are_left_out(rows, dim, constant):
     """A feature the same on every fit row, or fewer fit rows than dimensions, leaves SVD
     components that span no variance of the rows: pyod scores every row inf (or, where
-    the BLAS leaves round-off in that variance, some 1e17; or by one arbitrary direction); here they are left out and an odd row ranks above every
-    normal one."""
+    the BLAS leaves round-off in that variance, some 1e17; or by one arbitrary
+    direction); here they are left out and an odd row ranks above every normal one."""
     rng = np.random.default_rng(rows)
     train = rng.standard_normal((rows, dim))
     queries = np.vstack([rng.standard_normal((40, dim)), rng.standard_normal((10, dim)) * 4])
