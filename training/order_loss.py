@@ -120,7 +120,9 @@ def main(argv=None) -> dict:
                         help="comma-separated adaptations (default: the pipeline's)")
     parser.add_argument("--orders", default="shuffled,normal-first",
                         help="comma-separated arrival orders, or all")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the arrival orders and the fit (an encoder's training "
+                             "seed gives the orders `envad evaluate` scored it in)")
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     args = parser.parse_args(argv)
     pipeline = resolve_pipeline(args.pipeline)
