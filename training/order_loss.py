@@ -36,7 +36,7 @@ from envad.arrival_orders import DEFAULT_ORDERS, arrange, parse_orders
 from envad.defaults import FIT_MAX_SAMPLES
 from envad.pipeline import resolve_pipeline
 from envad.server.detectors import registry
-from envad.server.detectors.bundle import DetectorBundle, FitSpec, fit_bundle
+from envad.server.detectors.bundle import STREAM_CHUNK, DetectorBundle, FitSpec, fit_bundle
 from envad.server.detectors.score_adaptation import parse_score_adaptation
 from envad.server.encoder import OnnxEncoder
 from envad.server.env_stats import EnvStatistics
@@ -45,8 +45,6 @@ from envad.training.evaluate import embed
 from envad.training.metrics import mean_per_camera_auc, roc_auc
 from envad.training.protocol import fit_indices
 
-#: rows a stream scores at a time (DetectorBundle.score_stream's default)
-CHUNK = 64
 WAYS = ("streamed", "warm", "complete", "normals only")
 
 
@@ -77,8 +75,9 @@ def order_losses(bundle: DetectorBundle, X: np.ndarray, labels: np.ndarray,
     for name in orders:
         rows = arrange(envs, labels, name, seed)
         Xo, yo, eo = X[rows], labels[rows], envs[rows]
-        streamed = bundle.score_stream(Xo, eo, chunk=CHUNK).ensemble
-        warm = np.concatenate([np.flatnonzero(eo == env)[CHUNK:] for env in np.unique(eo)])
+        streamed = bundle.score_stream(Xo, eo).ensemble
+        warm = np.concatenate([np.flatnonzero(eo == env)[STREAM_CHUNK:]
+                               for env in np.unique(eo)])
         out[name] = {
             "streamed": _aucs(yo, streamed, eo),
             "warm": _aucs(yo[warm], streamed[warm], eo[warm]),
@@ -92,7 +91,7 @@ def format_losses(results: dict[str, dict], title: str) -> str:
     """Markdown: per score adaptation and arrival order, each way's pooled and mean
     per-camera ROC-AUC."""
     lines = [f"# {title}", "", "Pooled / mean per-camera ROC-AUC of each test camera's "
-             f"stream (chunks of {CHUNK}): `streamed` as scored; `warm` without each "
+             f"stream (chunks of {STREAM_CHUNK}): `streamed` as scored; `warm` without each "
              "camera's first chunk; `complete` with the statistics each camera holds at "
              "the end of its stream; `normals only` with those of its normal images alone "
              "(an oracle). Reads the test cameras; nothing is chosen on it.", "",

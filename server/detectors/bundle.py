@@ -53,6 +53,9 @@ AUTO_SPACE = "auto"
 FALLBACK_SPACE = "l2"
 
 
+#: rows `score_stream` scores at a time, as a client's requests deliver them
+STREAM_CHUNK = 64
+
 @dataclass(frozen=True)
 class BundleScores:
     """Scores of rows: each detector's raw score, that score on the fit set's scale for
@@ -223,7 +226,7 @@ class DetectorBundle:
                                  None if ids is None else np.asarray(ids)[wanted])
         self.observe_scores(raw, envs[wanted], score_stats)
 
-    def score_stream(self, X: np.ndarray, envs, chunk: int = 64, ids=None,
+    def score_stream(self, X: np.ndarray, envs, chunk: int = STREAM_CHUNK, ids=None,
                      known: BundleScores | None = None) -> BundleScores:
         """Score rows as a stream delivers them and the store keeps them: in order,
         `chunk` at a time, each chunk scored with the statistics of the rows stored
